@@ -1,0 +1,35 @@
+# reckon — see README.md. `make gate` and `make test` do all setup on a fresh machine (Go only).
+GO      ?= go
+BIN     := bin
+OUT     ?= out
+SPEC    ?= fixtures/specs/default.yaml
+VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X main.version=$(VERSION)
+
+.PHONY: all build gate test bench lint clean
+
+all: build
+
+build:
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/reckon ./cmd/reckon
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/refengine ./cmd/refengine
+
+# The main job: the gate on the reference engine. Reports go to $(OUT)/; exits non-zero when red.
+gate: build
+	$(BIN)/reckon gate --spec $(SPEC) --out $(OUT)
+
+# Unit and integration tests (no GPU needed). Kept under 10 minutes on 2 cores.
+test:
+	$(GO) vet ./...
+	$(GO) test -timeout 9m ./...
+
+# Benchmarks: speed and memory targets are measured here, never asserted in tests.
+bench: build
+	$(GO) test -run '^$$' -bench . -benchtime 1x ./... | tee $(OUT)/bench.txt
+
+lint:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
+	$(GO) vet ./...
+
+clean:
+	rm -rf $(BIN) $(OUT)

@@ -1,0 +1,64 @@
+package wire
+
+// GenerateRequest is the body of SGLang's native POST /generate (the subset reckon uses).
+type GenerateRequest struct {
+	Text           string         `json:"text,omitempty"`
+	InputIDs       []int          `json:"input_ids,omitempty"`
+	SamplingParams SamplingParams `json:"sampling_params"`
+	ReturnLogprob  bool           `json:"return_logprob,omitempty"`
+	TopLogprobsNum int            `json:"top_logprobs_num,omitempty"`
+	LogprobStart   *int           `json:"logprob_start_len,omitempty"`
+	Stream         bool           `json:"stream,omitempty"`
+}
+
+// SamplingParams are SGLang's per-request sampling settings.
+type SamplingParams struct {
+	MaxNewTokens *int     `json:"max_new_tokens,omitempty"`
+	Temperature  *float64 `json:"temperature,omitempty"`
+	IgnoreEOS    bool     `json:"ignore_eos,omitempty"`
+	Stop         []string `json:"stop,omitempty"`
+}
+
+// GenerateResponse is SGLang's /generate answer (non-streaming).
+type GenerateResponse struct {
+	Text      string       `json:"text"`
+	OutputIDs []int        `json:"output_ids,omitempty"`
+	MetaInfo  GenerateMeta `json:"meta_info"`
+}
+
+// GenerateMeta carries token counts, logprobs and finish reason. Logprob entries are
+// [logprob, token_id, token_text-or-null] triples as SGLang returns them.
+type GenerateMeta struct {
+	ID                  string         `json:"id"`
+	PromptTokens        int            `json:"prompt_tokens"`
+	CompletionTokens    int            `json:"completion_tokens"`
+	FinishReason        map[string]any `json:"finish_reason,omitempty"`
+	OutputTokenLogprobs [][]any        `json:"output_token_logprobs,omitempty"`
+	InputTokenLogprobs  [][]any        `json:"input_token_logprobs,omitempty"`
+	OutputTopLogprobs   [][][]any      `json:"output_top_logprobs,omitempty"`
+	E2ELatency          float64        `json:"e2e_latency,omitempty"`
+	SpecVerifyCount     int            `json:"spec_verify_ct,omitempty"`
+	Extra               map[string]any `json:"-"`
+}
+
+// ServerInfo is the subset of SGLang's GET /get_server_info (newer: /server_info) that reckon reads.
+// Unknown keys are ignored by decoders; engines may send many more.
+type ServerInfo struct {
+	MemoryUsage         *MemoryUsage     `json:"memory_usage,omitempty"`
+	MaxTotalNumTokens   int              `json:"max_total_num_tokens,omitempty"`
+	TPSize              int              `json:"tp_size,omitempty"`
+	Version             string           `json:"version,omitempty"`
+	DisableCustomAR     bool             `json:"disable_custom_all_reduce"`
+	AllReduceBackend    string           `json:"allreduce_backend,omitempty"`
+	LastGenThroughput   float64          `json:"last_gen_throughput"`
+	AvgSpecAcceptLength *float64         `json:"avg_spec_accept_length,omitempty"`
+	InternalStates      []map[string]any `json:"internal_states,omitempty"`
+}
+
+// MemoryUsage is SGLang's per-rank memory breakdown in GB (GiB values) plus the KV token capacity.
+type MemoryUsage struct {
+	Weight        float64 `json:"weight"`
+	KVCache       float64 `json:"kvcache"`
+	TokenCapacity int     `json:"token_capacity"`
+	CUDAGraph     float64 `json:"cuda_graph"`
+}
