@@ -75,6 +75,8 @@ type AllReduceProbeAlgorithm struct {
 	Exact     bool     `json:"exact"` // bit-identical to the reference rounded to dtype
 	MedianUs  *float64 `json:"median_us,omitempty"`
 	Skipped   string   `json:"skipped,omitempty"` // why this algorithm did not run at this size
+	// RanksIdentical: every rank ended with bit-identical output (absent when not checked).
+	RanksIdentical *bool `json:"ranks_identical,omitempty"`
 }
 
 // AllReduceProbePair compares two algorithms' outputs with each other.

@@ -1,0 +1,306 @@
+package client
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/reckon-ci/reckon/wire"
+)
+
+// Chunk is one event of a streamed completion, as it arrived.
+type Chunk struct {
+	// Seq numbers the events of the stream from 0, usage-only events included.
+	Seq int
+	// Arrival is when the event was read, measured from the moment the request was sent.
+	Arrival time.Duration
+	// Content is true when the event carries at least one generated token (non-empty text,
+	// token ids or logprob tokens); only content events are timing points for TTFT and ITL.
+	Content bool
+	// Index is the choice index of the delta (0 for single-prompt requests).
+	Index        int
+	Text         string
+	Tokens       int // tokens in this event: token_ids, else logprob tokens, else 1 for content
+	TokenIDs     []int
+	Logprobs     *wire.Logprobs
+	FinishReason string
+	Usage        *wire.Usage
+}
+
+// StreamResult is what one streamed completion produced, with its client-side timings.
+// Times are measured with the client's clock (monotonic by default) from the moment the request
+// was handed to the HTTP transport.
+type StreamResult struct {
+	Start time.Time
+	// TTFT is the arrival of the first content event (zero when none arrived).
+	TTFT time.Duration
+	// Latency is the arrival of the last content event: the end-to-end latency as vLLM and SGLang
+	// measure it.
+	Latency time.Duration
+	// Closed is when the stream ended ([DONE] or end of body).
+	Closed time.Duration
+	// Arrivals holds the arrival of each content event; ChunkTokens its token count.
+	Arrivals    []time.Duration
+	ChunkTokens []int
+	// Text, TokenIDs and Logprobs are the concatenated deltas of choice 0.
+	Text           string
+	TokenIDs       []int
+	PromptTokenIDs []int
+	Logprobs       *wire.Logprobs
+	FinishReason   string
+	// Usage is the final usage event, when the server sent one.
+	Usage *wire.Usage
+	// OutputTokens is usage.completion_tokens when reported, else the tokens counted in events.
+	OutputTokens int
+	// CountedTokens is the number of tokens counted from the events themselves.
+	CountedTokens int
+	// PromptTokens is usage.prompt_tokens when reported, else 0.
+	PromptTokens int
+	// Done is true when the server ended the stream with "data: [DONE]".
+	Done bool
+
+	text []byte
+}
+
+// ITLs returns the gaps between consecutive content events.
+func (r *StreamResult) ITLs() []time.Duration {
+	if len(r.Arrivals) < 2 {
+		return nil
+	}
+	out := make([]time.Duration, len(r.Arrivals)-1)
+	for i := 1; i < len(r.Arrivals); i++ {
+		out[i-1] = r.Arrivals[i] - r.Arrivals[i-1]
+	}
+	return out
+}
+
+// streamEvent is one decoded SSE data payload: a completion chunk or an error object.
+type streamEvent struct {
+	wire.CompletionResponse
+	Error json.RawMessage `json:"error,omitempty"`
+}
+
+// Stream sends req with stream=true (and asks for a final usage event) and reads the server-sent
+// events as they arrive, calling onChunk (may be nil) for each. On a failure after the stream
+// started the partial result is returned together with the error.
+func (c *Client) Stream(ctx context.Context, req wire.CompletionRequest, onChunk func(Chunk)) (*StreamResult, error) {
+	const endpoint = "POST /v1/completions (stream)"
+	if req.Model == "" {
+		req.Model = c.model
+	}
+	req.Stream = true
+	if req.StreamOptions == nil {
+		req.StreamOptions = &wire.StreamOptions{IncludeUsage: true}
+	}
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	hreq, err := c.newRequest(ctx, http.MethodPost, "/v1/completions", req)
+	if err != nil {
+		return nil, err
+	}
+	hreq.Header.Set("Accept", "text/event-stream")
+	res := &StreamResult{Start: c.now()}
+	resp, err := c.http.Do(hreq)
+	if err != nil {
+		return res, fmt.Errorf("%s: %w", endpoint, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		return res, apiError(endpoint, resp.StatusCode, data)
+	}
+	err = c.readEvents(endpoint, resp.Body, res, onChunk)
+	c.finish(res)
+	// Drain what follows [DONE] (normally nothing) so that the connection can be reused.
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	if err != nil {
+		if ctx.Err() != nil && !errors.Is(err, ErrMalformed) {
+			err = fmt.Errorf("%s: %w", endpoint, ctx.Err())
+		}
+		return res, err
+	}
+	if len(res.Arrivals) == 0 {
+		return res, &MalformedError{Endpoint: endpoint, Field: "choices", Reason: "stream ended without any generated token"}
+	}
+	return res, nil
+}
+
+var (
+	prefixData = []byte("data:")
+	doneMarker = []byte("[DONE]")
+)
+
+// readEvents parses the SSE body. Events are separated by blank lines; only "data:" fields are
+// used ("event:", "id:", "retry:" and ":" comments are skipped). Multi-line data is joined with
+// "\n" as the SSE specification says.
+func (c *Client) readEvents(endpoint string, body io.Reader, res *StreamResult, onChunk func(Chunk)) error {
+	br := bufio.NewReaderSize(body, 64<<10)
+	var data []byte
+	seq := 0
+	dispatch := func() error {
+		if len(data) == 0 {
+			return nil
+		}
+		arrival := c.now().Sub(res.Start)
+		payload := bytes.TrimSpace(data)
+		data = data[:0]
+		if bytes.Equal(payload, doneMarker) {
+			res.Done = true
+			res.Closed = arrival
+			return nil
+		}
+		var ev streamEvent
+		if err := json.Unmarshal(payload, &ev); err != nil {
+			return decodeError(endpoint, payload, err)
+		}
+		if len(ev.Error) > 0 && !bytes.Equal(ev.Error, []byte("null")) {
+			var eb wire.ErrorBody
+			ae := &APIError{Endpoint: endpoint, StatusCode: http.StatusOK}
+			if json.Unmarshal(ev.Error, &eb) == nil && eb.Message != "" {
+				ae.Message, ae.Type = eb.Message, eb.Type
+				if eb.Code != 0 {
+					ae.StatusCode = eb.Code
+				}
+			} else {
+				ae.Body = snippet(ev.Error)
+			}
+			return ae
+		}
+		if err := checkCompletion(endpoint, &ev.CompletionResponse, true); err != nil {
+			if me, ok := err.(*MalformedError); ok {
+				me.Snippet = snippet(payload)
+			}
+			return err
+		}
+		if ev.Usage != nil {
+			u := *ev.Usage
+			res.Usage = &u
+		}
+		if len(ev.Choices) == 0 {
+			if onChunk != nil {
+				onChunk(Chunk{Seq: seq, Arrival: arrival, Usage: res.Usage})
+			}
+			seq++
+			return nil
+		}
+		for i := range ev.Choices {
+			ch := &ev.Choices[i]
+			k := Chunk{Seq: seq, Arrival: arrival, Index: ch.Index, Text: ch.Text, TokenIDs: ch.TokenIDs, Logprobs: ch.Logprobs, Usage: ev.Usage}
+			if ch.FinishReason != nil {
+				k.FinishReason = *ch.FinishReason
+			}
+			switch {
+			case len(ch.TokenIDs) > 0:
+				k.Tokens = len(ch.TokenIDs)
+			case ch.Logprobs != nil && len(ch.Logprobs.Tokens) > 0:
+				k.Tokens = len(ch.Logprobs.Tokens)
+			case ch.Text != "":
+				k.Tokens = 1
+			}
+			k.Content = k.Tokens > 0
+			if ch.Index == 0 {
+				if len(ch.PromptTokenIDs) > 0 && res.PromptTokenIDs == nil {
+					res.PromptTokenIDs = ch.PromptTokenIDs
+				}
+				if k.Content {
+					if len(res.Arrivals) == 0 {
+						res.TTFT = arrival
+					}
+					res.Latency = arrival
+					res.Arrivals = append(res.Arrivals, arrival)
+					res.ChunkTokens = append(res.ChunkTokens, k.Tokens)
+					res.CountedTokens += k.Tokens
+					res.text = append(res.text, ch.Text...)
+					res.TokenIDs = append(res.TokenIDs, ch.TokenIDs...)
+					if ch.Logprobs != nil {
+						res.Logprobs = appendLogprobs(res.Logprobs, ch.Logprobs)
+					}
+				}
+				if k.FinishReason != "" {
+					res.FinishReason = k.FinishReason
+				}
+			}
+			if onChunk != nil {
+				onChunk(k)
+			}
+		}
+		seq++
+		return nil
+	}
+	for {
+		line, err := br.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			// A data line longer than the buffer: gather it whole.
+			full := append([]byte(nil), line...)
+			for errors.Is(err, bufio.ErrBufferFull) {
+				line, err = br.ReadSlice('\n')
+				full = append(full, line...)
+			}
+			line = full
+		}
+		if len(line) > 0 {
+			trimmed := bytes.TrimRight(line, "\r\n")
+			switch {
+			case len(trimmed) == 0:
+				if derr := dispatch(); derr != nil {
+					return derr
+				}
+			case bytes.HasPrefix(trimmed, prefixData):
+				v := trimmed[len(prefixData):]
+				if len(v) > 0 && v[0] == ' ' {
+					v = v[1:]
+				}
+				if len(data) > 0 {
+					data = append(data, '\n')
+				}
+				data = append(data, v...)
+			default:
+				// event:, id:, retry:, comments: not used by completion streams.
+			}
+		}
+		if err != nil {
+			if err == io.EOF {
+				if derr := dispatch(); derr != nil {
+					return derr
+				}
+				if !res.Done {
+					res.Closed = c.now().Sub(res.Start)
+				}
+				c.finish(res)
+				return nil
+			}
+			c.finish(res)
+			return fmt.Errorf("%s: reading stream: %w", endpoint, err)
+		}
+		if res.Done {
+			c.finish(res)
+			return nil
+		}
+	}
+}
+
+func (c *Client) finish(res *StreamResult) {
+	res.Text = string(res.text)
+	res.OutputTokens = res.CountedTokens
+	if res.Usage != nil {
+		res.OutputTokens = res.Usage.CompletionTokens
+		res.PromptTokens = res.Usage.PromptTokens
+	}
+}
+
+func appendLogprobs(dst, src *wire.Logprobs) *wire.Logprobs {
+	if dst == nil {
+		dst = &wire.Logprobs{}
+	}
+	dst.Tokens = append(dst.Tokens, src.Tokens...)
+	dst.TokenLogprobs = append(dst.TokenLogprobs, src.TokenLogprobs...)
+	dst.TopLogprobs = append(dst.TopLogprobs, src.TopLogprobs...)
+	dst.TextOffset = append(dst.TextOffset, src.TextOffset...)
+	return dst
+}

@@ -1,0 +1,83 @@
+package core
+
+import (
+	"regexp"
+	"strings"
+)
+
+var (
+	arDisabledRE = regexp.MustCompile(`(?i:custom ?all-?reduce(?:V2)?) is disabled (because|due to) (.*)`)
+	arSilenceRE  = regexp.MustCompile(`\.?\s*To silence this warning.*$`)
+	arFlagRE     = regexp.MustCompile(`disable_custom_all_reduce['"]?\s*[=:]\s*True`)
+	arRegisterRE = regexp.MustCompile(`Registering (\d+) cuda graph addresses`)
+	arBackendsRE = regexp.MustCompile(`Using \[([^\]]*)\] all-reduce backends(?:.*?for group '([^']*)')?`)
+	arGenericRE  = regexp.MustCompile(`(?i)all-?reduce backend\s*(?:[:=]|is|:=)?\s*["']?(custom|nccl)\b`)
+)
+
+// AllReduceTracker decides the effective allreduce backend from log records.
+//
+// Evidence that custom allreduce is off (any rank): a "Custom allreduce is disabled
+// because/due to ..." warning (the reason is kept), disable_custom_all_reduce=True in the
+// printed arguments, a backend list without CUSTOM, or an explicit "allreduce backend: nccl".
+// Evidence that it is on: "Registering N cuda graph addresses", a backend list with CUSTOM, or
+// "allreduce backend: custom". Off-evidence wins; with no evidence the backend is unknown.
+type AllReduceTracker struct {
+	reason     string
+	disabled   bool
+	flagOff    bool
+	listNoCust string
+	custom     bool
+	explicit   string
+}
+
+// Record feeds one record (a Segment's text).
+func (t *AllReduceTracker) Record(text string) {
+	if m := arDisabledRE.FindStringSubmatch(text); m != nil {
+		reason := strings.TrimSpace(arSilenceRE.ReplaceAllString(m[2], ""))
+		reason = strings.TrimSuffix(reason, ".")
+		if m[1] != "because" && !strings.EqualFold(m[1], "because") {
+			reason = m[1] + " " + reason
+		}
+		if !t.disabled {
+			t.reason = reason
+		}
+		t.disabled = true
+		return
+	}
+	if arFlagRE.MatchString(text) {
+		t.flagOff = true
+	}
+	if arRegisterRE.MatchString(text) {
+		t.custom = true
+	}
+	if m := arBackendsRE.FindStringSubmatch(text); m != nil {
+		if m[2] == "" || strings.Contains(m[2], "tp") {
+			if strings.Contains(strings.ToUpper(m[1]), "'CUSTOM'") || strings.Contains(strings.ToUpper(m[1]), "\"CUSTOM\"") {
+				t.custom = true
+			} else if t.listNoCust == "" {
+				t.listNoCust = "all-reduce backends [" + m[1] + "] do not include CUSTOM"
+			}
+		}
+	}
+	if m := arGenericRE.FindStringSubmatch(text); m != nil {
+		t.explicit = strings.ToLower(m[1])
+	}
+}
+
+// Result returns the backend ("custom", "nccl" or "unknown") and the reason custom allreduce
+// was not used (nil when unknown or custom).
+func (t *AllReduceTracker) Result() (string, *string) {
+	switch {
+	case t.disabled:
+		return AllReduceNCCL, String(t.reason)
+	case t.flagOff:
+		return AllReduceNCCL, String("disabled by flag (disable_custom_all_reduce=True)")
+	case t.listNoCust != "":
+		return AllReduceNCCL, String(t.listNoCust)
+	case t.explicit == AllReduceNCCL:
+		return AllReduceNCCL, String("engine reports allreduce backend nccl")
+	case t.custom || t.explicit == AllReduceCustom:
+		return AllReduceCustom, nil
+	}
+	return AllReduceUnknown, nil
+}

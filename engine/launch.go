@@ -1,0 +1,625 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/reckon-ci/reckon/engine/internal/core"
+)
+
+// Defaults for LaunchOptions fields left zero.
+const (
+	DefaultReadyTimeout   = 20 * time.Minute
+	DefaultStopGrace      = 15 * time.Second
+	DefaultPortRetries    = 3
+	DefaultHealthInterval = 250 * time.Millisecond
+	// killWait bounds how long Stop waits for the group to vanish after SIGKILL.
+	killWait = 10 * time.Second
+	// tailLines is how many log lines an Instance keeps in memory for LogTail.
+	tailLines = 400
+)
+
+// ReadyMode says which signals make an engine ready.
+type ReadyMode int
+
+const (
+	// ReadyBoth (the default) needs the adapter's ready log line and a 200 from its health
+	// path. Old SGLang answered /health before its warmup finished; the line comes after.
+	ReadyBoth ReadyMode = iota
+	// ReadyHealth needs only a 200 from the health path.
+	ReadyHealth
+	// ReadyLogLine needs only the ready log line.
+	ReadyLogLine
+	// ReadyEither takes whichever comes first.
+	ReadyEither
+)
+
+// LaunchOptions configures Launch.
+type LaunchOptions struct {
+	// Config is the engine configuration; Port 0 picks a free port.
+	Config LaunchConfig
+	// LogPath receives the engine's stdout and stderr (created with its directory,
+	// truncated). A failed attempt's log is kept as LogPath.attemptN.
+	LogPath string
+	// ReadyTimeout bounds the wait for readiness (default DefaultReadyTimeout).
+	ReadyTimeout time.Duration
+	// StopGrace is the time between SIGTERM and SIGKILL (default DefaultStopGrace).
+	StopGrace time.Duration
+	// PortRetries is how many more ports are tried when the port is taken (default
+	// DefaultPortRetries; negative means none).
+	PortRetries int
+	// Logger receives lifecycle events (default logrus.StandardLogger()).
+	Logger logrus.FieldLogger
+	// Ready selects the readiness signals (default ReadyBoth).
+	Ready ReadyMode
+	// HealthInterval is the health polling period (default DefaultHealthInterval).
+	HealthInterval time.Duration
+}
+
+// ErrPortInUse is the cause of a LaunchError when the engine could not bind its port.
+var ErrPortInUse = errors.New("address already in use")
+
+// LaunchError is an infrastructure failure of Launch (the engine did not start, exited, did
+// not become ready in time, or no port could be bound). Suites report it as a JUnit error
+// with LogTail attached, never as a regression.
+type LaunchError struct {
+	// Op is what failed: "config", "start", "exited", "ready timeout", "port", "canceled".
+	Op string
+	// Cause is the underlying error.
+	Cause error
+	// Argv is the command line that was run.
+	Argv []string
+	// LogPath is the engine log of the last attempt.
+	LogPath string
+	// LogTail holds the last lines of the engine log.
+	LogTail string
+	// ExitCode is the engine's exit status; -1 when it had not exited or died by a signal.
+	ExitCode int
+	// Attempts is the number of launch attempts made.
+	Attempts int
+}
+
+func (e *LaunchError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "launch engine: %s", e.Op)
+	if e.Cause != nil {
+		fmt.Fprintf(&b, ": %v", e.Cause)
+	}
+	if e.ExitCode >= 0 {
+		fmt.Fprintf(&b, " (exit code %d)", e.ExitCode)
+	}
+	if e.Attempts > 1 {
+		fmt.Fprintf(&b, " after %d attempts", e.Attempts)
+	}
+	if e.LogPath != "" {
+		fmt.Fprintf(&b, "; log %s", e.LogPath)
+	}
+	if t := strings.TrimSpace(e.LogTail); t != "" {
+		fmt.Fprintf(&b, "\n--- last log lines ---\n%s", t)
+	}
+	return b.String()
+}
+
+func (e *LaunchError) Unwrap() error { return e.Cause }
+
+var addrInUseRE = regexp.MustCompile(`(?i)address already in use|Errno 98\b|EADDRINUSE|port \d+ is (?:already )?(?:in use|not available|occupied)`)
+
+// Instance is a running engine started by Launch.
+type Instance struct {
+	adapter Adapter
+	cfg     LaunchConfig
+	argv    []string
+	logPath string
+	grace   time.Duration
+	log     logrus.FieldLogger
+
+	cmd     *exec.Cmd
+	pid     int
+	logFile *os.File
+
+	exited   chan struct{}
+	exitErr  error
+	exitCode int
+
+	readerDone chan struct{}
+	readyLine  chan struct{}
+	addrInUse  chan struct{}
+
+	mu   sync.Mutex
+	tail []string
+
+	stopOnce sync.Once
+	stopDone chan struct{}
+	stopErr  error
+}
+
+// BaseURL is the engine's HTTP address, e.g. "http://127.0.0.1:30000".
+func (i *Instance) BaseURL() string {
+	return "http://" + net.JoinHostPort(connectHost(i.cfg.Host), strconv.Itoa(i.cfg.Port))
+}
+
+// Pid is the engine's process id (also its process group id).
+func (i *Instance) Pid() int { return i.pid }
+
+// Port is the port the engine listens on.
+func (i *Instance) Port() int { return i.cfg.Port }
+
+// Argv is the command line the engine was started with.
+func (i *Instance) Argv() []string { return append([]string(nil), i.argv...) }
+
+// LogPath is the engine's log file.
+func (i *Instance) LogPath() string { return i.logPath }
+
+// Adapter is the adapter the engine was launched with.
+func (i *Instance) Adapter() Adapter { return i.adapter }
+
+// Report parses the engine log written so far.
+func (i *Instance) Report() (*Report, error) {
+	f, err := os.Open(i.logPath)
+	if err != nil {
+		return nil, fmt.Errorf("engine report: %w", err)
+	}
+	defer f.Close()
+	rep, err := i.adapter.ParseLog(f)
+	if err != nil {
+		return nil, fmt.Errorf("engine report %s: %w", i.logPath, err)
+	}
+	return rep, nil
+}
+
+// LogTail returns the last n lines of the engine's output (n <= 0: all kept lines).
+func (i *Instance) LogTail(n int) string {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	lines := i.tail
+	if n > 0 && len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Exited is closed when the engine's main process has exited.
+func (i *Instance) Exited() <-chan struct{} { return i.exited }
+
+// ExitErr is the main process's exit error (nil while running or after a clean exit).
+func (i *Instance) ExitErr() error {
+	select {
+	case <-i.exited:
+		return i.exitErr
+	default:
+		return nil
+	}
+}
+
+// Launch starts the engine described by opts with adapter a, in its own process group,
+// with stdout and stderr in opts.LogPath, on a free port (retrying with another port when the
+// port is taken), and waits until it is ready. It fails early, with a *LaunchError carrying
+// the log tail, when the engine exits, when opts.ReadyTimeout passes or when ctx is done; the
+// engine's whole process group is stopped before such an error is returned. Cancelling ctx
+// after Launch returned stops the engine.
+func Launch(ctx context.Context, a Adapter, opts LaunchOptions) (*Instance, error) {
+	if a == nil {
+		return nil, &LaunchError{Op: "config", Cause: errors.New("no adapter"), ExitCode: -1}
+	}
+	if opts.LogPath == "" {
+		return nil, &LaunchError{Op: "config", Cause: errors.New("log path: expected a file path, got nothing"), ExitCode: -1}
+	}
+	if opts.ReadyTimeout <= 0 {
+		opts.ReadyTimeout = DefaultReadyTimeout
+	}
+	if opts.StopGrace <= 0 {
+		opts.StopGrace = DefaultStopGrace
+	}
+	if opts.PortRetries == 0 {
+		opts.PortRetries = DefaultPortRetries
+	} else if opts.PortRetries < 0 {
+		opts.PortRetries = 0
+	}
+	if opts.HealthInterval <= 0 {
+		opts.HealthInterval = DefaultHealthInterval
+	}
+	if opts.Logger == nil {
+		opts.Logger = logrus.StandardLogger()
+	}
+	tried := map[int]bool{}
+	attempts := 1 + opts.PortRetries
+	var lastErr *LaunchError
+	for attempt := 1; attempt <= attempts; attempt++ {
+		cfg := opts.Config
+		port, err := choosePort(cfg.Host, cfg.Port, tried)
+		if err != nil {
+			return nil, &LaunchError{Op: "port", Cause: err, ExitCode: -1, Attempts: attempt}
+		}
+		tried[port] = true
+		cfg.Port = port
+		if attempt > 1 && lastErr != nil {
+			// Keep the failed attempt's log next to the new one.
+			_ = os.Rename(opts.LogPath, fmt.Sprintf("%s.attempt%d", opts.LogPath, attempt-1))
+		}
+		inst, err := start(a, cfg, opts)
+		if err != nil {
+			var le *LaunchError
+			if errors.As(err, &le) {
+				le.Attempts = attempt
+			}
+			return nil, err
+		}
+		err = inst.waitReady(ctx, opts)
+		if err == nil {
+			opts.Logger.WithFields(logrus.Fields{"engine": a.Name(), "pid": inst.pid, "url": inst.BaseURL()}).Info("engine ready")
+			go func() {
+				select {
+				case <-ctx.Done():
+					sctx, cancel := context.WithTimeout(context.Background(), opts.StopGrace+killWait)
+					defer cancel()
+					if err := inst.Stop(sctx); err != nil {
+						opts.Logger.WithError(err).Warn("stopping engine after cancellation")
+					}
+				case <-inst.stopDone:
+				}
+			}()
+			return inst, nil
+		}
+		sctx, cancel := context.WithTimeout(context.Background(), opts.StopGrace+killWait)
+		stopErr := inst.Stop(sctx)
+		cancel()
+		var le *LaunchError
+		if !errors.As(err, &le) {
+			return nil, err
+		}
+		le.Attempts = attempt
+		le.LogTail = inst.LogTail(60)
+		if stopErr != nil {
+			le.Cause = errors.Join(le.Cause, stopErr)
+		}
+		if le.Op == "port" && attempt < attempts {
+			opts.Logger.WithFields(logrus.Fields{"engine": a.Name(), "port": port}).Warn("engine port taken; retrying on another port")
+			lastErr = le
+			continue
+		}
+		return nil, le
+	}
+	return nil, lastErr
+}
+
+func connectHost(h string) string {
+	switch h {
+	case "", "0.0.0.0", "::", "[::]":
+		return "127.0.0.1"
+	}
+	return h
+}
+
+func bindHost(h string) string {
+	if h == "" {
+		return "127.0.0.1"
+	}
+	return strings.Trim(h, "[]")
+}
+
+// choosePort returns want when it is free and untried, otherwise a free port from the kernel.
+func choosePort(host string, want int, tried map[int]bool) (int, error) {
+	if want > 0 && !tried[want] {
+		if l, err := net.Listen("tcp", net.JoinHostPort(bindHost(host), strconv.Itoa(want))); err == nil {
+			_ = l.Close()
+			return want, nil
+		}
+	}
+	for range 20 {
+		l, err := net.Listen("tcp", net.JoinHostPort(bindHost(host), "0"))
+		if err != nil {
+			return 0, fmt.Errorf("find a free port on %s: %w", bindHost(host), err)
+		}
+		p := l.Addr().(*net.TCPAddr).Port
+		_ = l.Close()
+		if !tried[p] {
+			return p, nil
+		}
+	}
+	return 0, fmt.Errorf("find a free port on %s: kernel kept returning tried ports", bindHost(host))
+}
+
+func start(a Adapter, cfg LaunchConfig, opts LaunchOptions) (*Instance, error) {
+	argv, err := a.Command(cfg)
+	if err != nil {
+		return nil, &LaunchError{Op: "config", Cause: err, ExitCode: -1}
+	}
+	if len(argv) == 0 {
+		return nil, &LaunchError{Op: "config", Cause: errors.New("adapter returned an empty command"), ExitCode: -1}
+	}
+	if err := os.MkdirAll(filepath.Dir(opts.LogPath), 0o755); err != nil {
+		return nil, &LaunchError{Op: "start", Cause: fmt.Errorf("create log directory: %w", err), Argv: argv, ExitCode: -1}
+	}
+	logFile, err := os.OpenFile(opts.LogPath, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	if err != nil {
+		return nil, &LaunchError{Op: "start", Cause: fmt.Errorf("open engine log: %w", err), Argv: argv, ExitCode: -1}
+	}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		_ = logFile.Close()
+		return nil, &LaunchError{Op: "start", Cause: fmt.Errorf("create output pipe: %w", err), Argv: argv, ExitCode: -1}
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdout, cmd.Stderr = pw, pw
+	cmd.Env = mergeEnv(os.Environ(), cfg.Env)
+	cmd.SysProcAttr = sysProcAttr()
+	if err := cmd.Start(); err != nil {
+		_ = pr.Close()
+		_ = pw.Close()
+		_ = logFile.Close()
+		return nil, &LaunchError{Op: "start", Cause: fmt.Errorf("start %s: %w", argv[0], err), Argv: argv, LogPath: opts.LogPath, ExitCode: -1}
+	}
+	_ = pw.Close()
+	i := &Instance{
+		adapter: a, cfg: cfg, argv: argv, logPath: opts.LogPath, grace: opts.StopGrace,
+		log: opts.Logger.WithFields(logrus.Fields{"engine": a.Name(), "pid": cmd.Process.Pid, "port": cfg.Port}),
+		cmd: cmd, pid: cmd.Process.Pid, logFile: logFile,
+		exited: make(chan struct{}), exitCode: -1,
+		readerDone: make(chan struct{}), readyLine: make(chan struct{}), addrInUse: make(chan struct{}),
+		stopDone: make(chan struct{}),
+	}
+	register(i)
+	i.log.WithFields(logrus.Fields{"argv": strings.Join(argv, " "), "log": opts.LogPath}).Info("engine started")
+	go i.pump(pr)
+	go func() {
+		err := cmd.Wait()
+		i.exitErr = err
+		if cmd.ProcessState != nil {
+			i.exitCode = cmd.ProcessState.ExitCode()
+		}
+		close(i.exited)
+	}()
+	return i, nil
+}
+
+func mergeEnv(base []string, extra map[string]string) []string {
+	if len(extra) == 0 {
+		return base
+	}
+	keys := make([]string, 0, len(extra))
+	for k := range extra {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make([]string, 0, len(base)+len(keys))
+	for _, kv := range base {
+		k, _, _ := strings.Cut(kv, "=")
+		if _, ok := extra[k]; !ok {
+			out = append(out, kv)
+		}
+	}
+	for _, k := range keys {
+		out = append(out, k+"="+extra[k])
+	}
+	return out
+}
+
+// pump copies the engine's output into the log file, keeps the tail, and watches for the
+// ready line and for "address already in use".
+func (i *Instance) pump(r *os.File) {
+	defer close(i.readerDone)
+	defer r.Close()
+	var partial []byte
+	readySeen, portSeen := false, false
+	buf := make([]byte, 64*1024)
+	handle := func(line string) {
+		line = core.StripANSI(strings.TrimRight(line, "\r"))
+		i.mu.Lock()
+		if len(line) > 4096 {
+			line = line[:4096]
+		}
+		i.tail = append(i.tail, line)
+		if len(i.tail) > 2*tailLines {
+			i.tail = append([]string(nil), i.tail[len(i.tail)-tailLines:]...)
+		}
+		i.mu.Unlock()
+		if !readySeen && i.adapter.ReadyLine(line) {
+			readySeen = true
+			close(i.readyLine)
+		}
+		if !portSeen && !readySeen && addrInUseRE.MatchString(line) {
+			portSeen = true
+			close(i.addrInUse)
+		}
+	}
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			if _, werr := i.logFile.Write(buf[:n]); werr != nil {
+				i.log.WithError(werr).Warn("writing engine log")
+			}
+			data := buf[:n]
+			for {
+				j := indexByte(data, '\n')
+				if j < 0 {
+					if len(partial) < 1<<20 {
+						partial = append(partial, data...)
+					}
+					break
+				}
+				partial = append(partial, data[:j]...)
+				handle(string(partial))
+				partial = partial[:0]
+				data = data[j+1:]
+			}
+		}
+		if err != nil {
+			if len(partial) > 0 {
+				handle(string(partial))
+			}
+			if !errors.Is(err, io.EOF) {
+				i.log.WithError(err).Warn("reading engine output")
+			}
+			_ = i.logFile.Sync()
+			return
+		}
+	}
+}
+
+func indexByte(b []byte, c byte) int {
+	for k, x := range b {
+		if x == c {
+			return k
+		}
+	}
+	return -1
+}
+
+func (i *Instance) waitReady(ctx context.Context, opts LaunchOptions) error {
+	timer := time.NewTimer(opts.ReadyTimeout)
+	defer timer.Stop()
+	tick := time.NewTicker(opts.HealthInterval)
+	defer tick.Stop()
+	client := &http.Client{Timeout: 5 * time.Second}
+	healthPath := i.adapter.HealthPath()
+	healthOK, lineOK := false, false
+	readyLine := (<-chan struct{})(i.readyLine)
+	fail := func(op string, cause error) *LaunchError {
+		return &LaunchError{Op: op, Cause: cause, Argv: i.argv, LogPath: i.logPath, ExitCode: -1}
+	}
+	for {
+		var ready bool
+		switch opts.Ready {
+		case ReadyHealth:
+			ready = healthOK || (healthPath == "" && lineOK)
+		case ReadyLogLine:
+			ready = lineOK
+		case ReadyEither:
+			ready = healthOK || lineOK
+		default:
+			ready = lineOK && (healthOK || healthPath == "")
+		}
+		if ready {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fail("canceled", fmt.Errorf("waiting for the engine to become ready: %w", ctx.Err()))
+		case <-timer.C:
+			return fail("ready timeout", fmt.Errorf("not ready after %s (health %s 200: %v; ready line seen: %v)", opts.ReadyTimeout, healthPath, healthOK, lineOK))
+		case <-i.addrInUse:
+			return fail("port", fmt.Errorf("port %d: %w", i.cfg.Port, ErrPortInUse))
+		case <-i.exited:
+			// Let the output pipe drain so that the tail holds the engine's last words.
+			select {
+			case <-i.readerDone:
+			case <-time.After(2 * time.Second):
+			}
+			if addrInUseRE.MatchString(i.LogTail(80)) {
+				return fail("port", fmt.Errorf("port %d: %w", i.cfg.Port, ErrPortInUse))
+			}
+			le := fail("exited", fmt.Errorf("engine exited before it was ready: %v", i.exitErr))
+			le.ExitCode = i.exitCode
+			return le
+		case <-readyLine:
+			lineOK, readyLine = true, nil
+		case <-tick.C:
+			if healthPath != "" && !healthOK {
+				healthOK = probe(ctx, client, i.BaseURL()+healthPath)
+			}
+		}
+	}
+}
+
+func probe(ctx context.Context, c *http.Client, url string) bool {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return false
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return false
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64*1024))
+	_ = resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+// Stop stops the engine's whole process group: SIGTERM, up to the stop grace for every
+// process of the group (and any descendant that left it) to exit, then SIGKILL. It waits
+// until none is left, closes the log, and is idempotent: later and concurrent calls wait for
+// the first one and return its result. ctx bounds the grace period.
+func (i *Instance) Stop(ctx context.Context) error {
+	i.stopOnce.Do(func() {
+		i.stopErr = i.stop(ctx)
+		unregister(i)
+		close(i.stopDone)
+	})
+	select {
+	case <-i.stopDone:
+		return i.stopErr
+	case <-ctx.Done():
+		return fmt.Errorf("stop engine pid %d: %w", i.pid, ctx.Err())
+	}
+}
+
+func (i *Instance) stop(ctx context.Context) error {
+	start := time.Now()
+	signalAll := func(sig syscall.Signal) {
+		_ = syscall.Kill(-i.pid, sig)
+		for _, p := range groupMembers(i.pid) {
+			_ = syscall.Kill(p, sig)
+		}
+	}
+	waitGone := func(d time.Duration, ctx context.Context) bool {
+		deadline := time.NewTimer(d)
+		defer deadline.Stop()
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			if len(groupMembers(i.pid)) == 0 {
+				return true
+			}
+			select {
+			case <-deadline.C:
+				return false
+			case <-ctx.Done():
+				return false
+			case <-tick.C:
+			}
+		}
+	}
+	var err error
+	if len(groupMembers(i.pid)) > 0 {
+		signalAll(syscall.SIGTERM)
+		if !waitGone(i.grace, ctx) {
+			i.log.WithField("grace", i.grace).Warn("engine did not stop after SIGTERM; sending SIGKILL")
+			signalAll(syscall.SIGKILL)
+			if !waitGone(killWait, context.Background()) {
+				err = fmt.Errorf("stop engine pid %d: processes still running after SIGKILL: %v", i.pid, groupMembers(i.pid))
+			}
+		}
+	}
+	select {
+	case <-i.exited:
+	case <-time.After(killWait):
+		if err == nil {
+			err = fmt.Errorf("stop engine pid %d: main process not reaped", i.pid)
+		}
+	}
+	select {
+	case <-i.readerDone:
+	case <-time.After(2 * time.Second):
+	}
+	if cerr := i.logFile.Close(); cerr != nil && err == nil && !errors.Is(cerr, os.ErrClosed) {
+		err = fmt.Errorf("close engine log: %w", cerr)
+	}
+	i.log.WithField("took", time.Since(start).Round(time.Millisecond)).Info("engine stopped")
+	return err
+}

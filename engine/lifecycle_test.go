@@ -1,0 +1,361 @@
+package engine_test
+
+import (
+	"bufio"
+	"fmt"
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/reckon-ci/reckon/engine"
+)
+
+// groupProcs lists the live (non-zombie) processes whose process group is pgid, read
+// directly from /proc.
+func groupProcs(t *testing.T, pgid int) []int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Skipf("no /proc: %v", err)
+	}
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		k := strings.LastIndexByte(s, ')')
+		f := strings.Fields(s[k+2:])
+		if len(f) < 3 || f[0] == "Z" || f[0] == "X" {
+			continue
+		}
+		if pg, _ := strconv.Atoi(f[2]); pg == pgid {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// waitNoGroup polls /proc until the group is gone, failing after d.
+func waitNoGroup(t *testing.T, pgid int, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		procs := groupProcs(t, pgid)
+		if len(procs) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("process group %d still has processes %v", pgid, procs)
+		}
+		time.Sleep(20 * time.Millisecond) // polling /proc, not waiting for readiness
+	}
+}
+
+func quietLogger() logrus.FieldLogger {
+	l := logrus.New()
+	l.SetOutput(os.Stderr)
+	l.SetLevel(logrus.WarnLevel)
+	return l
+}
+
+func opts(t *testing.T, mode string) engine.LaunchOptions {
+	return engine.LaunchOptions{
+		Config:       testConfig(mode, nil),
+		LogPath:      filepath.Join(t.TempDir(), "engine.log"),
+		ReadyTimeout: 30 * time.Second,
+		StopGrace:    200 * time.Millisecond,
+		Logger:       quietLogger(),
+	}
+}
+
+func TestLaunchReadyAndStopKillsWholeGroup(t *testing.T) {
+	o := opts(t, "ok")
+	inst, err := engine.Launch(context.Background(), sglangAdapter(), o)
+	if err != nil {
+		t.Fatalf("Launch: %v", err)
+	}
+	pgid := inst.Pid()
+	// engine + 2 children + 2 grandchildren, all started before the ready line.
+	if n := len(groupProcs(t, pgid)); n < 5 {
+		t.Errorf("group %d has %d processes before stop, want >= 5", pgid, n)
+	}
+	resp, err := http.Get(inst.BaseURL() + "/health")
+	if err != nil {
+		t.Fatalf("health: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("health status %d", resp.StatusCode)
+	}
+	argv := strings.Join(inst.Argv(), " ")
+	for _, want := range []string{"--model-path fake-model", "--host 127.0.0.1", "--port " + strconv.Itoa(inst.Port())} {
+		if !strings.Contains(argv, want) {
+			t.Errorf("argv %q lacks %q", argv, want)
+		}
+	}
+	rep, err := inst.Report()
+	if err != nil {
+		t.Fatalf("Report: %v", err)
+	}
+	if !rep.Ready || rep.KVCacheTokens == nil || *rep.KVCacheTokens != 1024 {
+		t.Errorf("report ready=%v kv=%v, want ready and 1024 tokens", rep.Ready, rep.KVCacheTokens)
+	}
+	if err := inst.Stop(context.Background()); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	if procs := groupProcs(t, pgid); len(procs) != 0 {
+		t.Fatalf("after Stop, group %d still has %v", pgid, procs)
+	}
+	if err := inst.Stop(context.Background()); err != nil {
+		t.Errorf("second Stop: %v", err)
+	}
+	select {
+	case <-inst.Exited():
+	default:
+		t.Error("Exited not closed after Stop")
+	}
+	if len(engine.Running()) != 0 {
+		t.Errorf("Running() = %d instances after Stop", len(engine.Running()))
+	}
+	b, err := os.ReadFile(o.LogPath)
+	if err != nil || !strings.Contains(string(b), "child pid=") {
+		t.Errorf("log file lacks engine output: %v %q", err, b)
+	}
+}
+
+func TestLaunchReadyTimeoutKillsGroup(t *testing.T) {
+	o := opts(t, "hang")
+	o.ReadyTimeout = 700 * time.Millisecond
+	_, err := engine.Launch(context.Background(), sglangAdapter(), o)
+	var le *engine.LaunchError
+	if !errors.As(err, &le) || le.Op != "ready timeout" {
+		t.Fatalf("err = %v, want a *LaunchError with Op ready timeout", err)
+	}
+	if !strings.Contains(le.LogTail, "child pid=") {
+		t.Errorf("log tail %q lacks the engine output", le.LogTail)
+	}
+	pgid := pidFromLog(t, o.LogPath)
+	if procs := groupProcs(t, pgid); len(procs) != 0 {
+		t.Fatalf("after a readiness timeout, group %d still has %v", pgid, procs)
+	}
+}
+
+func TestLaunchCrashReportsExitAndKillsOrphans(t *testing.T) {
+	o := opts(t, "crash")
+	_, err := engine.Launch(context.Background(), sglangAdapter(), o)
+	var le *engine.LaunchError
+	if !errors.As(err, &le) || le.Op != "exited" {
+		t.Fatalf("err = %v, want a *LaunchError with Op exited", err)
+	}
+	if le.ExitCode != 1 {
+		t.Errorf("exit code %d, want 1", le.ExitCode)
+	}
+	if !strings.Contains(le.LogTail, "CUDA out of memory") || !strings.Contains(err.Error(), "CUDA out of memory") {
+		t.Errorf("error lacks the log tail: %v", err)
+	}
+	// The crashed engine's children (which ignore SIGTERM) were killed with the group.
+	pgid := pidFromLog(t, o.LogPath)
+	if procs := groupProcs(t, pgid); len(procs) != 0 {
+		t.Fatalf("after a crash, group %d still has %v", pgid, procs)
+	}
+	rep, err := engine.ParseLogFile(o.LogPath, "sglang")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Errors) != 1 || rep.Errors[0].Kind != engine.KindOOM {
+		t.Errorf("errors = %+v, want one oom", rep.Errors)
+	}
+}
+
+// pidFromLog returns the engine pid (= its process group id) that testproc wrote to its log;
+// the test cannot ask the Instance once Launch has failed.
+func pidFromLog(t *testing.T, path string) int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "engine pid="); ok {
+			pid, _ := strconv.Atoi(strings.TrimSpace(v))
+			return pid
+		}
+	}
+	t.Fatalf("no engine pid line in %s", path)
+	return 0
+}
+
+func TestCancelContextStopsEngine(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	inst, err := engine.Launch(ctx, sglangAdapter(), opts(t, "ok"))
+	if err != nil {
+		t.Fatalf("Launch: %v", err)
+	}
+	cancel()
+	select {
+	case <-inst.Exited():
+	case <-time.After(20 * time.Second):
+		t.Fatal("engine still running 20s after ctx cancellation")
+	}
+	waitNoGroup(t, inst.Pid(), 20*time.Second)
+}
+
+func TestStopAllOnPanic(t *testing.T) {
+	var pgid int
+	func() {
+		defer func() {
+			if r := recover(); r != "boom" {
+				t.Errorf("recovered %v, want the original panic", r)
+			}
+		}()
+		defer engine.StopAllOnPanic()
+		inst, err := engine.Launch(context.Background(), sglangAdapter(), opts(t, "ok"))
+		if err != nil {
+			t.Fatalf("Launch: %v", err)
+		}
+		pgid = inst.Pid()
+		panic("boom")
+	}()
+	if procs := groupProcs(t, pgid); len(procs) != 0 {
+		t.Fatalf("after a panic, group %d still has %v", pgid, procs)
+	}
+}
+
+func TestHarnessSIGINTStopsEngines(t *testing.T) {
+	logPath := filepath.Join(t.TempDir(), "engine.log")
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), envHarness+"="+logPath)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill() }()
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		t.Fatalf("reading harness output: %v", err)
+	}
+	var pgid int
+	if _, err := fmt.Sscanf(line, "PGID %d", &pgid); err != nil {
+		t.Fatalf("harness said %q", line)
+	}
+	if n := len(groupProcs(t, pgid)); n < 5 {
+		t.Fatalf("engine group %d has %d processes, want >= 5", pgid, n)
+	}
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		t.Fatalf("harness exit: %v, want death by SIGINT", err)
+	}
+	if ws, ok := ee.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGINT {
+		t.Errorf("harness exit status %v, want killed by SIGINT (re-raised)", ee)
+	}
+	if procs := groupProcs(t, pgid); len(procs) != 0 {
+		t.Fatalf("after SIGINT to the harness, group %d still has %v", pgid, procs)
+	}
+}
+
+func TestPortTakenPreCheckPicksAnother(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	taken := l.Addr().(*net.TCPAddr).Port
+	o := opts(t, "ok")
+	o.Config.Port = taken
+	inst, err := engine.Launch(context.Background(), sglangAdapter(), o)
+	if err != nil {
+		t.Fatalf("Launch: %v", err)
+	}
+	defer inst.Stop(context.Background())
+	if inst.Port() == taken {
+		t.Fatalf("engine was given the taken port %d", taken)
+	}
+}
+
+func TestPortTakenInLogRetries(t *testing.T) {
+	o := opts(t, "addr-in-use-once")
+	o.Config.Env[envMarker] = filepath.Join(t.TempDir(), "marker")
+	inst, err := engine.Launch(context.Background(), sglangAdapter(), o)
+	if err != nil {
+		t.Fatalf("Launch: %v", err)
+	}
+	defer inst.Stop(context.Background())
+	b, err := os.ReadFile(o.LogPath + ".attempt1")
+	if err != nil || !strings.Contains(string(b), "address already in use") {
+		t.Fatalf("first attempt's log not kept: %v %q", err, b)
+	}
+	first := pidFromLog(t, o.LogPath+".attempt1")
+	if procs := groupProcs(t, first); len(procs) != 0 {
+		t.Fatalf("first attempt's group %d still has %v", first, procs)
+	}
+}
+
+func TestPortTakenGivesUpWithPortError(t *testing.T) {
+	o := opts(t, "taken")
+	o.PortRetries = 1
+	_, err := engine.Launch(context.Background(), sglangAdapter(), o)
+	var le *engine.LaunchError
+	if !errors.As(err, &le) || le.Op != "port" || !errors.Is(err, engine.ErrPortInUse) || le.Attempts != 2 {
+		t.Fatalf("err = %v (%+v), want port error after 2 attempts", err, le)
+	}
+}
+
+func TestLaunchConfigErrors(t *testing.T) {
+	o := opts(t, "ok")
+	o.Config.MemFractionStatic = 1.5
+	_, err := engine.Launch(context.Background(), sglangAdapter(), o)
+	var le *engine.LaunchError
+	if !errors.As(err, &le) || le.Op != "config" || !strings.Contains(err.Error(), "mem fraction static") {
+		t.Fatalf("err = %v, want config error naming mem fraction static", err)
+	}
+	o = opts(t, "ok")
+	o.Config.Command = []string{filepath.Join(t.TempDir(), "no-such-engine")}
+	_, err = engine.Launch(context.Background(), sglangAdapter(), o)
+	if !errors.As(err, &le) || le.Op != "start" {
+		t.Fatalf("err = %v, want start error", err)
+	}
+}
+
+func TestWaitGPUMemoryReleased(t *testing.T) {
+	samples := []int{9000, 4000, 500}
+	k := 0
+	err := engine.WaitGPUMemoryReleased(context.Background(), func() (int, error) {
+		v := samples[min(k, len(samples)-1)]
+		k++
+		return v, nil
+	}, 1000)
+	if err != nil || k != 3 {
+		t.Fatalf("err=%v after %d samples, want nil after 3", err, k)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 600*time.Millisecond)
+	defer cancel()
+	err = engine.WaitGPUMemoryReleased(ctx, func() (int, error) { return 9000, nil }, 1000)
+	if err == nil || !strings.Contains(err.Error(), "9000 MiB") {
+		t.Fatalf("err = %v, want a timeout naming 9000 MiB", err)
+	}
+}

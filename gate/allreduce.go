@@ -1,0 +1,151 @@
+package gate
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/reckon-ci/reckon/wire"
+)
+
+// Tolerance bounds an allreduce algorithm's error against the float64 reference sum, relative to
+// the magnitude of the sum (the probe's max_rel_err).
+type Tolerance struct {
+	MaxRelErr float64 `json:"max_rel_err" yaml:"max_rel_err"`
+}
+
+// DefaultAllReduceTolerances returns the per-dtype defaults (docs/statistics.md, "Op-level
+// allreduce probe"). With unit roundoff u (float32 2^-24, float16 2^-11, bfloat16 2^-8) a sum
+// of n partial results rounded once per step is off by at most about (n-1)·u of its magnitude:
+// for 8 ranks 4.2e-7, 3.4e-3 and 2.7e-2, and the largest error over many random elements is
+// typically about half of that bound. float32 1e-5 leaves a wide margin for any world size a
+// node has while still catching a 1e-4 fault; float16 5e-3 and bfloat16 2e-2 sit between the
+// typical maximum and the worst-case bound for 8 ranks.
+func DefaultAllReduceTolerances() map[string]Tolerance {
+	return map[string]Tolerance{
+		"float32":  {MaxRelErr: 1e-5},
+		"float16":  {MaxRelErr: 5e-3},
+		"bfloat16": {MaxRelErr: 2e-2},
+	}
+}
+
+// AllReduceProbeCheck judges an op-level allreduce probe: every algorithm that ran must be within
+// its dtype's tolerance on random inputs, leave every rank with the same result (when the probe
+// checked that), and be bit-exact on integer inputs (sums of small
+// integers are exact in every dtype, so any error there is a bug, not rounding). Tolerances not
+// given for a dtype fall back to DefaultAllReduceTolerances; an unknown dtype with no tolerance
+// is an error. The message names the worst case.
+func AllReduceProbeCheck(p *wire.AllReduceProbe, tol map[string]Tolerance) Verdict {
+	v := Verdict{Check: "allreduce probe", Kind: KindAllReduceProbe, Metrics: map[string]float64{}}
+	if p == nil {
+		v.Outcome, v.Message = Error, "allreduce probe: no probe result"
+		return v
+	}
+	if p.Source != "" {
+		v.Config = p.Source
+		v.Check = "allreduce probe " + p.Source
+	}
+	if p.Schema != "" && p.Schema != wire.AllReduceProbeSchema {
+		v.Outcome = Error
+		v.Message = fmt.Sprintf("%s: schema %q; expected %q", v.Check, p.Schema, wire.AllReduceProbeSchema)
+		return v
+	}
+	if len(p.Results) == 0 {
+		v.Outcome, v.Message = Error, v.Check+": the probe has no results"
+		return v
+	}
+	defaults := DefaultAllReduceTolerances()
+	type failure struct {
+		sev  float64 // how far over (err/tol), or +Inf-like for exactness failures
+		text string
+	}
+	var fails []failure
+	var b strings.Builder
+	ran, skipped := 0, 0
+	worstRatio, worstText := -1.0, ""
+	for i, c := range p.Results {
+		where := fmt.Sprintf("%s %s inputs, %s (%d elements)", c.DType, nameOr(c.Inputs, "random"), fmtBytes(c.SizeBytes), c.Elements)
+		t, ok := tol[c.DType]
+		if !ok {
+			t, ok = defaults[c.DType]
+		}
+		if !ok {
+			v.Outcome = Error
+			v.Message = fmt.Sprintf("%s: results[%d] has dtype %q with no tolerance; expected float32, float16 or bfloat16, or a tolerance for it", v.Check, i, c.DType)
+			return v
+		}
+		integer := c.Inputs == "integer"
+		for _, a := range c.Algorithms {
+			if a.Skipped != "" {
+				skipped++
+				fmt.Fprintf(&b, "%s: %s skipped (%s)\n", where, a.Name, a.Skipped)
+				continue
+			}
+			ran++
+			if a.RanksIdentical != nil && !*a.RanksIdentical {
+				fails = append(fails, failure{sev: 1e300, text: fmt.Sprintf("%s: %s left the ranks holding different results", where, a.Name)})
+			}
+			ratio := a.MaxRelErr / t.MaxRelErr
+			fmt.Fprintf(&b, "%s: %s max_rel_err %.3g (limit %.3g), max_abs_err %.3g, exact %v\n", where, a.Name, a.MaxRelErr, t.MaxRelErr, a.MaxAbsErr, a.Exact)
+			if integer {
+				if !a.Exact {
+					fails = append(fails, failure{sev: 1e300, text: fmt.Sprintf("%s: %s is not exact on integer inputs (max_abs_err %.3g)", where, a.Name, a.MaxAbsErr)})
+				}
+				continue
+			}
+			if ratio > worstRatio {
+				worstRatio = ratio
+				worstText = fmt.Sprintf("%s at %s: max_rel_err %.3g", a.Name, where, a.MaxRelErr)
+			}
+			if !(a.MaxRelErr <= t.MaxRelErr) {
+				fails = append(fails, failure{sev: ratio, text: fmt.Sprintf("%s: %s max_rel_err %.3g > %.3g", where, a.Name, a.MaxRelErr, t.MaxRelErr)})
+			}
+		}
+		if integer {
+			for _, pr := range c.Pairs {
+				if !pr.Identical {
+					fails = append(fails, failure{sev: 1e300, text: fmt.Sprintf("%s: %s and %s differ on integer inputs (max_abs_diff %.3g)", where, pr.A, pr.B, pr.MaxAbsDiff)})
+				}
+			}
+		}
+	}
+	v.Metrics["cases"] = float64(len(p.Results))
+	v.Metrics["algorithm_runs"] = float64(ran)
+	v.Metrics["skipped"] = float64(skipped)
+	if worstRatio >= 0 {
+		v.Metrics["worst_err_over_tolerance"] = worstRatio
+	}
+	v.Details = strings.TrimRight(b.String(), "\n")
+	if ran == 0 {
+		v.Outcome, v.Message = Error, v.Check+": every algorithm was skipped; nothing was checked"
+		return v
+	}
+	if len(fails) > 0 {
+		sort.SliceStable(fails, func(i, j int) bool { return fails[i].sev > fails[j].sev })
+		v.Outcome = Fail
+		v.Message = fmt.Sprintf("%s: %s", v.Check, fails[0].text)
+		if len(fails) > 1 {
+			v.Message += fmt.Sprintf(" (and %d more)", len(fails)-1)
+		}
+		return v
+	}
+	v.Outcome = Pass
+	v.Message = fmt.Sprintf("%s: %d algorithm runs within tolerance over %d cases", v.Check, ran, len(p.Results))
+	if worstText != "" {
+		v.Message += fmt.Sprintf("; worst %s (%.0f%% of its limit)", worstText, 100*worstRatio)
+	}
+	return v
+}
+
+func fmtBytes(n int64) string {
+	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return fmt.Sprintf("%d GiB", n>>30)
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	default:
+		return fmt.Sprintf("%d B", n)
+	}
+}

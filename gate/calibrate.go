@@ -1,0 +1,236 @@
+package gate
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+)
+
+// CalibrationConfig describes a calibration run: simulated trials with log-normal noise, judged
+// by Compare (fixed number of trials) and by a SequentialPlan, to measure the false-alarm rate
+// (no true change) and the detection rate of true regressions.
+type CalibrationConfig struct {
+	CVs     []float64 // coefficients of variation of the trial noise, e.g. 0.01, 0.02, 0.03, 0.05
+	Effects []float64 // true throughput regressions to detect, e.g. 0.03, 0.05, 0.10
+	Ns      []int     // fixed trials per side, e.g. 3, 5, 10
+	// Reps is the number of simulated comparisons per cell (at least 1,000 for a meaningful
+	// false-alarm rate).
+	Reps int
+	Seed uint64
+	Opts StatOptions
+	// Sequential, when set, adds rows for the sequential plan.
+	Sequential *SequentialPlan
+	// Samples, when set, replaces synthetic noise: trials are resampled (with replacement) from
+	// these measured values, normalised to their median, and the regression applied to head.
+	Samples []float64
+	// SamplesLabel names the measured samples in the table.
+	SamplesLabel string
+}
+
+// DefaultCalibrationConfig is the configuration of `reckon calibrate` and the benchmark.
+func DefaultCalibrationConfig() CalibrationConfig {
+	plan := DefaultSequentialPlan()
+	return CalibrationConfig{
+		CVs: []float64{0.01, 0.02, 0.03, 0.05}, Effects: []float64{0.03, 0.05, 0.10}, Ns: []int{3, 5, 10},
+		Reps: 2000, Seed: 1, Opts: DefaultStatOptions(), Sequential: &plan,
+	}
+}
+
+// CalibrationRow is one line of the calibration table.
+type CalibrationRow struct {
+	Noise string  `json:"noise"` // "CV 2%" or the samples label
+	CV    float64 `json:"cv"`
+	Mode  string  `json:"mode"` // "fixed" or "sequential"
+	N     int     `json:"n"`    // trials per side (maximum for sequential)
+	Reps  int     `json:"reps"`
+	// FalseAlarm is the fraction of no-change comparisons judged a regression.
+	FalseAlarm float64 `json:"false_alarm"`
+	// NullInconclusive is the fraction of no-change comparisons judged inconclusive.
+	NullInconclusive float64 `json:"null_inconclusive"`
+	// Detect maps each true regression (fraction) to the fraction judged a regression.
+	Detect map[float64]float64 `json:"detect"`
+	// TTestDetect is the detection rate of the one-sided t-test alone (no rank guard, no minimum
+	// effect) at the same level: the ceiling the gate approaches.
+	TTestDetect map[float64]float64 `json:"ttest_detect,omitempty"`
+	// MeanTrials is the mean number of trials per side used (sequential rows), under no change
+	// and under each regression.
+	MeanTrialsNull float64             `json:"mean_trials_null,omitempty"`
+	MeanTrials     map[float64]float64 `json:"mean_trials,omitempty"`
+}
+
+// Calibrate runs the simulation. It is deterministic for a given config and checks ctx between
+// cells.
+func Calibrate(ctx context.Context, cfg CalibrationConfig) ([]CalibrationRow, error) {
+	if cfg.Reps < 1 {
+		return nil, fmt.Errorf("calibrate: reps %d; expected at least 1", cfg.Reps)
+	}
+	opts := cfg.Opts.withDefaults()
+	m, _ := MetricFor("output_throughput")
+	type noise struct {
+		label string
+		cv    float64
+	}
+	var noises []noise
+	if len(cfg.Samples) > 0 {
+		for i, s := range cfg.Samples {
+			if !(s > 0) || math.IsInf(s, 0) {
+				return nil, fmt.Errorf("calibrate: sample %d is %v; expected a positive number", i+1, s)
+			}
+		}
+		lbl := cfg.SamplesLabel
+		if lbl == "" {
+			lbl = "measured"
+		}
+		noises = append(noises, noise{label: lbl, cv: sampleCV(cfg.Samples)})
+	} else {
+		for _, cv := range cfg.CVs {
+			noises = append(noises, noise{label: fmt.Sprintf("CV %g%%", cv*100), cv: cv})
+		}
+	}
+	var rows []CalibrationRow
+	for ni, nz := range noises {
+		rng := rand.New(rand.NewPCG(cfg.Seed, uint64(ni)+1))
+		draw := func(k int, scale float64) []float64 {
+			out := make([]float64, k)
+			for i := range out {
+				out[i] = scale * cfg.sample(rng, nz.cv)
+			}
+			return out
+		}
+		for _, n := range cfg.Ns {
+			if err := ctx.Err(); err != nil {
+				return rows, err
+			}
+			row := CalibrationRow{Noise: nz.label, CV: nz.cv, Mode: "fixed", N: n, Reps: cfg.Reps,
+				Detect: map[float64]float64{}, TTestDetect: map[float64]float64{}}
+			for _, eff := range append([]float64{0}, cfg.Effects...) {
+				var reg, inc, tt int
+				for i := 0; i < cfg.Reps; i++ {
+					r := Compare(draw(n, 1), draw(n, 1-eff), m, opts)
+					switch r.Outcome {
+					case Regression:
+						reg++
+					case Undecided:
+						inc++
+					}
+					if r.PWorse <= opts.Alpha {
+						tt++
+					}
+				}
+				if eff == 0 {
+					row.FalseAlarm = frac(reg, cfg.Reps)
+					row.NullInconclusive = frac(inc, cfg.Reps)
+				} else {
+					row.Detect[eff] = frac(reg, cfg.Reps)
+					row.TTestDetect[eff] = frac(tt, cfg.Reps)
+				}
+			}
+			rows = append(rows, row)
+		}
+		if cfg.Sequential == nil {
+			continue
+		}
+		plan := *cfg.Sequential
+		if err := plan.Validate(); err != nil {
+			return rows, err
+		}
+		if err := ctx.Err(); err != nil {
+			return rows, err
+		}
+		row := CalibrationRow{Noise: nz.label, CV: nz.cv, Mode: "sequential " + strings.Trim(lookText(plan.Looks), "()"),
+			N: plan.Max(), Reps: cfg.Reps, Detect: map[float64]float64{}, MeanTrials: map[float64]float64{}}
+		for _, eff := range append([]float64{0}, cfg.Effects...) {
+			var reg, inc, trials int
+			for i := 0; i < cfg.Reps; i++ {
+				base, head := draw(plan.Looks[0], 1), draw(plan.Looks[0], 1-eff)
+				for {
+					d, err := plan.Decide(base, head, m, opts)
+					if err != nil {
+						return rows, err
+					}
+					if !d.NeedMore {
+						switch d.Result.Outcome {
+						case Regression:
+							reg++
+						case Undecided:
+							inc++
+						}
+						trials += len(head)
+						break
+					}
+					base = append(base, draw(d.NextN-len(base), 1)...)
+					head = append(head, draw(d.NextN-len(head), 1-eff)...)
+				}
+			}
+			if eff == 0 {
+				row.FalseAlarm = frac(reg, cfg.Reps)
+				row.NullInconclusive = frac(inc, cfg.Reps)
+				row.MeanTrialsNull = float64(trials) / float64(cfg.Reps)
+			} else {
+				row.Detect[eff] = frac(reg, cfg.Reps)
+				row.MeanTrials[eff] = float64(trials) / float64(cfg.Reps)
+			}
+		}
+		rows = append(rows, row)
+	}
+	return rows, nil
+}
+
+// sample draws one trial value with median 1: log-normal with the given CV, or a resample of the
+// measured values normalised to their median.
+func (cfg *CalibrationConfig) sample(rng *rand.Rand, cv float64) float64 {
+	if len(cfg.Samples) > 0 {
+		return cfg.Samples[rng.IntN(len(cfg.Samples))] / medianOf(cfg.Samples)
+	}
+	sigma := math.Sqrt(math.Log1p(cv * cv))
+	return math.Exp(sigma * rng.NormFloat64())
+}
+
+func sampleCV(xs []float64) float64 {
+	m, v := meanVar(xs)
+	if m == 0 || len(xs) < 2 {
+		return 0
+	}
+	return math.Sqrt(v) / m
+}
+
+func frac(k, n int) float64 { return float64(k) / float64(n) }
+
+// CalibrationMarkdown renders the calibration rows as a markdown table.
+func CalibrationMarkdown(rows []CalibrationRow, effects []float64) string {
+	var b strings.Builder
+	b.WriteString("| noise | trials per side | false alarms | no-change inconclusive |")
+	for _, e := range effects {
+		fmt.Fprintf(&b, " detect %g%% |", e*100)
+	}
+	b.WriteString(" t-test alone, 5% | mean trials (null / 5%) |\n|---|---|---|---|")
+	for range effects {
+		b.WriteString("---|")
+	}
+	b.WriteString("---|---|\n")
+	for _, r := range rows {
+		n := fmt.Sprint(r.N)
+		if r.Mode != "fixed" {
+			n = r.Mode
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |", r.Noise, n, pct(r.FalseAlarm), pct(r.NullInconclusive))
+		for _, e := range effects {
+			fmt.Fprintf(&b, " %s |", pct(r.Detect[e]))
+		}
+		if v, ok := r.TTestDetect[0.05]; ok {
+			fmt.Fprintf(&b, " %s |", pct(v))
+		} else {
+			b.WriteString(" – |")
+		}
+		if r.MeanTrials != nil {
+			fmt.Fprintf(&b, " %.1f / %.1f |\n", r.MeanTrialsNull, r.MeanTrials[0.05])
+		} else {
+			fmt.Fprintf(&b, " %d |\n", r.N)
+		}
+	}
+	return b.String()
+}
+
+func pct(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) }

@@ -1,0 +1,447 @@
+package gate
+
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	"gonum.org/v1/gonum/stat/distuv"
+)
+
+// StatOutcome is the decision of a statistical comparison.
+type StatOutcome string
+
+// Statistical outcomes.
+const (
+	Regression    StatOutcome = "regression"
+	Improvement   StatOutcome = "improvement"
+	NoChange      StatOutcome = "no_change"
+	Undecided     StatOutcome = "inconclusive"
+	StatError     StatOutcome = "error"
+	defaultMethod             = "t-test on log values + Mann-Whitney U guard"
+)
+
+// StatOptions configures Compare. Zero values take the documented defaults.
+type StatOptions struct {
+	// Alpha is the one-sided significance level of the regression test (default 0.01). In
+	// two-sided mode each direction is tested at Alpha/2.
+	Alpha float64
+	// MinEffect is the smallest relative change of the median that counts as a regression or an
+	// improvement, as a fraction (default 0.02 = 2%).
+	MinEffect float64
+	// NoChangeMargin is the equivalence margin of a "no change" verdict: the confidence interval
+	// must exclude a change of this size in the bad direction (default 0.05 = 5%, and never less
+	// than MinEffect). Between MinEffect and NoChangeMargin the comparison may be inconclusive.
+	NoChangeMargin float64
+	// RankAlpha is the level of the Mann-Whitney U guard: a regression also needs the one-sided
+	// rank test at or below this level (default 0.05, which 3 vs 3 trials can just reach).
+	RankAlpha float64
+	// Confidence is the level of the reported confidence interval of the ratio (default 0.95).
+	Confidence float64
+	// MaxTrials bounds the "N more trials per side would decide" estimate (default 10).
+	MaxTrials int
+	// TwoSided tests both directions at Alpha/2 each (reckon compare). One-sided (the gate)
+	// tests for a regression at Alpha; improvements are still reported, at Alpha.
+	TwoSided bool
+	// Welch forces Welch's unequal-variance t-test even for equal sample sizes. By default the
+	// pooled (Student) t-test is used when both sides have the same number of trials, where it is
+	// robust to unequal variances and has more power, and Welch's test otherwise.
+	Welch bool
+}
+
+// DefaultStatOptions returns the defaults used by the gate.
+func DefaultStatOptions() StatOptions {
+	return StatOptions{Alpha: 0.01, MinEffect: 0.02, NoChangeMargin: 0.05, RankAlpha: 0.05, Confidence: 0.95, MaxTrials: 10}
+}
+
+func (o StatOptions) withDefaults() StatOptions {
+	d := DefaultStatOptions()
+	if o.Alpha <= 0 {
+		o.Alpha = d.Alpha
+	}
+	if o.MinEffect <= 0 {
+		o.MinEffect = d.MinEffect
+	}
+	if o.NoChangeMargin <= 0 {
+		o.NoChangeMargin = d.NoChangeMargin
+	}
+	if o.NoChangeMargin < o.MinEffect {
+		o.NoChangeMargin = o.MinEffect
+	}
+	if o.RankAlpha <= 0 {
+		o.RankAlpha = d.RankAlpha
+	}
+	if o.Confidence <= 0 || o.Confidence >= 1 {
+		o.Confidence = d.Confidence
+	}
+	if o.MaxTrials <= 0 {
+		o.MaxTrials = d.MaxTrials
+	}
+	return o
+}
+
+// StatResult is the full record of one statistical comparison of head against base.
+type StatResult struct {
+	Metric    string    `json:"metric"`
+	Direction Direction `json:"direction"`
+	NBase     int       `json:"n_base"`
+	NHead     int       `json:"n_head"`
+
+	BaseMedian float64 `json:"base_median"`
+	HeadMedian float64 `json:"head_median"`
+	// Ratio is head median / base median; Change is Ratio-1.
+	Ratio  float64 `json:"ratio"`
+	Change float64 `json:"change"`
+	// Worse is the relative change in the bad direction (positive = worse): Ratio-1 for
+	// lower-is-better metrics, 1-Ratio for higher-is-better ones.
+	Worse float64 `json:"worse"`
+	// HLRatio is exp(Hodges-Lehmann shift of the log values); CILow/CIHigh bound the ratio with
+	// coverage CIConfidence (Moses interval, distribution-free).
+	HLRatio      float64 `json:"hl_ratio"`
+	CILow        float64 `json:"ci_low"`
+	CIHigh       float64 `json:"ci_high"`
+	CIConfidence float64 `json:"ci_confidence"`
+
+	// PWorse/PBetter: one-sided t-test p-values on log values for "head is worse/better".
+	PWorse  float64 `json:"p_worse"`
+	PBetter float64 `json:"p_better"`
+	// RankPWorse/RankPBetter: one-sided Mann-Whitney U p-values.
+	RankPWorse  float64 `json:"rank_p_worse"`
+	RankPBetter float64 `json:"rank_p_better"`
+	// AdjPWorse/AdjPBetter: after Holm-Bonferroni across the run's gated checks (equal to the
+	// raw values until Holm is applied).
+	AdjPWorse  float64 `json:"adj_p_worse"`
+	AdjPBetter float64 `json:"adj_p_better"`
+	// PValue is the p-value reported for the outcome: the adjusted p of the direction the
+	// data lean towards (doubled in two-sided mode, capped at 1).
+	PValue float64 `json:"p_value"`
+	Holm   bool    `json:"holm,omitempty"`
+
+	Alpha     float64 `json:"alpha"`
+	MinEffect float64 `json:"min_effect"`
+	Margin    float64 `json:"no_change_margin"`
+	RankAlpha float64 `json:"rank_alpha"`
+	TwoSided  bool    `json:"two_sided,omitempty"`
+	Method    string  `json:"method"`
+
+	Outcome StatOutcome `json:"outcome"`
+	// MoreTrials is, for an inconclusive outcome, how many more trials per side would likely
+	// decide (observed spread and effect taken at face value); -1 means not within MaxTrials
+	// per side.
+	MoreTrials int    `json:"more_trials,omitempty"`
+	MaxTrials  int    `json:"max_trials"`
+	Reason     string `json:"reason"`
+
+	// internals for re-deciding after Holm and for the trial estimate
+	logDiff  float64 // mean(log head) - mean(log base), sign-adjusted so positive = worse
+	logSD    float64 // pooled standard deviation of the log values
+	worseHi  float64 // worst case of Worse within the confidence interval
+	betterHi float64 // best case of -Worse within the confidence interval
+}
+
+// Compare judges head against base for metric m. Values must be positive (logs are taken).
+// The decision rules are in docs/statistics.md: a regression needs the one-sided t-test on log
+// values at Alpha (Holm-adjusted when Holm is applied later), the Mann-Whitney U guard at
+// RankAlpha, and a median change of at least MinEffect in the bad direction.
+func Compare(base, head []float64, m Metric, opts StatOptions) StatResult {
+	o := opts.withDefaults()
+	r := StatResult{
+		Metric: m.Name, Direction: m.Direction, NBase: len(base), NHead: len(head),
+		Alpha: o.Alpha, MinEffect: o.MinEffect, Margin: o.NoChangeMargin, RankAlpha: o.RankAlpha, TwoSided: o.TwoSided,
+		MaxTrials: o.MaxTrials, Method: defaultMethod,
+		PWorse: 1, PBetter: 1, RankPWorse: 1, RankPBetter: 1, AdjPWorse: 1, AdjPBetter: 1, PValue: 1,
+		Ratio: math.NaN(), HLRatio: math.NaN(), CILow: math.NaN(), CIHigh: math.NaN(),
+		BaseMedian: math.NaN(), HeadMedian: math.NaN(), Change: math.NaN(), Worse: math.NaN(),
+	}
+	if err := checkSamples("base", base); err != nil {
+		r.Outcome, r.Reason = StatError, err.Error()
+		return r
+	}
+	if err := checkSamples("head", head); err != nil {
+		r.Outcome, r.Reason = StatError, err.Error()
+		return r
+	}
+	if m.Direction != HigherIsBetter && m.Direction != LowerIsBetter {
+		r.Outcome = StatError
+		r.Reason = fmt.Sprintf("metric %q has no known direction (higher or lower is better); it cannot be gated", m.Name)
+		return r
+	}
+	r.BaseMedian, r.HeadMedian = medianOf(base), medianOf(head)
+	r.Ratio = r.HeadMedian / r.BaseMedian
+	r.Change = r.Ratio - 1
+	sign := 1.0 // log values times sign: larger = worse
+	if m.Direction == HigherIsBetter {
+		sign = -1
+		r.Worse = 1 - r.Ratio
+	} else {
+		r.Worse = r.Ratio - 1
+	}
+	lb, lh := logs(base, 1), logs(head, 1)
+	ci := MosesCI(lb, lh, o.Confidence)
+	r.HLRatio, r.CILow, r.CIHigh, r.CIConfidence = math.Exp(ci.Estimate), math.Exp(ci.Low), math.Exp(ci.High), ci.Confidence
+	if m.Direction == HigherIsBetter {
+		r.worseHi, r.betterHi = 1-r.CILow, r.CIHigh-1
+	} else {
+		r.worseHi, r.betterHi = r.CIHigh-1, 1-r.CILow
+	}
+	xb, xh := logs(base, sign), logs(head, sign)
+	mw := MannWhitney(xb, xh)
+	r.RankPWorse, r.RankPBetter = mw.PGreater, mw.PLess
+	r.PWorse, r.PBetter, r.logDiff, r.logSD = tTest(xb, xh, o.Welch)
+	r.AdjPWorse, r.AdjPBetter = r.PWorse, r.PBetter
+	if len(base) < 2 || len(head) < 2 {
+		r.Outcome = Undecided
+		r.Reason = fmt.Sprintf("need at least 2 trials per side to estimate the noise (have %d base, %d head)", len(base), len(head))
+		r.MoreTrials = max(2-len(base), 2-len(head))
+		return r
+	}
+	r.decide()
+	return r
+}
+
+// checkSamples rejects empty, non-finite and non-positive samples.
+func checkSamples(side string, xs []float64) error {
+	if len(xs) == 0 {
+		return fmt.Errorf("%s has no trials", side)
+	}
+	for i, x := range xs {
+		if math.IsNaN(x) || math.IsInf(x, 0) || x <= 0 {
+			return fmt.Errorf("%s trial %d has value %v; expected a positive finite number", side, i+1, x)
+		}
+	}
+	return nil
+}
+
+func logs(xs []float64, sign float64) []float64 {
+	out := make([]float64, len(xs))
+	for i, x := range xs {
+		out[i] = sign * math.Log(x)
+	}
+	return out
+}
+
+// tTest runs a one-sided t-test of mean(y) > mean(x) and mean(y) < mean(x): pooled (Student)
+// when the sample sizes are equal and welch is false, Welch otherwise. It also returns the mean
+// difference and the pooled standard deviation.
+func tTest(x, y []float64, welch bool) (pGreater, pLess, diff, sd float64) {
+	mx, vx := meanVar(x)
+	my, vy := meanVar(y)
+	nx, ny := float64(len(x)), float64(len(y))
+	diff = my - mx
+	if len(x) < 2 || len(y) < 2 {
+		return 1, 1, diff, 0
+	}
+	sd = math.Sqrt(((nx-1)*vx + (ny-1)*vy) / (nx + ny - 2))
+	var se, df float64
+	if welch || len(x) != len(y) {
+		a, b := vx/nx, vy/ny
+		se = math.Sqrt(a + b)
+		if a+b > 0 {
+			df = (a + b) * (a + b) / (a*a/(nx-1) + b*b/(ny-1))
+		}
+	} else {
+		se = sd * math.Sqrt(1/nx+1/ny)
+		df = nx + ny - 2
+	}
+	// Both sides noiseless (identical values): the difference is deterministic.
+	if se == 0 || se < 1e-12*math.Max(math.Abs(mx), math.Abs(my)) {
+		switch {
+		case diff > 0:
+			return 0, 1, diff, sd
+		case diff < 0:
+			return 1, 0, diff, sd
+		default:
+			return 1, 1, diff, sd
+		}
+	}
+	t := diff / se
+	dist := distuv.StudentsT{Mu: 0, Sigma: 1, Nu: df}
+	return clamp01(dist.Survival(t)), clamp01(dist.CDF(t)), diff, sd
+}
+
+func meanVar(x []float64) (mean, variance float64) {
+	if len(x) == 0 {
+		return math.NaN(), math.NaN()
+	}
+	for _, v := range x {
+		mean += v
+	}
+	mean /= float64(len(x))
+	if len(x) < 2 {
+		return mean, 0
+	}
+	for _, v := range x {
+		variance += (v - mean) * (v - mean)
+	}
+	return mean, variance / float64(len(x)-1)
+}
+
+// decide sets Outcome, PValue, Reason and MoreTrials from the (possibly Holm-adjusted) p-values.
+func (r *StatResult) decide() {
+	alpha := r.Alpha
+	if r.TwoSided {
+		alpha /= 2
+	}
+	lean := r.AdjPWorse
+	if r.AdjPBetter < lean {
+		lean = r.AdjPBetter
+	}
+	if r.TwoSided {
+		lean = math.Min(1, 2*lean)
+	}
+	r.PValue = lean
+	r.MoreTrials = 0
+	rankOK := func(p float64) bool { return p <= r.RankAlpha*(1+1e-9) }
+	sigWorse := r.AdjPWorse <= alpha && rankOK(r.RankPWorse)
+	sigBetter := r.AdjPBetter <= alpha && rankOK(r.RankPBetter)
+	ci := fmt.Sprintf("%.3g%% CI %.3f–%.3f", 100*r.CIConfidence, r.CILow, r.CIHigh)
+	switch {
+	case sigWorse && r.Worse >= r.MinEffect:
+		r.Outcome = Regression
+		r.Reason = fmt.Sprintf("significant (p=%s ≤ %g, rank p=%s) and median %s beyond the %s minimum effect",
+			fmtP(r.AdjPWorse), alpha, fmtP(r.RankPWorse), fmtPct(r.Change), fmtPct(r.MinEffect)[1:])
+	case sigBetter && -r.Worse >= r.MinEffect:
+		r.Outcome = Improvement
+		r.Reason = fmt.Sprintf("significant (p=%s ≤ %g, rank p=%s) and median %s beyond the %s minimum effect",
+			fmtP(r.AdjPBetter), alpha, fmtP(r.RankPBetter), fmtPct(r.Change), fmtPct(r.MinEffect)[1:])
+	case r.worseHi < r.Margin && (!r.TwoSided || r.betterHi < r.Margin):
+		r.Outcome = NoChange
+		side := "in the bad direction"
+		if r.TwoSided {
+			side = "either way"
+		}
+		if sigWorse || sigBetter {
+			r.Reason = fmt.Sprintf("significant but under the %s minimum effect, and the %s excludes a %s change %s",
+				fmtPct(r.MinEffect)[1:], ci, fmtPct(r.Margin)[1:], side)
+		} else {
+			r.Reason = fmt.Sprintf("not significant (p=%s), and the %s excludes a %s change %s", fmtP(lean), ci, fmtPct(r.Margin)[1:], side)
+		}
+	default:
+		r.Outcome = Undecided
+		r.MoreTrials = r.moreTrials(alpha)
+		why := "not significant"
+		switch {
+		case sigWorse || sigBetter:
+			why = "significant but the median change is under the minimum effect"
+		case r.AdjPWorse <= alpha && !rankOK(r.RankPWorse):
+			why = fmt.Sprintf("t-test significant but the rank test is not (rank p=%s > %g)", fmtP(r.RankPWorse), r.RankAlpha)
+		}
+		r.Reason = fmt.Sprintf("%s (p=%s), and the %s cannot exclude a %s change", why, fmtP(lean), ci, fmtPct(r.Margin)[1:])
+	}
+}
+
+// moreTrials estimates how many more trials per side would decide, taking the observed mean
+// difference and spread of the log values at face value (normal approximation): enough for the
+// t-test to reach alpha when the effect is beyond MinEffect, or for the interval to exclude
+// MinEffect when it is below.
+func (r *StatResult) moreTrials(alpha float64) int {
+	n := max(r.NBase, r.NHead)
+	s := r.logSD
+	if s == 0 || math.IsNaN(s) {
+		return 1
+	}
+	thr := math.Log1p(r.MinEffect)
+	margin := math.Log1p(r.Margin)
+	d := r.logDiff
+	zA := distuv.UnitNormal.Quantile(1 - alpha)
+	zC := distuv.UnitNormal.Quantile(1 - (1-r.CIConfidence)/2)
+	need := math.Inf(1)
+	if math.Abs(d) >= thr { // effect big enough: needs significance
+		need = 2 * s * s * zA * zA / (d * d)
+	} else { // effect small: needs a tight enough interval
+		gap := margin - math.Abs(d)
+		need = 2 * s * s * zC * zC / (gap * gap)
+	}
+	more := int(math.Ceil(need)) - n
+	if more < 1 {
+		more = 1
+	}
+	if n+more > r.MaxTrials {
+		return -1
+	}
+	return more
+}
+
+// MoreTrialsText renders MoreTrials for humans.
+func (r *StatResult) MoreTrialsText() string {
+	switch {
+	case r.Outcome != Undecided:
+		return ""
+	case r.MoreTrials < 0:
+		return fmt.Sprintf("more than %d trials per side would be needed to decide", r.MaxTrials)
+	default:
+		return fmt.Sprintf("about %d more trial(s) per side would decide", r.MoreTrials)
+	}
+}
+
+// Summary is the one-line description of the comparison, e.g.
+// "output_throughput -57% (ratio 0.43, 95% CI 0.41–0.45, p=0.004)".
+func (r *StatResult) Summary() string {
+	if r.Outcome == StatError {
+		return fmt.Sprintf("%s: %s", r.Metric, r.Reason)
+	}
+	return fmt.Sprintf("%s %s (ratio %.3f, %.3g%% CI %.3f–%.3f, p=%s, n=%d/%d)", r.Metric, fmtPct(r.Change), r.Ratio,
+		100*r.CIConfidence, r.CILow, r.CIHigh, fmtP(r.PValue), r.NBase, r.NHead)
+}
+
+// Verdict turns the comparison into a check verdict: a regression fails, an improvement or no
+// change passes, an undecided comparison is inconclusive and an invalid input is an error.
+// against names the base side in the message (e.g. "nccl" or "baseline").
+func (r *StatResult) Verdict(check, config, against string) Verdict {
+	v := Verdict{Check: check, Config: config, Stat: r, Kind: KindLatency}
+	if r.Direction == HigherIsBetter {
+		v.Kind = KindThroughput
+	}
+	v.Metrics = map[string]float64{
+		"base_median": r.BaseMedian, "head_median": r.HeadMedian, "ratio": r.Ratio,
+		"ci_low": r.CILow, "ci_high": r.CIHigh, "p_value": r.PValue,
+		"n_base": float64(r.NBase), "n_head": float64(r.NHead),
+	}
+	switch r.Outcome {
+	case Regression:
+		v.Outcome = Fail
+	case Improvement, NoChange:
+		v.Outcome = Pass
+	case Undecided:
+		v.Outcome = Inconclusive
+	default:
+		v.Outcome = Error
+	}
+	vs := ""
+	if against != "" {
+		vs = " vs " + against
+	}
+	if r.Outcome == StatError {
+		v.Message = fmt.Sprintf("%s: %s%s: %s", config, r.Metric, vs, r.Reason)
+		return v
+	}
+	v.Message = fmt.Sprintf("%s: %s %s%s (ratio %.2f, %.3g%% CI %.2f–%.2f, p=%s): %s", config, r.Metric,
+		fmtPct(r.Change), vs, r.Ratio, 100*r.CIConfidence, r.CILow, r.CIHigh, fmtP(r.PValue), strings.ReplaceAll(string(r.Outcome), "_", " "))
+	var b strings.Builder
+	fmt.Fprintf(&b, "metric %s (%s), %d base vs %d head trials\n", r.Metric, r.Direction, r.NBase, r.NHead)
+	fmt.Fprintf(&b, "median %s -> %s (ratio %.4f, Hodges-Lehmann %.4f, %.1f%% CI %.4f–%.4f)\n",
+		fmtNum(r.BaseMedian), fmtNum(r.HeadMedian), r.Ratio, r.HLRatio, 100*r.CIConfidence, r.CILow, r.CIHigh)
+	fmt.Fprintf(&b, "t-test on logs: p(worse)=%s p(better)=%s; Mann-Whitney U: p(worse)=%s p(better)=%s",
+		fmtP(r.PWorse), fmtP(r.PBetter), fmtP(r.RankPWorse), fmtP(r.RankPBetter))
+	if r.Holm {
+		fmt.Fprintf(&b, "; Holm-adjusted p(worse)=%s", fmtP(r.AdjPWorse))
+	}
+	fmt.Fprintf(&b, "\n%s: %s", r.Outcome, r.Reason)
+	if t := r.MoreTrialsText(); t != "" {
+		fmt.Fprintf(&b, "; %s", t)
+	}
+	v.Details = b.String()
+	return v
+}
+
+// fmtP formats a p-value.
+func fmtP(p float64) string {
+	switch {
+	case p < 1e-4:
+		return fmt.Sprintf("%.1e", p)
+	case p < 0.01:
+		return fmt.Sprintf("%.4f", p)
+	default:
+		return fmt.Sprintf("%.3f", p)
+	}
+}

@@ -1,0 +1,189 @@
+package server
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+)
+
+// Options are the engine's command-line settings. Names follow SGLang's server arguments where
+// SGLang has them; the reference engine's own settings (modelled device, faults) are extra.
+type Options struct {
+	ModelPath         string
+	ServedModelName   string
+	TPSize            int
+	Host              string
+	Port              int
+	DType             string
+	MemFractionStatic float64
+	DeviceMemory      int64
+	MaxRunning        int
+	ChunkedPrefill    int
+	MaxPrefillTokens  int
+	MaxTotalTokens    int
+	ContextLength     int
+	PageSize          int
+	CUDAGraphMaxBS    int
+	DisableCUDAGraph  bool
+	DisableCustomAR   bool
+	Deterministic     bool
+	RandomSeed        int64
+	DecodeLogInterval int
+	Topology          string
+	LogLevel          string
+
+	SpecAlgorithm      string
+	SpecDraftModelPath string
+	SpecNumSteps       int
+	SpecEagleTopK      int
+	SpecNumDraftTokens int
+
+	FaultAllReduceError float64
+	FaultReserveMB      float64
+	FaultSlowdown       float64
+	FaultCrashAfter     int
+	FaultHangStartup    bool
+	FaultLeakMBPerReq   float64
+}
+
+// errUsage marks a command-line error (exit code 2).
+var errUsage = errors.New("usage")
+
+// ParseFlags parses the engine's command line. Errors name the flag and what was expected.
+func ParseFlags(args []string, stderr io.Writer) (*Options, error) {
+	o := &Options{}
+	fs := flag.NewFlagSet("refengine", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.ModelPath, "model-path", "fixtures/models/tiny.json", "model config JSON (shape and seed of the generated weights)")
+	fs.StringVar(&o.ServedModelName, "served-model-name", "", "model name served by /v1/models (default: the model path)")
+	fs.IntVar(&o.TPSize, "tp-size", 1, "tensor parallel ranks: 1, 2, 4 or 8")
+	fs.IntVar(&o.TPSize, "tp", 1, "alias of --tp-size")
+	fs.StringVar(&o.Host, "host", "127.0.0.1", "listen address")
+	fs.IntVar(&o.Port, "port", 30000, "listen port (0 = any free port)")
+	fs.StringVar(&o.DType, "dtype", "auto", "auto|float32|bfloat16 (bfloat16 rounds activations at allreduce boundaries)")
+	fs.Float64Var(&o.MemFractionStatic, "mem-fraction-static", 0.8, "fraction of device memory for weights, KV cache and reserves")
+	devMem := fs.String("device-memory", "192MiB", "modelled device memory per rank (e.g. 192MiB, 2GiB)")
+	fs.IntVar(&o.MaxRunning, "max-running-requests", 128, "maximum requests in the running batch")
+	fs.IntVar(&o.ChunkedPrefill, "chunked-prefill-size", 4096, "maximum prompt tokens per prefill step")
+	fs.IntVar(&o.MaxPrefillTokens, "max-prefill-tokens", 16384, "largest prefill (sizes a forced custom-allreduce workspace)")
+	fs.IntVar(&o.MaxTotalTokens, "max-total-tokens", 0, "cap on the KV pool size in tokens (0 = from the memory plan)")
+	fs.IntVar(&o.ContextLength, "context-length", 0, "context length (0 = the model's max_position_embeddings)")
+	fs.IntVar(&o.PageSize, "page-size", 16, "KV cache page size in tokens")
+	fs.IntVar(&o.CUDAGraphMaxBS, "cuda-graph-max-bs", 64, "largest decode batch with a (modelled) graph; sizes the graph reserve")
+	fs.BoolVar(&o.DisableCUDAGraph, "disable-cuda-graph", false, "no graph reserve")
+	fs.BoolVar(&o.DisableCustomAR, "disable-custom-all-reduce", false, "disable the custom (one-shot) allreduce and fall back to NCCL (ring)")
+	fs.BoolVar(&o.Deterministic, "enable-deterministic-inference", false, "batch-invariant allreduce (each token row reduced on its own)")
+	fs.Int64Var(&o.RandomSeed, "random-seed", 0, "seed for sampling (requests without a seed)")
+	fs.IntVar(&o.DecodeLogInterval, "decode-log-interval", 40, "decode steps between Decode batch log lines")
+	fs.StringVar(&o.Topology, "topology", "nvlink", "modelled interconnect: nvlink or pcie")
+	fs.StringVar(&o.LogLevel, "log-level", "info", "accepted for compatibility")
+	fs.StringVar(&o.SpecAlgorithm, "speculative-algorithm", "", "EAGLE3 or EAGLE (draft model derived from the target)")
+	fs.StringVar(&o.SpecDraftModelPath, "speculative-draft-model-path", "", "accepted; the draft is always derived from the target")
+	fs.IntVar(&o.SpecNumSteps, "speculative-num-steps", 3, "draft steps per round")
+	fs.IntVar(&o.SpecEagleTopK, "speculative-eagle-topk", 1, "draft branching (only 1 is supported)")
+	fs.IntVar(&o.SpecNumDraftTokens, "speculative-num-draft-tokens", 4, "tokens verified per round (num-steps+1 with topk 1)")
+	fs.Float64Var(&o.FaultAllReduceError, "fault-allreduce-error", 0, "fault: custom allreduce adds this relative error")
+	fs.Float64Var(&o.FaultReserveMB, "fault-reserve-mb", 0, "fault: extra reserved memory per rank in MiB (KV shrinks)")
+	fs.Float64Var(&o.FaultSlowdown, "fault-slowdown", 1, "fault: each step takes this many times longer")
+	fs.IntVar(&o.FaultCrashAfter, "fault-crash-after", 0, "fault: crash (exit 1, traceback in the log) after this many requests")
+	fs.BoolVar(&o.FaultHangStartup, "fault-hang-startup", false, "fault: never become ready")
+	fs.Float64Var(&o.FaultLeakMBPerReq, "fault-leak-mb-per-request", 0, "fault: each finished request leaks this many MiB of KV pages")
+	// SGLang flags accepted and ignored (they do not change what the reference engine does).
+	for _, name := range []string{"tokenizer-path", "attention-backend", "sampling-defaults", "kv-cache-dtype", "load-format", "quantization", "schedule-policy", "api-key", "admin-api-key"} {
+		fs.String(name, "", "accepted for compatibility; ignored")
+	}
+	for _, name := range []string{"trust-remote-code", "enable-metrics", "skip-server-warmup", "disable-radix-cache", "enable-p2p-check", "enable-torch-compile", "disable-overlap-schedule", "enable-mixed-chunk", "log-requests"} {
+		fs.Bool(name, false, "accepted for compatibility; ignored")
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("%w: unexpected argument %q (all settings are --flags)", errUsage, fs.Arg(0))
+	}
+	b, err := ParseBytes(*devMem)
+	if err != nil {
+		return nil, fmt.Errorf("%w: --device-memory: %v", errUsage, err)
+	}
+	o.DeviceMemory = b
+	if err := o.validate(); err != nil {
+		return nil, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	return o, nil
+}
+
+func (o *Options) validate() error {
+	switch o.TPSize {
+	case 1, 2, 4, 8:
+	default:
+		return fmt.Errorf("--tp-size %d: expected 1, 2, 4 or 8", o.TPSize)
+	}
+	switch o.DType {
+	case "auto", "float32", "bfloat16":
+	default:
+		return fmt.Errorf("--dtype %q: expected auto, float32 or bfloat16", o.DType)
+	}
+	if o.Port < 0 || o.Port > 65535 {
+		return fmt.Errorf("--port %d: expected 0..65535", o.Port)
+	}
+	if !(o.MemFractionStatic > 0 && o.MemFractionStatic <= 1) {
+		return fmt.Errorf("--mem-fraction-static %v: expected a number in (0, 1]", o.MemFractionStatic)
+	}
+	if o.MaxRunning < 1 || o.ChunkedPrefill < 1 || o.PageSize < 1 || o.CUDAGraphMaxBS < 1 || o.MaxPrefillTokens < 1 {
+		return errors.New("--max-running-requests, --chunked-prefill-size, --max-prefill-tokens, --page-size and --cuda-graph-max-bs must be positive")
+	}
+	if o.Topology != "nvlink" && o.Topology != "pcie" {
+		return fmt.Errorf("--topology %q: expected nvlink or pcie", o.Topology)
+	}
+	switch strings.ToUpper(o.SpecAlgorithm) {
+	case "", "EAGLE", "EAGLE3", "NONE":
+	default:
+		return fmt.Errorf("--speculative-algorithm %q: expected EAGLE3 or EAGLE", o.SpecAlgorithm)
+	}
+	if strings.EqualFold(o.SpecAlgorithm, "none") {
+		o.SpecAlgorithm = ""
+	}
+	if o.SpecAlgorithm != "" {
+		if o.SpecEagleTopK != 1 {
+			return fmt.Errorf("--speculative-eagle-topk %d: only 1 is supported", o.SpecEagleTopK)
+		}
+		if o.SpecNumSteps < 1 || o.SpecNumSteps > 16 {
+			return fmt.Errorf("--speculative-num-steps %d: expected 1..16", o.SpecNumSteps)
+		}
+		if o.SpecNumDraftTokens < 2 {
+			return fmt.Errorf("--speculative-num-draft-tokens %d: expected at least 2", o.SpecNumDraftTokens)
+		}
+	}
+	if o.FaultAllReduceError < 0 || o.FaultReserveMB < 0 || o.FaultSlowdown < 1 || o.FaultCrashAfter < 0 || o.FaultLeakMBPerReq < 0 {
+		return errors.New("fault flags: errors, reserves and leaks must be >= 0 and --fault-slowdown >= 1")
+	}
+	return nil
+}
+
+// ParseBytes reads a size such as "192MiB", "2GiB", "512MB", "1G" or a plain byte count.
+func ParseBytes(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	units := []struct {
+		suf string
+		mul float64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"GB", 1e9}, {"MB", 1e6}, {"KB", 1e3}, {"G", 1 << 30}, {"M", 1 << 20}, {"K", 1 << 10}, {"B", 1}}
+	mul := 1.0
+	for _, u := range units {
+		if strings.HasSuffix(t, u.suf) {
+			t = strings.TrimSpace(strings.TrimSuffix(t, u.suf))
+			mul = u.mul
+			break
+		}
+	}
+	v, err := strconv.ParseFloat(t, 64)
+	if err != nil || v <= 0 {
+		return 0, fmt.Errorf("%q is not a size (expected e.g. 192MiB, 2GiB or a byte count)", s)
+	}
+	return int64(v * mul), nil
+}

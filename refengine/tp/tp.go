@@ -1,0 +1,476 @@
+// Package tp runs the reference engine's model tensor-parallel: one goroutine per rank, each
+// holding only its shard of the weights and its own KV store, meeting twice per layer in an
+// allreduce (collective.AllReduce) that sums their partial outputs. It also keeps the modelled
+// communication time of those allreduces (interconnect.Model), which the scheduler adds to its
+// steps.
+package tp
+
+import (
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/reckon-ci/reckon/refengine/collective"
+	"github.com/reckon-ci/reckon/refengine/interconnect"
+	"github.com/reckon-ci/reckon/refengine/kvcache"
+	"github.com/reckon-ci/reckon/refengine/model"
+)
+
+// ModelID selects the target model or the speculative draft model.
+type ModelID int
+
+// The two models a group can run.
+const (
+	Target ModelID = iota
+	Draft
+)
+
+// Options configure a Group.
+type Options struct {
+	TP int
+	// BF16 rounds the partial outputs and the sums to bfloat16 at every allreduce boundary.
+	BF16 bool
+	// Custom enables the one-shot custom allreduce for tensors of at most CustomMaxBytes bytes;
+	// larger tensors (and everything when Custom is false) use the ring.
+	Custom         bool
+	CustomMaxBytes int64
+	Interconnect   interconnect.Model
+	// FaultAllReduceError adds a relative error of up to this size to every custom-allreduce result
+	// (fault injection; 0 = off).
+	FaultAllReduceError float64
+	// Deterministic makes the allreduce batch-invariant: each token's row is reduced on its own, so
+	// its summation order does not depend on the other sequences in the batch.
+	Deterministic bool
+}
+
+// SeqInput is one sequence's part of a forward batch.
+type SeqInput struct {
+	Tokens []int   // new tokens to process
+	Start  int     // position of Tokens[0]
+	Pages  []int32 // KV pages covering positions [0, Start+len(Tokens))
+	// Logits: LogitsNone (e.g. a prefill chunk that is not the last), LogitsLast or LogitsAll.
+	Logits LogitsMode
+}
+
+// LogitsMode says which positions of a sequence need logits.
+type LogitsMode int
+
+// Logits modes.
+const (
+	LogitsLast LogitsMode = iota
+	LogitsAll
+	LogitsNone
+)
+
+// Stats count what the group has done.
+type Stats struct {
+	AllReduces     int64         // allreduce calls
+	CustomCalls    int64         // of which used the one-shot custom allreduce
+	RingCalls      int64         // of which used the ring
+	CommTime       time.Duration // total modelled communication time
+	ForwardCalls   int64
+	TokensForwards int64
+}
+
+// Group is a set of tensor-parallel ranks.
+type Group struct {
+	opts  Options
+	cfg   model.Config
+	rope  *model.Rope
+	ranks []*rank
+	red   *reducer
+
+	mu       sync.Mutex // guards commDebt and stats
+	commDebt time.Duration
+	stats    Stats
+	faultCtr uint64
+}
+
+type rank struct {
+	id     int
+	shards [2]*model.Shard
+	kv     [2]*kvcache.Store
+	x, h, o, att, qkv, gu, act, sc, lg []float32
+}
+
+// NewGroup shards target (and draft, when not nil) over opts.TP ranks. KV stores are attached
+// later with AttachKV, once the memory plan has sized them.
+func NewGroup(target, draft *model.Weights, opts Options) (*Group, error) {
+	if err := target.Cfg.CheckTP(opts.TP); err != nil {
+		return nil, err
+	}
+	g := &Group{opts: opts, cfg: target.Cfg}
+	g.rope = model.NewRope(target.Cfg.HeadDim(), target.Cfg.MaxPositions, target.Cfg.RopeTheta)
+	for r := 0; r < opts.TP; r++ {
+		rk := &rank{id: r}
+		rk.shards[Target] = model.ShardFor(target, r, opts.TP)
+		if draft != nil {
+			rk.shards[Draft] = model.ShardFor(draft, r, opts.TP)
+		}
+		g.ranks = append(g.ranks, rk)
+	}
+	g.red = &reducer{g: g, n: opts.TP, bufs: make([][]float32, opts.TP)}
+	g.red.cond = sync.NewCond(&g.red.mu)
+	return g, nil
+}
+
+// Shard is rank r's shard of model m (nil when the group has no draft).
+func (g *Group) Shard(m ModelID, r int) *model.Shard { return g.ranks[r].shards[m] }
+
+// AttachKV allocates each rank's KV store for model m with the given number of pages.
+func (g *Group) AttachKV(m ModelID, pages, pageSize int) {
+	for _, rk := range g.ranks {
+		s := rk.shards[m]
+		rk.kv[m] = kvcache.NewStore(len(s.Layers), pages, pageSize, s.KVHeads, s.Cfg.HeadDim())
+	}
+}
+
+// KVStore is rank r's KV store for model m.
+func (g *Group) KVStore(m ModelID, r int) *kvcache.Store { return g.ranks[r].kv[m] }
+
+// TakeCommTime returns the modelled communication time accumulated since the last call and resets it.
+func (g *Group) TakeCommTime() time.Duration {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	d := g.commDebt
+	g.commDebt = 0
+	return d
+}
+
+// Stats returns a snapshot of the counters.
+func (g *Group) Stats() Stats {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.stats
+}
+
+// Options returns the group's options.
+func (g *Group) Options() Options { return g.opts }
+
+// Forward runs model m over the batch on all ranks and returns the logits of the requested
+// positions, in batch order (for each sequence: none, its last token, or all its tokens), each a
+// slice of Vocab float32. The KV stores must have been attached and the pages allocated.
+func (g *Group) Forward(m ModelID, seqs []SeqInput) ([][]float32, error) {
+	T, rows := 0, 0
+	for i, s := range seqs {
+		if len(s.Tokens) == 0 {
+			return nil, fmt.Errorf("forward: sequence %d has no tokens", i)
+		}
+		end := s.Start + len(s.Tokens)
+		if end > g.cfg.MaxPositions {
+			return nil, fmt.Errorf("forward: sequence %d reaches position %d, beyond max_position_embeddings %d", i, end, g.cfg.MaxPositions)
+		}
+		if g.ranks[0].kv[m] == nil {
+			return nil, fmt.Errorf("forward: no KV store attached for model %d", m)
+		}
+		if need := (end + g.ranks[0].kv[m].PageSize - 1) / g.ranks[0].kv[m].PageSize; len(s.Pages) < need {
+			return nil, fmt.Errorf("forward: sequence %d has %d KV pages, needs %d", i, len(s.Pages), need)
+		}
+		for _, tok := range s.Tokens {
+			if tok < 0 || tok >= g.cfg.Vocab {
+				return nil, fmt.Errorf("forward: sequence %d: token id %d out of range [0, %d)", i, tok, g.cfg.Vocab)
+			}
+		}
+		T += len(s.Tokens)
+		switch s.Logits {
+		case LogitsLast:
+			rows++
+		case LogitsAll:
+			rows += len(s.Tokens)
+		}
+	}
+	V := g.cfg.Vocab
+	flat := make([]float32, rows*V)
+	if len(g.ranks) == 1 {
+		g.ranks[0].forward(g, m, seqs, T, rows, flat)
+	} else {
+		var wg sync.WaitGroup
+		for _, rk := range g.ranks {
+			wg.Add(1)
+			go func(rk *rank) {
+				defer wg.Done()
+				rk.forward(g, m, seqs, T, rows, flat)
+			}(rk)
+		}
+		wg.Wait()
+	}
+	out := make([][]float32, rows)
+	for i := range out {
+		out[i] = flat[i*V : (i+1)*V : (i+1)*V]
+	}
+	g.mu.Lock()
+	g.stats.ForwardCalls++
+	g.stats.TokensForwards += int64(T)
+	g.mu.Unlock()
+	return out, nil
+}
+
+func grow(b []float32, n int) []float32 {
+	if cap(b) < n {
+		return make([]float32, n)
+	}
+	return b[:n]
+}
+
+func (rk *rank) forward(g *Group, m ModelID, seqs []SeqInput, T, rows int, logits []float32) {
+	s := rk.shards[m]
+	kv := rk.kv[m]
+	c := s.Cfg
+	H, hd := c.Hidden, c.HeadDim()
+	qN := s.QHeads * hd
+	kvN := s.KVHeads * hd
+	qkvN := qN + 2*kvN
+	F := s.FFN
+	rk.x = grow(rk.x, T*H)
+	rk.h = grow(rk.h, T*H)
+	rk.o = grow(rk.o, T*H)
+	rk.qkv = grow(rk.qkv, T*qkvN)
+	rk.att = grow(rk.att, T*qN)
+	rk.gu = grow(rk.gu, T*2*F)
+	rk.act = grow(rk.act, T*F)
+	x, h, o := rk.x, rk.h, rk.o
+	t := 0
+	for _, sq := range seqs {
+		for _, tok := range sq.Tokens {
+			copy(x[t*H:(t+1)*H], s.Embed[tok*H:(tok+1)*H])
+			t++
+		}
+	}
+	scale := float32(1 / math.Sqrt(float64(hd)))
+	for l, L := range s.Layers {
+		model.RMSNorm(h, x, L.AttnNorm, T, H, c.NormEps)
+		model.MatMul(rk.qkv, h, L.Wqkv, T, H, qkvN)
+		t0 := 0
+		for _, sq := range seqs {
+			n := len(sq.Tokens)
+			// rotary + KV write for all of this sequence's new tokens
+			for i := 0; i < n; i++ {
+				row := rk.qkv[(t0+i)*qkvN : (t0+i+1)*qkvN]
+				pos := sq.Start + i
+				for hh := 0; hh < s.QHeads; hh++ {
+					g.rope.Apply(row[hh*hd:(hh+1)*hd], pos)
+				}
+				for hh := 0; hh < s.KVHeads; hh++ {
+					kvec := row[qN+hh*hd : qN+(hh+1)*hd]
+					g.rope.Apply(kvec, pos)
+					off := kv.Offset(l, sq.Pages, pos, hh)
+					copy(kv.K[off:off+hd], kvec)
+					copy(kv.V[off:off+hd], row[qN+kvN+hh*hd:qN+kvN+(hh+1)*hd])
+				}
+			}
+			for i := 0; i < n; i++ {
+				rk.attend(kv, l, sq.Pages, sq.Start+i, rk.qkv[(t0+i)*qkvN:(t0+i)*qkvN+qN], rk.att[(t0+i)*qN:(t0+i+1)*qN], s, scale)
+			}
+			t0 += n
+		}
+		model.MatMul(o, rk.att, L.Wo, T, qN, H)
+		g.red.allReduce(rk.id, o, H)
+		for i := range x[:T*H] {
+			x[i] += o[i]
+		}
+		model.RMSNorm(h, x, L.MLPNorm, T, H, c.NormEps)
+		model.MatMul(rk.gu, h, L.Wgu, T, H, 2*F)
+		for tt := 0; tt < T; tt++ {
+			gr := rk.gu[tt*2*F : tt*2*F+F]
+			ur := rk.gu[tt*2*F+F : (tt+1)*2*F]
+			ar := rk.act[tt*F : (tt+1)*F]
+			for i := range ar {
+				ar[i] = model.Silu(gr[i]) * ur[i]
+			}
+		}
+		model.MatMul(o, rk.act, L.Wd, T, F, H)
+		g.red.allReduce(rk.id, o, H)
+		for i := range x[:T*H] {
+			x[i] += o[i]
+		}
+	}
+	if rows == 0 {
+		return
+	}
+	// Gather the rows that need logits, normalise, and compute this rank's vocabulary slice.
+	r := 0
+	t = 0
+	for _, sq := range seqs {
+		n := len(sq.Tokens)
+		switch sq.Logits {
+		case LogitsLast:
+			copy(h[r*H:(r+1)*H], x[(t+n-1)*H:(t+n)*H])
+			r++
+		case LogitsAll:
+			copy(h[r*H:(r+n)*H], x[t*H:(t+n)*H])
+			r += n
+		}
+		t += n
+	}
+	model.RMSNorm(o, h, s.FinalNorm, rows, H, c.NormEps)
+	vn := s.VocabHi - s.VocabLo
+	rk.lg = grow(rk.lg, rows*vn)
+	model.MatMul(rk.lg, o, s.LMHead, rows, H, vn)
+	V := c.Vocab
+	for i := 0; i < rows; i++ {
+		copy(logits[i*V+s.VocabLo:i*V+s.VocabHi], rk.lg[i*vn:(i+1)*vn])
+	}
+}
+
+// attend computes causal attention for one query token at position pos for all local heads.
+func (rk *rank) attend(kv *kvcache.Store, layer int, pages []int32, pos int, q, out []float32, s *model.Shard, scale float32) {
+	hd := s.Cfg.HeadDim()
+	n := pos + 1
+	rk.sc = grow(rk.sc, n)
+	sc := rk.sc
+	ps := kv.PageSize
+	for hq := 0; hq < s.QHeads; hq++ {
+		kvh := s.KVOfQ[hq]
+		qv := q[hq*hd : (hq+1)*hd]
+		mx := float32(math.Inf(-1))
+		for j0 := 0; j0 < n; j0 += ps {
+			base := kv.Offset(layer, pages, j0, kvh)
+			cnt := min(ps, n-j0)
+			for jj := 0; jj < cnt; jj++ {
+				kvec := kv.K[base+jj*s.KVHeads*hd : base+jj*s.KVHeads*hd+hd]
+				kvec = kvec[:len(qv)]
+				var d float32
+				for i, a := range qv {
+					d += a * kvec[i]
+				}
+				d *= scale
+				sc[j0+jj] = d
+				if d > mx {
+					mx = d
+				}
+			}
+		}
+		var sum float32
+		for j := 0; j < n; j++ {
+			e := float32(math.Exp(float64(sc[j] - mx)))
+			sc[j] = e
+			sum += e
+		}
+		inv := 1 / sum
+		ov := out[hq*hd : (hq+1)*hd]
+		for i := range ov {
+			ov[i] = 0
+		}
+		for j0 := 0; j0 < n; j0 += ps {
+			base := kv.Offset(layer, pages, j0, kvh)
+			cnt := min(ps, n-j0)
+			for jj := 0; jj < cnt; jj++ {
+				p := sc[j0+jj] * inv
+				vvec := kv.V[base+jj*s.KVHeads*hd : base+jj*s.KVHeads*hd+hd]
+				vvec = vvec[:len(ov)]
+				for i := range ov {
+					ov[i] += p * vvec[i]
+				}
+			}
+		}
+	}
+}
+
+// reducer is the meeting point of the ranks' allreduces: the last rank to arrive runs the
+// collective over everyone's buffers, then releases them all.
+type reducer struct {
+	g       *Group
+	mu      sync.Mutex
+	cond    *sync.Cond
+	n       int
+	arrived int
+	gen     uint64
+	bufs    [][]float32
+}
+
+func (r *reducer) allReduce(rank int, buf []float32, rowWidth int) {
+	if r.n == 1 {
+		r.g.reduce([][]float32{buf}, rowWidth)
+		return
+	}
+	r.mu.Lock()
+	r.bufs[rank] = buf
+	r.arrived++
+	if r.arrived == r.n {
+		r.g.reduce(r.bufs, rowWidth)
+		r.arrived = 0
+		r.gen++
+		r.cond.Broadcast()
+	} else {
+		gen := r.gen
+		for gen == r.gen {
+			r.cond.Wait()
+		}
+	}
+	r.mu.Unlock()
+}
+
+// reduce runs one allreduce over all ranks' buffers, choosing the algorithm as SGLang does: the
+// custom one-shot when enabled and the tensor fits its buffer, else the ring (NCCL).
+func (g *Group) reduce(bufs [][]float32, rowWidth int) {
+	n := len(bufs)
+	if n == 1 {
+		if g.opts.BF16 {
+			collective.RoundBF16(bufs[0])
+		}
+		return
+	}
+	elemBytes := int64(4)
+	if g.opts.BF16 {
+		elemBytes = 2
+	}
+	bytes := int64(len(bufs[0])) * elemBytes
+	alg := collective.Ring
+	if g.opts.Custom && bytes <= g.opts.CustomMaxBytes {
+		alg = collective.OneShot
+	}
+	run := collective.AllReduce
+	if g.opts.BF16 {
+		run = collective.AllReduceBF16
+	}
+	if g.opts.Deterministic && rowWidth > 0 && len(bufs[0]) > rowWidth {
+		rows := make([][]float32, n)
+		for off := 0; off < len(bufs[0]); off += rowWidth {
+			for r := range bufs {
+				rows[r] = bufs[r][off : off+rowWidth]
+			}
+			run(alg, rows)
+		}
+	} else {
+		run(alg, bufs)
+	}
+	if alg == collective.OneShot && g.opts.FaultAllReduceError > 0 {
+		g.faultCtr++
+		e := g.opts.FaultAllReduceError
+		for i := range bufs[0] {
+			u := hashUnit(g.faultCtr, uint64(i))
+			f := float32(1 + e*u)
+			for r := range bufs {
+				bufs[r][i] *= f
+			}
+		}
+		if g.opts.BF16 {
+			for r := range bufs {
+				collective.RoundBF16(bufs[r])
+			}
+		}
+	}
+	d := g.opts.Interconnect.AllReduceTime(alg, bytes, n)
+	g.mu.Lock()
+	g.commDebt += d
+	g.stats.CommTime += d
+	g.stats.AllReduces++
+	if alg == collective.OneShot {
+		g.stats.CustomCalls++
+	} else {
+		g.stats.RingCalls++
+	}
+	g.mu.Unlock()
+}
+
+// hashUnit maps (a, b) to a deterministic value in [-1, 1).
+func hashUnit(a, b uint64) float64 {
+	z := a*0x9e3779b97f4a7c15 ^ b*0xbf58476d1ce4e5b9
+	z ^= z >> 30
+	z *= 0xbf58476d1ce4e5b9
+	z ^= z >> 27
+	z *= 0x94d049bb133111eb
+	z ^= z >> 31
+	return float64(z>>11)/float64(1<<52) - 1
+}

@@ -1,0 +1,113 @@
+package tp
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+
+	"github.com/reckon-ci/reckon/refengine/collective"
+	"github.com/reckon-ci/reckon/refengine/interconnect"
+	"github.com/reckon-ci/reckon/refengine/kvcache"
+	"github.com/reckon-ci/reckon/refengine/model"
+)
+
+func tinyConfig(t testing.TB) model.Config {
+	t.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	path := filepath.Join(filepath.Dir(file), "..", "..", "fixtures", "models", "tiny.json")
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("model fixture: %v", err)
+	}
+	c, err := model.LoadConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// newGroup builds a group with a KV store and one sequence's pages for n tokens.
+func newGroup(t testing.TB, w *model.Weights, opts Options, n int) (*Group, []int32) {
+	t.Helper()
+	if opts.Interconnect.Topology == "" {
+		opts.Interconnect = interconnect.Default(interconnect.NVLink)
+	}
+	if opts.CustomMaxBytes == 0 {
+		opts.CustomMaxBytes = 1 << 30
+	}
+	g, err := NewGroup(w, nil, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ps = 16
+	pages := (n + ps - 1) / ps
+	g.AttachKV(Target, pages+4, ps)
+	a := kvcache.NewAllocator(pages+4, ps)
+	pg, err := a.Grow(nil, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g, pg
+}
+
+func maxRelErr(got [][]float32, want [][]float64) float64 {
+	var num, den float64
+	for i := range want {
+		for j := range want[i] {
+			num = math.Max(num, math.Abs(float64(got[i][j])-want[i][j]))
+			den = math.Max(den, math.Abs(want[i][j]))
+		}
+	}
+	return num / den
+}
+
+// TestShardedLogitsMatchFloat64Reference checks tp 1/2/4/8 (custom and ring) against the unsharded
+// float64 forward, with the prompt processed in two chunks so the KV cache is exercised.
+func TestShardedLogitsMatchFloat64Reference(t *testing.T) {
+	c := tinyConfig(t)
+	w := model.Generate(c)
+	prompt := model.Encode("The quick brown fox jumps over the lazy dog, again and again.")
+	ref := model.ReferenceForward(w, prompt)
+	for _, tpn := range []int{1, 2, 4, 8} {
+		for _, custom := range []bool{true, false} {
+			g, pages := newGroup(t, w, Options{TP: tpn, Custom: custom}, len(prompt))
+			k := 23
+			a, err := g.Forward(Target, []SeqInput{{Tokens: prompt[:k], Start: 0, Pages: pages, Logits: LogitsAll}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := g.Forward(Target, []SeqInput{{Tokens: prompt[k:], Start: k, Pages: pages, Logits: LogitsAll}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := append(a, b...)
+			e := maxRelErr(got, ref)
+			t.Logf("tp=%d custom=%v: max |logit - float64 ref| / max|ref| = %.3g", tpn, custom, e)
+			if e > 1e-5 {
+				t.Errorf("tp=%d custom=%v: relative error %.3g exceeds 1e-5", tpn, custom, e)
+			}
+		}
+	}
+}
+
+// TestFaultAllReduceErrorIsVisible shows the logit check failing when the custom allreduce is
+// corrupted.
+func TestFaultAllReduceErrorIsVisible(t *testing.T) {
+	c := tinyConfig(t)
+	w := model.Generate(c)
+	prompt := model.Encode("fault injection")
+	ref := model.ReferenceForward(w, prompt)
+	g, pages := newGroup(t, w, Options{TP: 4, Custom: true, FaultAllReduceError: 0.05}, len(prompt))
+	got, err := g.Forward(Target, []SeqInput{{Tokens: prompt, Pages: pages, Logits: LogitsAll}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := maxRelErr(got, ref); e < 1e-3 {
+		t.Errorf("with a 5%% allreduce fault the relative error is only %.3g", e)
+	}
+	if s := g.Stats(); s.CustomCalls == 0 || s.RingCalls != 0 {
+		t.Errorf("stats %+v: expected only custom allreduces", s)
+	}
+	_ = collective.Ring
+}

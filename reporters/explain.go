@@ -1,0 +1,302 @@
+package reporters
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// Engine report keys the explanations and charts read (see Config.Engine).
+const (
+	keyKVTokens  = "kv_cache_tokens"
+	keyKVGiB     = "kv_cache_gib"
+	keyWeights   = "weights_gib"
+	keyGraph     = "cuda_graph_gib"
+	keyAvailable = "available_gpu_mem_gib"
+	keyAllreduce = "allreduce"
+)
+
+// Explain builds the correlation text of a check: how the check's config differs from what it
+// was compared with (the config named by Against, a config named after "vs" in the message, or
+// the stored baseline's engine report), in KV cache capacity, the memory plan, the effective
+// allreduce, peak GPU memory and latency. For example:
+//
+//	KV cache -91% (10.42 -> 0.90 GiB, 1212416 -> 104857 tokens); custom AR buffers 3.85 GiB (none in nccl); allreduce custom (nccl: nccl)
+//
+// Without a comparison it states the config's own KV cache and allreduce. It returns "" when the
+// check names no known config or nothing is known about it.
+func Explain(r *Run, c *Check) string {
+	if r == nil || c == nil {
+		return ""
+	}
+	cfg := r.config(c.Config)
+	if cfg == nil {
+		return ""
+	}
+	ref, refName := comparison(r, c, cfg)
+	var parts []string
+	if ref == nil {
+		if p := kvText(cfg.Engine, nil, ""); p != "" {
+			parts = append(parts, p)
+		}
+		if ar := str(cfg.Engine, keyAllreduce); ar != "" {
+			parts = append(parts, "allreduce "+ar)
+		}
+		return strings.Join(parts, "; ")
+	}
+	if p := kvText(cfg.Engine, ref.engine, refName); p != "" {
+		parts = append(parts, p)
+	}
+	parts = append(parts, memoryDiffs(cfg.Engine, ref.engine, refName)...)
+	if a, b := str(cfg.Engine, keyAllreduce), str(ref.engine, keyAllreduce); a != "" && a != b {
+		switch {
+		case b == "":
+			parts = append(parts, "allreduce "+a)
+		case ref.cfg != nil:
+			parts = append(parts, fmt.Sprintf("allreduce %s (%s config: %s)", a, refName, b))
+		default:
+			parts = append(parts, fmt.Sprintf("allreduce %s (%s: %s)", a, refName, b))
+		}
+	}
+	if ref.cfg != nil {
+		if hp, bp := maxOf(cfg.GPUPeakMiB), maxOf(ref.cfg.GPUPeakMiB); hp > 0 && bp > 0 && significant(hp/1024, bp/1024) {
+			parts = append(parts, fmt.Sprintf("peak GPU memory %s (%.2f -> %.2f GiB)", fmtPct(hp/bp), bp/1024, hp/1024))
+		}
+		if c.Kind == KindThroughput || c.Kind == KindLatency || c.Kind == KindRelative {
+			parts = append(parts, latencyDiffs(cfg, ref.cfg, c.Metric)...)
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+// explanation is what the renderers show for a check: the gate's own text, or, for a failed
+// check, the computed correlation.
+func explanation(r *Run, c *Check) string {
+	if c.Explanation != "" {
+		return c.Explanation
+	}
+	if checkStatus(c) == StatusFailed {
+		return Explain(r, c)
+	}
+	return ""
+}
+
+type reference struct {
+	engine map[string]any
+	cfg    *Config // nil for a stored baseline
+}
+
+// comparison finds what c compared cfg with.
+func comparison(r *Run, c *Check, cfg *Config) (*reference, string) {
+	if c.Against != "" {
+		if o := r.config(c.Against); o != nil && o != cfg {
+			return &reference{engine: o.Engine, cfg: o}, o.Name
+		}
+	}
+	// "custom-ar: output throughput -57% vs nccl": the longest config name after "vs ".
+	var best *Config
+	for i := range r.Configs {
+		o := &r.Configs[i]
+		if o == cfg || o.Name == "" {
+			continue
+		}
+		if containsWord(c.Message, "vs "+o.Name) || containsWord(c.Message, "vs. "+o.Name) {
+			if best == nil || len(o.Name) > len(best.Name) {
+				best = o
+			}
+		}
+	}
+	if best != nil {
+		return &reference{engine: best.Engine, cfg: best}, best.Name
+	}
+	if cfg.BaselineEngine != nil {
+		return &reference{engine: cfg.BaselineEngine}, "baseline"
+	}
+	return nil, ""
+}
+
+// containsWord reports whether s contains sub followed by a non-name character or the end.
+func containsWord(s, sub string) bool {
+	for i := 0; ; {
+		j := strings.Index(s[i:], sub)
+		if j < 0 {
+			return false
+		}
+		end := i + j + len(sub)
+		if end == len(s) || !isNameByte(s[end]) {
+			return true
+		}
+		i = i + j + 1
+	}
+}
+
+func isNameByte(b byte) bool {
+	return b == '-' || b == '_' || b == '.' || b >= '0' && b <= '9' || b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z'
+}
+
+// kvText describes the KV cache, compared with ref when given.
+func kvText(head, ref map[string]any, refName string) string {
+	hg, okHG := num(head, keyKVGiB)
+	ht, okHT := num(head, keyKVTokens)
+	if ref == nil {
+		switch {
+		case okHG && okHT:
+			return fmt.Sprintf("KV cache %.2f GiB (%s tokens)", hg, fmtNum(ht))
+		case okHG:
+			return fmt.Sprintf("KV cache %.2f GiB", hg)
+		case okHT:
+			return fmt.Sprintf("KV cache %s tokens", fmtNum(ht))
+		}
+		return ""
+	}
+	bg, okBG := num(ref, keyKVGiB)
+	bt, okBT := num(ref, keyKVTokens)
+	gib := okHG && okBG
+	tok := okHT && okBT
+	switch {
+	case gib && tok && bg > 0:
+		return fmt.Sprintf("KV cache %s (%.2f -> %.2f GiB, %s -> %s tokens)", fmtPct(hg/bg), bg, hg, fmtNum(bt), fmtNum(ht))
+	case gib && bg > 0:
+		return fmt.Sprintf("KV cache %s (%.2f -> %.2f GiB)", fmtPct(hg/bg), bg, hg)
+	case tok && bt > 0:
+		return fmt.Sprintf("KV cache %s (%s -> %s tokens)", fmtPct(ht/bt), fmtNum(bt), fmtNum(ht))
+	case okHG:
+		return fmt.Sprintf("KV cache %.2f GiB (%s: unknown)", hg, refName)
+	}
+	return ""
+}
+
+// memoryKeys returns the memory-plan keys of an engine report: the known components first, then
+// every other numeric "*_gib" key, sorted.
+func memoryKeys(ms ...map[string]any) []string {
+	known := []string{keyWeights, keyGraph, keyAvailable}
+	seen := map[string]bool{keyKVGiB: true}
+	var keys []string
+	for _, k := range known {
+		for _, m := range ms {
+			if _, ok := num(m, k); ok {
+				keys = append(keys, k)
+				seen[k] = true
+				break
+			}
+		}
+	}
+	var extra []string
+	for _, m := range ms {
+		for k := range m {
+			if seen[k] || !strings.HasSuffix(k, "_gib") || isTotalKey(k) {
+				continue
+			}
+			if _, ok := num(m, k); ok {
+				seen[k] = true
+				extra = append(extra, k)
+			}
+		}
+	}
+	sort.Strings(extra)
+	return append(keys, extra...)
+}
+
+// isTotalKey reports whether an engine key is a total rather than a component of the plan.
+func isTotalKey(k string) bool {
+	return strings.Contains(k, "total") || strings.Contains(k, "capacity") || strings.HasPrefix(k, "gpu_mem")
+}
+
+// memLabel names an engine memory key for people.
+func memLabel(k string) string {
+	switch k {
+	case keyWeights:
+		return "weights"
+	case keyGraph:
+		return "CUDA graphs"
+	case keyAvailable:
+		return "free GPU memory"
+	case keyKVGiB:
+		return "KV cache"
+	}
+	base := strings.TrimSuffix(k, "_gib")
+	if strings.Contains(base, "custom_ar") || strings.Contains(base, "custom_allreduce") {
+		return "custom AR buffers"
+	}
+	return strings.ReplaceAll(base, "_", " ")
+}
+
+// significant reports whether two GiB amounts differ enough to mention (5% and 0.05 GiB).
+func significant(a, b float64) bool {
+	d := math.Abs(a - b)
+	return d >= 0.05 && d >= 0.05*math.Max(math.Abs(a), math.Abs(b))
+}
+
+// memoryDiffs lists the memory-plan components that differ between head and ref.
+func memoryDiffs(head, ref map[string]any, refName string) []string {
+	var out []string
+	for _, k := range memoryKeys(head, ref) {
+		h, okH := num(head, k)
+		b, okB := num(ref, k)
+		switch {
+		case okH && okB && significant(h, b):
+			if b > 0 {
+				out = append(out, fmt.Sprintf("%s %s (%.2f -> %.2f GiB)", memLabel(k), fmtPct(h/b), b, h))
+			} else {
+				out = append(out, fmt.Sprintf("%s %.2f GiB (%s: %.2f)", memLabel(k), h, refName, b))
+			}
+		case okH && !okB && h >= 0.05:
+			out = append(out, fmt.Sprintf("%s %.2f GiB (none in %s)", memLabel(k), h, refName))
+		case !okH && okB && b >= 0.05:
+			out = append(out, fmt.Sprintf("no %s (%s: %.2f GiB)", memLabel(k), refName, b))
+		}
+	}
+	return out
+}
+
+// latencyDiffs compares the median over trials of the median TTFT and TPOT.
+func latencyDiffs(head, ref *Config, skip string) []string {
+	var out []string
+	for _, k := range []struct{ key, label string }{{"median_tpot_ms", "median TPOT"}, {"median_ttft_ms", "median TTFT"}} {
+		if k.key == skip {
+			continue
+		}
+		h, okH := trialMedian(head, k.key)
+		b, okB := trialMedian(ref, k.key)
+		if okH && okB && b > 0 && math.Abs(h/b-1) >= 0.1 {
+			out = append(out, fmt.Sprintf("%s %s (%s -> %s ms)", k.label, fmtPct(h/b), fmtNum(b), fmtNum(h)))
+		}
+	}
+	return out
+}
+
+// trialMedian returns the median over cfg's trials of a metric (all workloads).
+func trialMedian(cfg *Config, key string) (float64, bool) {
+	var vs []float64
+	for _, t := range cfg.Trials {
+		if v, ok := t.Metrics[key]; ok && finite(v) {
+			vs = append(vs, v)
+		}
+	}
+	return median(vs)
+}
+
+func median(vs []float64) (float64, bool) {
+	if len(vs) == 0 {
+		return 0, false
+	}
+	s := slices.Clone(vs)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2], true
+	}
+	return (s[n/2-1] + s[n/2]) / 2, true
+}
+
+func maxOf(vs []float64) float64 {
+	m := 0.0
+	for _, v := range vs {
+		if finite(v) && v > m {
+			m = v
+		}
+	}
+	return m
+}

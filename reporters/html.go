@@ -1,0 +1,298 @@
+package reporters
+
+import (
+	"fmt"
+	"html/template"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// htmlBodyBytes caps the details and log text of one check in the HTML report.
+const htmlBodyBytes = 64 << 10
+
+type htmlPage struct {
+	Title        string
+	Verdict      string
+	VerdictClass string
+	Counts       Counts
+	Interrupted  bool
+	Meta         [][2]string
+	Failures     []htmlCheck
+	Configs      []htmlConfig
+	MemCols      []string
+	Groups       []htmlGroup
+	Charts       []svgChart
+	Generated    string
+}
+
+type htmlCheck struct {
+	Icon, Class, Config, Name, Kind, Message, Explanation, Details, LogTail string
+	Delta, CI, P, Medians, Duration                                         string
+}
+
+type htmlConfig struct {
+	Name, Allreduce, KVTokens, KVGiB, Throughput, Peak, LaunchError, LogPath, LogTail, Args string
+	Launches                                                                                int
+	Mem                                                                                     []string
+}
+
+type htmlGroup struct {
+	Title  string
+	Checks []htmlCheck
+}
+
+// WriteHTML writes a self-contained HTML report of r: inline CSS and inline SVG charts
+// (throughput per config and against its comparison with CI whiskers, the memory plan per config
+// as stacked bars, TTFT/TPOT/ITL percentiles), the failures with their explanations and log
+// tails, and every check. No external resource is referenced; all engine text is escaped by
+// html/template.
+func WriteHTML(w io.Writer, r *Run) error {
+	if r == nil {
+		return fmt.Errorf("write HTML: nil run")
+	}
+	if err := htmlTemplate.Execute(w, buildPage(r)); err != nil {
+		return fmt.Errorf("write HTML: %w", err)
+	}
+	return nil
+}
+
+func buildPage(r *Run) *htmlPage {
+	checks := effectiveChecks(r)
+	n := countChecks(checks)
+	p := &htmlPage{Title: "reckon: " + cleanText(r.SpecName), Counts: n, Interrupted: r.Interrupted}
+	switch {
+	case r.Interrupted:
+		p.Verdict, p.VerdictClass = "INTERRUPTED (partial)", "warn"
+	case n.Failed > 0 || n.Errors > 0:
+		p.Verdict, p.VerdictClass = "FAIL", "fail"
+	default:
+		p.Verdict, p.VerdictClass = "PASS", "pass"
+	}
+	meta := func(k, v string) {
+		if v != "" {
+			p.Meta = append(p.Meta, [2]string{k, cleanText(v)})
+		}
+	}
+	meta("spec", r.SpecName)
+	meta("spec file", r.SpecPath)
+	meta("engine", r.Engine)
+	meta("testbed", r.TestbedKey)
+	if !r.StartedAt.IsZero() {
+		meta("started", r.StartedAt.UTC().Format(time.RFC3339))
+		if r.FinishedAt.After(r.StartedAt) {
+			meta("duration", fmtDuration(r.FinishedAt.Sub(r.StartedAt).Seconds()))
+		}
+	}
+	meta("reckon", strings.TrimSpace(r.ReckonVersion+" "+r.GitCommit))
+	for _, kv := range flatten("testbed", r.Testbed) {
+		meta(kv[0], kv[1])
+	}
+
+	for i := range checks {
+		if s := checkStatus(&checks[i]); s == StatusFailed || s == StatusError {
+			p.Failures = append(p.Failures, htmlCheckOf(r, &checks[i]))
+		}
+	}
+
+	engines := make([]map[string]any, len(r.Configs))
+	for i := range r.Configs {
+		engines[i] = r.Configs[i].Engine
+	}
+	memKeys := memoryKeys(engines...)
+	for _, k := range memKeys {
+		p.MemCols = append(p.MemCols, memLabel(k)+" GiB")
+	}
+	for i := range r.Configs {
+		c := &r.Configs[i]
+		hc := htmlConfig{
+			Name: cleanText(c.Name), Launches: c.Launches, Allreduce: cleanText(str(c.Engine, keyAllreduce)),
+			KVTokens: mdNum(c.Engine, keyKVTokens), KVGiB: mdNum(c.Engine, keyKVGiB),
+			LaunchError: cleanText(c.LaunchError), LogPath: cleanText(c.LogPath),
+			LogTail: clip(cleanText(c.LogTail), htmlBodyBytes), Args: cleanText(strings.Join(c.Args, " ")),
+		}
+		for _, k := range memKeys {
+			hc.Mem = append(hc.Mem, mdNum(c.Engine, k))
+		}
+		if v, ok := trialMedian(c, "output_throughput"); ok {
+			hc.Throughput = fmt.Sprintf("%s (n=%d)", fmtNum(v), countTrials(c, "output_throughput"))
+		}
+		if pk := maxOf(c.GPUPeakMiB); pk > 0 {
+			hc.Peak = fmtNum(pk)
+		}
+		p.Configs = append(p.Configs, hc)
+	}
+
+	for _, g := range groupChecks(r, checks) {
+		if len(g.checks) == 0 {
+			continue
+		}
+		title := "Config " + cleanText(g.name)
+		if g.config == nil && g.name == CrossConfig {
+			title = "Cross-config checks"
+		}
+		hg := htmlGroup{Title: title}
+		for _, c := range g.checks {
+			hg.Checks = append(hg.Checks, htmlCheckOf(r, c))
+		}
+		p.Groups = append(p.Groups, hg)
+	}
+
+	if ch := throughputPerConfigChart(r); ch != nil {
+		p.Charts = append(p.Charts, *ch)
+	}
+	if ch := throughputVsBaselineChart(r, checks); ch != nil {
+		p.Charts = append(p.Charts, *ch)
+	}
+	if ch := memoryPlanChart(r); ch != nil {
+		p.Charts = append(p.Charts, *ch)
+	}
+	p.Charts = append(p.Charts, latencyCharts(r)...)
+	for i := range p.Charts {
+		sanitizeChart(&p.Charts[i])
+	}
+	if !r.FinishedAt.IsZero() {
+		p.Generated = r.FinishedAt.UTC().Format(time.RFC3339)
+	}
+	return p
+}
+
+// sanitizeChart cleans the engine-derived texts of a chart (html/template escapes them too).
+func sanitizeChart(c *svgChart) {
+	for i := range c.Texts {
+		c.Texts[i].Text = oneLine(c.Texts[i].Text, 80)
+	}
+	for i := range c.Rects {
+		c.Rects[i].Tip = oneLine(c.Rects[i].Tip, 200)
+	}
+	for i := range c.Legend {
+		c.Legend[i].Name = oneLine(c.Legend[i].Name, 60)
+	}
+}
+
+// htmlStatus is the status pill text of a check (no emoji: the report must render without an
+// emoji font).
+func htmlStatus(c *Check) string {
+	switch checkStatus(c) {
+	case StatusPassed:
+		return "PASS"
+	case StatusFailed:
+		return "FAIL"
+	case StatusSkipped:
+		return "SKIP"
+	}
+	return "ERROR"
+}
+
+func htmlCheckOf(r *Run, c *Check) htmlCheck {
+	h := htmlCheck{
+		Icon: htmlStatus(c), Class: checkStatus(c), Config: cleanText(c.Config), Name: cleanText(c.Name),
+		Kind: cleanText(c.Kind), Message: oneLine(c.Message, 1000), Explanation: oneLine(explanation(r, c), 2000),
+		Details: clip(cleanText(c.Details), htmlBodyBytes),
+	}
+	if h.Config == "" {
+		h.Config = CrossConfig
+	}
+	if c.Ratio != nil {
+		h.Delta = fmtPct(*c.Ratio)
+	}
+	if c.CILow != nil && c.CIHigh != nil {
+		h.CI = fmt.Sprintf("[%s, %s]", fmtPct(*c.CILow), fmtPct(*c.CIHigh))
+	}
+	if c.PValue != nil {
+		h.P = fmt.Sprintf("%.3g", *c.PValue)
+	}
+	if c.BaseMedian != nil && c.HeadMedian != nil {
+		h.Medians = fmt.Sprintf("%s → %s", fmtNum(*c.BaseMedian), fmtNum(*c.HeadMedian))
+	}
+	if c.Duration > 0 {
+		h.Duration = fmtDuration(c.Duration.Seconds())
+	}
+	if checkStatus(c) == StatusError {
+		if cfg := r.config(c.Config); cfg != nil && cfg.LogTail != "" {
+			h.LogTail = clip(cleanText(cfg.LogTail), htmlBodyBytes)
+		}
+	}
+	return h
+}
+
+// svgNum formats SVG coordinates compactly.
+func svgNum(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
+
+var htmlTemplate = template.Must(template.New("report").Funcs(template.FuncMap{"n": svgNum}).Parse(`<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{{.Title}} — {{.Verdict}}</title>
+<style>
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif;margin:0;color:#1b1b1b;background:#f6f7f9}
+main{max-width:1100px;margin:0 auto;padding:20px}
+h1{font-size:22px;margin:0 0 6px}h2{font-size:18px;margin:28px 0 10px}h3{font-size:15px;margin:18px 0 8px}
+.badge{display:inline-block;padding:2px 10px;border-radius:4px;color:#fff;font-weight:600;margin-right:8px}
+.badge.pass{background:#00845f}.badge.fail{background:#c0392b}.badge.warn{background:#b7791f}
+.counts span{margin-right:14px}
+.pill{display:inline-block;padding:0 6px;border-radius:3px;font-size:11px;font-weight:700;color:#fff;background:#777}
+.pill.passed{background:#00845f}.pill.failed{background:#c0392b}.pill.error{background:#b7791f}.pill.skipped{background:#8a8a8a}.muted{color:#666}
+table{border-collapse:collapse;width:100%;background:#fff;margin:6px 0 12px;font-size:13px}
+th,td{border:1px solid #dde1e6;padding:4px 8px;text-align:left;vertical-align:top}
+th{background:#eef1f4;font-weight:600}td.num{text-align:right;font-variant-numeric:tabular-nums}
+tr.failed td{background:#fdecea}tr.error td{background:#fff4e5}tr.skipped td{color:#666}
+.failure{background:#fff;border-left:4px solid #c0392b;padding:8px 12px;margin:8px 0}
+.failure.error{border-left-color:#b7791f}
+.expl{color:#333;margin-top:4px}.expl b{color:#000}
+pre{background:#1e1e1e;color:#e6e6e6;padding:8px;overflow:auto;max-height:360px;font-size:12px;white-space:pre-wrap;word-break:break-all}
+details summary{cursor:pointer;color:#0b5cad}
+.chart{background:#fff;border:1px solid #dde1e6;padding:10px;margin:10px 0}
+.chart svg{width:100%;height:auto;max-width:860px;display:block}
+.chart .sub{font-size:11px;fill:#333}.chart .grp{font-size:12px;font-weight:600;fill:#000}
+.chart .val{font-size:11px;fill:#222}.chart .tick{font-size:10px;fill:#666}
+.legend span{display:inline-block;margin-right:14px;font-size:12px}
+.legend i{display:inline-block;width:10px;height:10px;margin-right:4px;vertical-align:middle}
+dl.meta{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;font-size:12px;margin:8px 0}
+dl.meta dt{color:#666}dl.meta dd{margin:0;word-break:break-all}
+</style>
+</head>
+<body><main>
+<h1><span class="badge {{.VerdictClass}}">{{.Verdict}}</span>{{.Title}}</h1>
+<div class="counts"><span><b>{{.Counts.Failed}}</b> failed</span><span><b>{{.Counts.Errors}}</b> errors</span><span><b>{{.Counts.Passed}}</b> passed</span><span><b>{{.Counts.Skipped}}</b> skipped</span><span class="muted">{{.Counts.Total}} checks</span></div>
+{{if .Interrupted}}<p class="failure error">The run was interrupted before every check ran: these results are partial.</p>{{end}}
+<details><summary>Run and testbed</summary><dl class="meta">{{range .Meta}}<dt>{{index . 0}}</dt><dd>{{index . 1}}</dd>{{end}}</dl></details>
+
+{{if .Failures}}<h2>Failures</h2>
+{{range .Failures}}<div class="failure {{.Class}}"><div><span class="pill {{.Class}}">{{.Icon}}</span> <b>{{.Config}}</b> · <code>{{.Name}}</code>{{if eq .Class "error"}} (infrastructure error){{end}}: {{.Message}}</div>
+{{if .Explanation}}<div class="expl"><b>Why:</b> {{.Explanation}}</div>{{end}}
+{{if .Details}}<details><summary>details</summary><pre>{{.Details}}</pre></details>{{end}}
+{{if .LogTail}}<details open><summary>engine log tail</summary><pre>{{.LogTail}}</pre></details>{{end}}
+</div>
+{{end}}{{end}}
+
+{{if .Charts}}<h2>Charts</h2>
+{{range .Charts}}<div class="chart"><h3>{{.Title}}</h3>
+<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {{n .Width}} {{n .Height}}" role="img" aria-label="{{.Title}}">
+{{range .Lines}}<line x1="{{n .X1}}" y1="{{n .Y1}}" x2="{{n .X2}}" y2="{{n .Y2}}" stroke="{{.Stroke}}" stroke-width="{{n .Width}}"{{if .Dash}} stroke-dasharray="{{.Dash}}"{{end}}/>
+{{end}}{{range .Rects}}<rect x="{{n .X}}" y="{{n .Y}}" width="{{n .W}}" height="{{n .H}}" fill="{{.Fill}}"><title>{{.Tip}}</title></rect>
+{{end}}{{range .Dots}}<circle cx="{{n .X}}" cy="{{n .Y}}" r="{{n .R}}" fill="{{.Fill}}" fill-opacity="0.7"><title>{{.Tip}}</title></circle>
+{{end}}{{range .Texts}}<text x="{{n .X}}" y="{{n .Y}}" text-anchor="{{.Anchor}}" class="{{.Class}}">{{.Text}}</text>
+{{end}}</svg>
+<div class="legend">{{range .Legend}}<span><i style="background:{{.Color}}"></i>{{.Name}}</span>{{end}}</div>
+{{if .Note}}<div class="muted">{{.Note}}</div>{{end}}
+</div>
+{{end}}{{end}}
+
+{{if .Configs}}<h2>Configs</h2>
+<table><tr><th>config</th><th>launches</th><th>allreduce</th><th>KV tokens</th><th>KV GiB</th>{{range .MemCols}}<th>{{.}}</th>{{end}}<th>output tok/s (median)</th><th>peak GPU MiB</th></tr>
+{{range .Configs}}<tr{{if .LaunchError}} class="error"{{end}}><td><b>{{.Name}}</b>{{if .Args}}<br><code class="muted">{{.Args}}</code>{{end}}{{if .LaunchError}}<br><span class="pill error">LAUNCH FAILED</span> {{.LaunchError}}{{end}}</td><td class="num">{{.Launches}}</td><td>{{.Allreduce}}</td><td class="num">{{.KVTokens}}</td><td class="num">{{.KVGiB}}</td>{{range .Mem}}<td class="num">{{.}}</td>{{end}}<td class="num">{{.Throughput}}</td><td class="num">{{.Peak}}</td></tr>
+{{end}}</table>{{end}}
+
+<h2>Checks</h2>
+{{range .Groups}}<h3>{{.Title}}</h3>
+<table><tr><th></th><th>check</th><th>kind</th><th>verdict</th><th>base → head</th><th>Δ</th><th>CI</th><th>p</th><th>time</th></tr>
+{{range .Checks}}<tr class="{{.Class}}"><td><span class="pill {{.Class}}">{{.Icon}}</span></td><td><code>{{.Name}}</code></td><td>{{.Kind}}</td><td>{{.Message}}{{if .Explanation}}<div class="expl"><b>Why:</b> {{.Explanation}}</div>{{end}}{{if .Details}}<details><summary>details</summary><pre>{{.Details}}</pre></details>{{end}}</td><td class="num">{{.Medians}}</td><td class="num">{{.Delta}}</td><td>{{.CI}}</td><td class="num">{{.P}}</td><td class="num">{{.Duration}}</td></tr>
+{{end}}</table>
+{{end}}
+<p class="muted">Generated by reckon{{if .Generated}} at {{.Generated}}{{end}}. Lossless data: results.json; CI view: junit.xml.</p>
+</main></body>
+</html>
+`))

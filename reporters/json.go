@@ -1,0 +1,448 @@
+package reporters
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// WriteJSON writes r as results.json: indented JSON, lossless. Numbers that JSON cannot hold
+// (NaN, +Inf, -Inf) are written as the strings "NaN", "+Inf" and "-Inf" and read back as numbers
+// by ReadResults, so a failed trial's NaN survives the round trip.
+func WriteJSON(w io.Writer, r *Run) error {
+	if r == nil {
+		return errors.New("write results JSON: nil run")
+	}
+	cp := *r
+	if cp.Schema == "" {
+		cp.Schema = Schema
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(&cp); err != nil {
+		return fmt.Errorf("write results JSON: %w", err)
+	}
+	return nil
+}
+
+// ReadResults reads a results.json written by WriteJSON. Corrupt JSON, a wrong type and a schema
+// this version does not read are reported with the file name, the line and column, and what was
+// expected.
+func ReadResults(path string) (*Run, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read results: %w", err)
+	}
+	r, err := DecodeResults(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return r, nil
+}
+
+// DecodeResults parses the content of a results.json (see ReadResults).
+func DecodeResults(data []byte) (*Run, error) {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, fmt.Errorf("empty file: expected a reckon results JSON object (schema %s)", Schema)
+	}
+	var probe struct {
+		Schema *string `json:"schema"`
+	}
+	if err := json.Unmarshal(data, &probe); err != nil {
+		return nil, jsonError(data, err)
+	}
+	switch {
+	case probe.Schema == nil:
+		return nil, fmt.Errorf(`no "schema" field: not a reckon results file (expected "schema": %q)`, Schema)
+	case *probe.Schema == Schema:
+	case strings.HasPrefix(*probe.Schema, "reckon.results/"):
+		return nil, fmt.Errorf(`field "schema": %q is not supported by this reckon, which reads %q`, *probe.Schema, Schema)
+	default:
+		return nil, fmt.Errorf(`field "schema": %q is not a reckon results file (expected %q)`, *probe.Schema, Schema)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	var in runIn
+	if err := dec.Decode(&in); err != nil {
+		return nil, jsonError(data, err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		line, col := lineCol(data, dec.InputOffset())
+		return nil, fmt.Errorf("line %d, column %d: unexpected data after the results object", line, col)
+	}
+	return in.run()
+}
+
+// jsonError turns a decoding error into one that names the line, column and field.
+func jsonError(data []byte, err error) error {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		line, col := lineCol(data, se.Offset)
+		return fmt.Errorf("line %d, column %d: invalid JSON: %v", line, col, se)
+	case errors.As(err, &te):
+		line, col := lineCol(data, te.Offset)
+		field := wireSegment.ReplaceAllString(te.Field, "")
+		if field == "" {
+			field = "(top level)"
+		}
+		return fmt.Errorf("line %d, column %d: field %q: expected %s, found JSON %s", line, col, field, te.Type, te.Value)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return fmt.Errorf("truncated JSON (unexpected end of file): %w", err)
+	}
+	return fmt.Errorf("invalid results JSON: %w", err)
+}
+
+// lineCol converts a byte offset into a 1-based line and column.
+func lineCol(data []byte, off int64) (int, int) {
+	if off > int64(len(data)) {
+		off = int64(len(data))
+	}
+	if off < 0 {
+		off = 0
+	}
+	before := data[:off]
+	line := bytes.Count(before, []byte{'\n'}) + 1
+	col := int(off) - bytes.LastIndexByte(before, '\n')
+	return line, col
+}
+
+// jfloat is a float64 that JSON-encodes NaN and infinities as strings instead of failing.
+type jfloat float64
+
+// MarshalJSON implements json.Marshaler.
+func (f jfloat) MarshalJSON() ([]byte, error) {
+	v := float64(f)
+	switch {
+	case math.IsNaN(v):
+		return []byte(`"NaN"`), nil
+	case math.IsInf(v, 1):
+		return []byte(`"+Inf"`), nil
+	case math.IsInf(v, -1):
+		return []byte(`"-Inf"`), nil
+	}
+	return strconv.AppendFloat(nil, v, 'g', -1, 64), nil
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (f *jfloat) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		switch s {
+		case "NaN":
+			*f = jfloat(math.NaN())
+		case "+Inf", "Inf", "Infinity":
+			*f = jfloat(math.Inf(1))
+		case "-Inf", "-Infinity":
+			*f = jfloat(math.Inf(-1))
+		default:
+			return fmt.Errorf("expected a number, NaN, +Inf or -Inf, found %q", s)
+		}
+		return nil
+	}
+	v, err := strconv.ParseFloat(string(b), 64)
+	if err != nil {
+		return fmt.Errorf("expected a number, found %s", b)
+	}
+	*f = jfloat(v)
+	return nil
+}
+
+func toJMap(m map[string]float64) map[string]jfloat {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]jfloat, len(m))
+	for k, v := range m {
+		out[k] = jfloat(v)
+	}
+	return out
+}
+
+func fromJMap(m map[string]jfloat) map[string]float64 {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]float64, len(m))
+	for k, v := range m {
+		out[k] = float64(v)
+	}
+	return out
+}
+
+func toJPtr(p *float64) *jfloat {
+	if p == nil {
+		return nil
+	}
+	v := jfloat(*p)
+	return &v
+}
+
+func fromJPtr(p *jfloat) *float64 {
+	if p == nil {
+		return nil
+	}
+	v := float64(*p)
+	return &v
+}
+
+// jsonSafeAny replaces non-finite floats inside a JSON-shaped value with jfloat so that encoding
+// does not fail (they come back as the strings "NaN", "+Inf", "-Inf").
+func jsonSafeAny(v any) any {
+	switch x := v.(type) {
+	case float64:
+		if !finite(x) {
+			return jfloat(x)
+		}
+		return x
+	case float32:
+		if !finite(float64(x)) {
+			return jfloat(x)
+		}
+		return x
+	case map[string]any:
+		if x == nil {
+			return x
+		}
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = jsonSafeAny(e)
+		}
+		return out
+	case []any:
+		if x == nil {
+			return x
+		}
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = jsonSafeAny(e)
+		}
+		return out
+	}
+	return v
+}
+
+func jsonSafeMap(m map[string]any) map[string]any {
+	if m == nil {
+		return nil
+	}
+	return jsonSafeAny(m).(map[string]any)
+}
+
+type trialJSON Trial
+
+// MarshalJSON implements json.Marshaler (non-finite metrics as strings).
+func (t Trial) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		trialJSON
+		Metrics map[string]jfloat `json:"metrics"`
+	}{trialJSON(t), toJMap(t.Metrics)})
+}
+
+type configJSON Config
+
+// MarshalJSON implements json.Marshaler (non-finite numbers as strings).
+func (c Config) MarshalJSON() ([]byte, error) {
+	var peaks []jfloat
+	if c.GPUPeakMiB != nil {
+		peaks = make([]jfloat, len(c.GPUPeakMiB))
+		for i, v := range c.GPUPeakMiB {
+			peaks[i] = jfloat(v)
+		}
+	}
+	c.Engine = jsonSafeMap(c.Engine)
+	c.BaselineEngine = jsonSafeMap(c.BaselineEngine)
+	return json.Marshal(struct {
+		configJSON
+		GPUPeakMiB []jfloat `json:"gpu_peak_mib,omitempty"`
+	}{configJSON(c), peaks})
+}
+
+type checkJSON Check
+
+// MarshalJSON implements json.Marshaler (non-finite numbers as strings; the duration also in
+// seconds for readers, which ReadResults ignores).
+func (c Check) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		checkJSON
+		Metrics    map[string]jfloat `json:"metrics,omitempty"`
+		BaseMedian *jfloat           `json:"base_median,omitempty"`
+		HeadMedian *jfloat           `json:"head_median,omitempty"`
+		Ratio      *jfloat           `json:"ratio,omitempty"`
+		CILow      *jfloat           `json:"ci_low,omitempty"`
+		CIHigh     *jfloat           `json:"ci_high,omitempty"`
+		PValue     *jfloat           `json:"p_value,omitempty"`
+		DurationS  float64           `json:"duration_s"`
+	}{
+		checkJSON(c), toJMap(c.Metrics), toJPtr(c.BaseMedian), toJPtr(c.HeadMedian), toJPtr(c.Ratio),
+		toJPtr(c.CILow), toJPtr(c.CIHigh), toJPtr(c.PValue), c.Duration.Seconds(),
+	})
+}
+
+// wireSegment matches the names of the decoding structs that error paths mention.
+var wireSegment = regexp.MustCompile(`\.?[a-z]+(JSON|In)\b`)
+
+// The decoding mirror of Run: numbers that WriteJSON may have written as strings ("NaN", "+Inf",
+// "-Inf") are read as any and converted, so that type errors elsewhere keep their position.
+type runIn struct {
+	runJSON
+	Configs []configIn `json:"configs"`
+	Checks  []checkIn  `json:"checks"`
+}
+
+type runJSON Run
+
+type configIn struct {
+	configJSON
+	Trials     []trialIn `json:"trials,omitempty"`
+	GPUPeakMiB []any     `json:"gpu_peak_mib,omitempty"`
+}
+
+type trialIn struct {
+	trialJSON
+	Metrics map[string]any `json:"metrics"`
+}
+
+type checkIn struct {
+	checkJSON
+	Metrics    map[string]any `json:"metrics,omitempty"`
+	BaseMedian any            `json:"base_median,omitempty"`
+	HeadMedian any            `json:"head_median,omitempty"`
+	Ratio      any            `json:"ratio,omitempty"`
+	CILow      any            `json:"ci_low,omitempty"`
+	CIHigh     any            `json:"ci_high,omitempty"`
+	PValue     any            `json:"p_value,omitempty"`
+	DurationS  *float64       `json:"duration_s"`
+}
+
+// anyFloat converts a decoded JSON value to a float64: a number, or "NaN", "+Inf", "-Inf".
+func anyFloat(v any, field string) (float64, error) {
+	switch x := v.(type) {
+	case float64:
+		return x, nil
+	case string:
+		var f jfloat
+		q, _ := json.Marshal(x)
+		if err := f.UnmarshalJSON(q); err != nil {
+			return 0, fmt.Errorf("field %q: %w", field, err)
+		}
+		return float64(f), nil
+	}
+	return 0, fmt.Errorf("field %q: expected a number, NaN, +Inf or -Inf, found %s", field, jsonKind(v))
+}
+
+func jsonKind(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "a boolean"
+	case map[string]any:
+		return "an object"
+	case []any:
+		return "an array"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+func anyFloatPtr(v any, field string) (*float64, error) {
+	if v == nil {
+		return nil, nil
+	}
+	f, err := anyFloat(v, field)
+	if err != nil {
+		return nil, err
+	}
+	return &f, nil
+}
+
+func anyMetrics(m map[string]any, field string) (map[string]float64, error) {
+	if m == nil {
+		return nil, nil
+	}
+	out := make(map[string]float64, len(m))
+	for k, v := range m {
+		f, err := anyFloat(v, field+"."+k)
+		if err != nil {
+			return nil, err
+		}
+		out[k] = f
+	}
+	return out, nil
+}
+
+func (in *runIn) run() (*Run, error) {
+	r := Run(in.runJSON)
+	r.Configs, r.Checks = nil, nil
+	if in.Configs != nil {
+		r.Configs = make([]Config, len(in.Configs))
+	}
+	for i := range in.Configs {
+		ci := &in.Configs[i]
+		c := Config(ci.configJSON)
+		c.Trials, c.GPUPeakMiB = nil, nil
+		if ci.Trials != nil {
+			c.Trials = make([]Trial, len(ci.Trials))
+		}
+		for j := range ci.Trials {
+			t := Trial(ci.Trials[j].trialJSON)
+			m, err := anyMetrics(ci.Trials[j].Metrics, fmt.Sprintf("configs[%d].trials[%d].metrics", i, j))
+			if err != nil {
+				return nil, err
+			}
+			t.Metrics = m
+			c.Trials[j] = t
+		}
+		if ci.GPUPeakMiB != nil {
+			c.GPUPeakMiB = make([]float64, len(ci.GPUPeakMiB))
+			for j, v := range ci.GPUPeakMiB {
+				f, err := anyFloat(v, fmt.Sprintf("configs[%d].gpu_peak_mib[%d]", i, j))
+				if err != nil {
+					return nil, err
+				}
+				c.GPUPeakMiB[j] = f
+			}
+		}
+		r.Configs[i] = c
+	}
+	if in.Checks != nil {
+		r.Checks = make([]Check, len(in.Checks))
+	}
+	for i := range in.Checks {
+		ci := &in.Checks[i]
+		c := Check(ci.checkJSON)
+		p := fmt.Sprintf("checks[%d]", i)
+		var err error
+		if c.Metrics, err = anyMetrics(ci.Metrics, p+".metrics"); err != nil {
+			return nil, err
+		}
+		for _, f := range []struct {
+			dst  **float64
+			v    any
+			name string
+		}{{&c.BaseMedian, ci.BaseMedian, "base_median"}, {&c.HeadMedian, ci.HeadMedian, "head_median"}, {&c.Ratio, ci.Ratio, "ratio"},
+			{&c.CILow, ci.CILow, "ci_low"}, {&c.CIHigh, ci.CIHigh, "ci_high"}, {&c.PValue, ci.PValue, "p_value"}} {
+			if *f.dst, err = anyFloatPtr(f.v, p+"."+f.name); err != nil {
+				return nil, err
+			}
+		}
+		if c.Duration == 0 && ci.DurationS != nil {
+			// Hand-written files may give only seconds.
+			c.Duration = time.Duration(*ci.DurationS * float64(time.Second))
+		}
+		r.Checks[i] = c
+	}
+	return &r, nil
+}

@@ -1,0 +1,568 @@
+package reporters
+
+import (
+	"bufio"
+	"encoding/json"
+	"encoding/xml"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Limits that keep a JUnit file within what CI systems accept (GitLab: 30 MB per file).
+const (
+	junitMessageRunes = 500      // failure/error/skipped message attribute
+	junitBodyBytes    = 64 << 10 // failure/error body and system-out, per test case
+)
+
+type xTestsuites struct {
+	XMLName   xml.Name     `xml:"testsuites"`
+	Name      string       `xml:"name,attr"`
+	Tests     int          `xml:"tests,attr"`
+	Failures  int          `xml:"failures,attr"`
+	Errors    int          `xml:"errors,attr"`
+	Skipped   int          `xml:"skipped,attr"`
+	Time      string       `xml:"time,attr"`
+	Timestamp string       `xml:"timestamp,attr,omitempty"`
+	Suites    []xTestsuite `xml:"testsuite"`
+}
+
+type xTestsuite struct {
+	Name       string       `xml:"name,attr"`
+	ID         int          `xml:"id,attr"`
+	Package    string       `xml:"package,attr,omitempty"`
+	Tests      int          `xml:"tests,attr"`
+	Failures   int          `xml:"failures,attr"`
+	Errors     int          `xml:"errors,attr"`
+	Skipped    int          `xml:"skipped,attr"`
+	Time       string       `xml:"time,attr"`
+	Timestamp  string       `xml:"timestamp,attr,omitempty"`
+	Properties *xProperties `xml:"properties,omitempty"`
+	Cases      []xTestcase  `xml:"testcase"`
+	SystemOut  string       `xml:"system-out,omitempty"`
+}
+
+type xProperties struct {
+	Props []xProperty `xml:"property"`
+}
+
+type xProperty struct {
+	Name  string `xml:"name,attr"`
+	Value string `xml:"value,attr"`
+}
+
+type xTestcase struct {
+	Name       string       `xml:"name,attr"`
+	Classname  string       `xml:"classname,attr"`
+	Time       string       `xml:"time,attr"`
+	Properties *xProperties `xml:"properties,omitempty"`
+	Skipped    *xResult     `xml:"skipped,omitempty"`
+	Failure    *xResult     `xml:"failure,omitempty"`
+	Error      *xResult     `xml:"error,omitempty"`
+	SystemOut  string       `xml:"system-out,omitempty"`
+}
+
+type xResult struct {
+	Message string `xml:"message,attr,omitempty"`
+	Type    string `xml:"type,attr,omitempty"`
+	Body    string `xml:",chardata"`
+}
+
+// WriteJUnit writes r as JUnit XML.
+//
+// Layout: one <testsuite> per config (in the run's order, named after the config), then one
+// suite per check config the run does not list, then the "cross-config" suite for checks with no
+// config. One <testcase> per check: classname = config (or "cross-config"), name = check name
+// (made unique within its classname, since GitLab keeps only the first of duplicate names). A
+// failed check is a <failure message="verdict" type="regression|floor|numerics|health|...">, an
+// infrastructure error an <error type="infrastructure">, a skipped check <skipped>; the details,
+// explanation and metrics also go to <system-out>, with [[PROPERTY|name=value]] lines for
+// consumers that ignore test-case <properties>. Suites carry the spec, engine, testbed and the
+// config's engine report as properties. An interrupted run gets an extra <error> test case so that
+// no CI shows a partial run as green.
+func WriteJUnit(w io.Writer, r *Run) error {
+	if r == nil {
+		return fmt.Errorf("write JUnit: nil run")
+	}
+	doc := buildJUnit(r)
+	xw := &xmlWriter{w: bufio.NewWriter(w)}
+	xw.raw(xml.Header)
+	xw.testsuites(doc)
+	if xw.err == nil {
+		xw.err = xw.w.Flush()
+	}
+	if xw.err != nil {
+		return fmt.Errorf("write JUnit: %w", xw.err)
+	}
+	return nil
+}
+
+// xmlWriter writes the JUnit document by hand so that text keeps its newlines readable (the
+// standard encoder writes every newline as a character reference).
+type xmlWriter struct {
+	w   *bufio.Writer
+	err error
+}
+
+func (x *xmlWriter) raw(s string) {
+	if x.err == nil {
+		_, x.err = x.w.WriteString(s)
+	}
+}
+
+// attrEscaper escapes attribute values; whitespace other than space is kept as a reference so
+// that parsers do not normalise it away.
+var attrEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;", "\n", "&#10;", "\r", "&#13;", "\t", "&#9;")
+
+// textEscaper escapes character data.
+var textEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
+
+func (x *xmlWriter) open(indent, name string, attrs ...string) {
+	x.raw(indent + "<" + name)
+	for i := 0; i+1 < len(attrs); i += 2 {
+		x.raw(" " + attrs[i] + `="` + attrEscaper.Replace(cleanText(attrs[i+1])) + `"`)
+	}
+}
+
+func (x *xmlWriter) text(indent, name, body string, attrs ...string) {
+	x.open(indent, name, attrs...)
+	if body == "" {
+		x.raw("/>\n")
+		return
+	}
+	x.raw(">" + textEscaper.Replace(cleanText(body)) + "</" + name + ">\n")
+}
+
+func (x *xmlWriter) properties(indent string, p *xProperties) {
+	if p == nil || len(p.Props) == 0 {
+		return
+	}
+	x.raw(indent + "<properties>\n")
+	for _, pr := range p.Props {
+		x.text(indent+"  ", "property", "", "name", pr.Name, "value", pr.Value)
+	}
+	x.raw(indent + "</properties>\n")
+}
+
+func (x *xmlWriter) testsuites(d *xTestsuites) {
+	attrs := []string{"name", d.Name, "tests", strconv.Itoa(d.Tests), "failures", strconv.Itoa(d.Failures),
+		"errors", strconv.Itoa(d.Errors), "skipped", strconv.Itoa(d.Skipped), "time", d.Time}
+	if d.Timestamp != "" {
+		attrs = append(attrs, "timestamp", d.Timestamp)
+	}
+	x.open("", "testsuites", attrs...)
+	x.raw(">\n")
+	for i := range d.Suites {
+		x.testsuite(&d.Suites[i])
+	}
+	x.raw("</testsuites>\n")
+}
+
+func (x *xmlWriter) testsuite(s *xTestsuite) {
+	attrs := []string{"name", s.Name, "id", strconv.Itoa(s.ID)}
+	if s.Package != "" {
+		attrs = append(attrs, "package", s.Package)
+	}
+	attrs = append(attrs, "tests", strconv.Itoa(s.Tests), "failures", strconv.Itoa(s.Failures), "errors", strconv.Itoa(s.Errors),
+		"skipped", strconv.Itoa(s.Skipped), "time", s.Time)
+	if s.Timestamp != "" {
+		attrs = append(attrs, "timestamp", s.Timestamp)
+	}
+	x.open("  ", "testsuite", attrs...)
+	x.raw(">\n")
+	x.properties("    ", s.Properties)
+	for i := range s.Cases {
+		x.testcase(&s.Cases[i])
+	}
+	if s.SystemOut != "" {
+		x.text("    ", "system-out", s.SystemOut)
+	}
+	x.raw("  </testsuite>\n")
+}
+
+func (x *xmlWriter) testcase(c *xTestcase) {
+	x.open("    ", "testcase", "name", c.Name, "classname", c.Classname, "time", c.Time)
+	if c.Properties == nil && c.Skipped == nil && c.Failure == nil && c.Error == nil && c.SystemOut == "" {
+		x.raw("/>\n")
+		return
+	}
+	x.raw(">\n")
+	x.properties("      ", c.Properties)
+	for _, r := range []struct {
+		name string
+		res  *xResult
+	}{{"skipped", c.Skipped}, {"failure", c.Failure}, {"error", c.Error}} {
+		if r.res == nil {
+			continue
+		}
+		var attrs []string
+		if r.res.Message != "" {
+			attrs = append(attrs, "message", r.res.Message)
+		}
+		if r.res.Type != "" {
+			attrs = append(attrs, "type", r.res.Type)
+		}
+		x.text("      ", r.name, r.res.Body, attrs...)
+	}
+	if c.SystemOut != "" {
+		x.text("      ", "system-out", c.SystemOut)
+	}
+	x.raw("    </testcase>\n")
+}
+
+// suiteGroup is the checks of one JUnit suite.
+type suiteGroup struct {
+	name   string
+	config *Config
+	checks []*Check
+}
+
+// groupChecks splits the run's effective checks into suites (see WriteJUnit).
+func groupChecks(r *Run, checks []Check) []*suiteGroup {
+	var groups []*suiteGroup
+	byName := map[string]*suiteGroup{}
+	for i := range r.Configs {
+		c := &r.Configs[i]
+		if _, dup := byName[c.Name]; dup {
+			continue
+		}
+		g := &suiteGroup{name: c.Name, config: c}
+		groups = append(groups, g)
+		byName[c.Name] = g
+	}
+	var cross *suiteGroup
+	for i := range checks {
+		c := &checks[i]
+		if c.Config == "" {
+			if cross == nil {
+				cross = &suiteGroup{name: CrossConfig}
+			}
+			cross.checks = append(cross.checks, c)
+			continue
+		}
+		g := byName[c.Config]
+		if g == nil {
+			g = &suiteGroup{name: c.Config}
+			groups = append(groups, g)
+			byName[c.Config] = g
+		}
+		g.checks = append(g.checks, c)
+	}
+	if cross != nil {
+		groups = append(groups, cross)
+	}
+	return groups
+}
+
+// effectiveChecks returns the run's checks plus the synthetic ones every report shows: an error
+// for a config whose launch failed but that has no errored check, and one for an interrupted run.
+func effectiveChecks(r *Run) []Check {
+	out := make([]Check, 0, len(r.Checks)+2)
+	out = append(out, r.Checks...)
+	for i := range r.Configs {
+		cfg := &r.Configs[i]
+		if cfg.LaunchError == "" {
+			continue
+		}
+		covered := false
+		for j := range r.Checks {
+			if r.Checks[j].Config == cfg.Name && checkStatus(&r.Checks[j]) == StatusError {
+				covered = true
+				break
+			}
+		}
+		if !covered {
+			out = append(out, Check{
+				Name: "launch", Kind: KindHealth, Config: cfg.Name, Status: StatusError, Outcome: "error",
+				Message: cfg.Name + ": engine launch failed: " + cfg.LaunchError,
+				Details: cfg.LaunchError,
+			})
+		}
+	}
+	if r.Interrupted {
+		out = append(out, Check{
+			Name: "run interrupted", Kind: "interrupted", Status: StatusError, Outcome: "error",
+			Message: "the run was interrupted before every check ran; the reports are partial",
+		})
+	}
+	return out
+}
+
+// buildJUnit lays out the JUnit document of r.
+func buildJUnit(r *Run) *xTestsuites {
+	checks := effectiveChecks(r)
+	doc := &xTestsuites{Name: "reckon " + cleanText(r.SpecName), Timestamp: junitTimestamp(r.StartedAt)}
+	var total time.Duration
+	runProps := runProperties(r)
+	for id, g := range groupChecks(r, checks) {
+		s := xTestsuite{Name: cleanText(g.name), ID: id, Package: cleanText(r.SpecName), Timestamp: doc.Timestamp}
+		props := append([]xProperty(nil), runProps...)
+		if g.config != nil {
+			props = append(props, configProperties(g.config)...)
+			s.SystemOut = suiteOut(g.config)
+		}
+		s.Properties = &xProperties{Props: props}
+		var d time.Duration
+		seen := map[string]int{}
+		for _, c := range g.checks {
+			tc := testcase(r, c, g.name)
+			seen[tc.Name]++
+			if n := seen[tc.Name]; n > 1 {
+				tc.Name = fmt.Sprintf("%s (%d)", tc.Name, n)
+			}
+			s.Cases = append(s.Cases, tc)
+			s.Tests++
+			switch {
+			case tc.Failure != nil:
+				s.Failures++
+			case tc.Error != nil:
+				s.Errors++
+			case tc.Skipped != nil:
+				s.Skipped++
+			}
+			if c.Duration > 0 {
+				d += c.Duration
+			}
+		}
+		s.Time = seconds(d)
+		total += d
+		doc.Tests += s.Tests
+		doc.Failures += s.Failures
+		doc.Errors += s.Errors
+		doc.Skipped += s.Skipped
+		doc.Suites = append(doc.Suites, s)
+	}
+	if !r.StartedAt.IsZero() && r.FinishedAt.After(r.StartedAt) {
+		total = r.FinishedAt.Sub(r.StartedAt)
+	}
+	doc.Time = seconds(total)
+	return doc
+}
+
+func testcase(r *Run, c *Check, classname string) xTestcase {
+	name := cleanText(c.Name)
+	if strings.TrimSpace(name) == "" {
+		name = "(unnamed " + c.Kind + " check)"
+	}
+	tc := xTestcase{Name: name, Classname: cleanText(classname), Time: seconds(c.Duration)}
+	props := checkProperties(c)
+	if len(props) > 0 {
+		tc.Properties = &xProperties{Props: props}
+	}
+	expl := cleanText(explanation(r, c))
+	details := cleanText(c.Details)
+	msg := oneLine(c.Message, junitMessageRunes)
+	switch checkStatus(c) {
+	case StatusFailed:
+		if msg == "" {
+			msg = c.Kind + " check failed"
+		}
+		tc.Failure = &xResult{Message: msg, Type: failureType(c), Body: clip(joinBlocks(msg, details, prefixed("Explanation: ", expl)), junitBodyBytes)}
+	case StatusError:
+		if msg == "" {
+			msg = "infrastructure error"
+		}
+		body := joinBlocks(msg, details)
+		if cfg := r.config(c.Config); cfg != nil && cfg.LogTail != "" && !containsTail(details, cfg.LogTail) {
+			body = joinBlocks(body, "Engine log tail ("+cleanText(cfg.LogPath)+"):\n"+cleanText(cfg.LogTail))
+		}
+		typ := "infrastructure"
+		if c.Kind == "interrupted" {
+			typ = "interrupted"
+		}
+		tc.Error = &xResult{Message: msg, Type: typ, Body: clip(body, junitBodyBytes)}
+	case StatusSkipped:
+		tc.Skipped = &xResult{Message: msg}
+	}
+	var out strings.Builder
+	for _, b := range []string{msg, details, prefixed("Explanation: ", expl)} {
+		if b != "" {
+			out.WriteString(b)
+			out.WriteString("\n")
+		}
+	}
+	for _, p := range props {
+		fmt.Fprintf(&out, "[[PROPERTY|%s=%s]]\n", p.Name, p.Value)
+	}
+	tc.SystemOut = clip(out.String(), junitBodyBytes)
+	return tc
+}
+
+// containsTail reports whether details already carries the log tail (its last non-empty line).
+func containsTail(details, tail string) bool {
+	last := strings.TrimSpace(lastLines(cleanText(tail), 1))
+	return last != "" && strings.Contains(details, last)
+}
+
+// failureType is the JUnit failure type of a failed check.
+func failureType(c *Check) string {
+	switch c.Kind {
+	case KindThroughput, KindLatency, KindRelative:
+		return "regression"
+	case KindFloor, KindExpect:
+		return "floor"
+	case KindEquivalence, KindAllreduceProbe:
+		return "numerics"
+	case KindHealth:
+		return "health"
+	case "":
+		return "failed"
+	}
+	return cleanText(c.Kind)
+}
+
+func checkProperties(c *Check) []xProperty {
+	var props []xProperty
+	add := func(k, v string) {
+		if v != "" {
+			props = append(props, xProperty{Name: k, Value: cleanText(v)})
+		}
+	}
+	add("kind", c.Kind)
+	add("outcome", c.Outcome)
+	add("against", c.Against)
+	add("labels", strings.Join(c.Labels, ","))
+	add("metric", c.Metric)
+	for _, f := range []struct {
+		k string
+		v *float64
+	}{{"base_median", c.BaseMedian}, {"head_median", c.HeadMedian}, {"ratio", c.Ratio}, {"ci_low", c.CILow}, {"ci_high", c.CIHigh}, {"p_value", c.PValue}} {
+		if f.v != nil {
+			add(f.k, fmtProp(*f.v))
+		}
+	}
+	keys := make([]string, 0, len(c.Metrics))
+	for k := range c.Metrics {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		add(k, fmtProp(c.Metrics[k]))
+	}
+	return props
+}
+
+func runProperties(r *Run) []xProperty {
+	var props []xProperty
+	add := func(k, v string) {
+		if v != "" {
+			props = append(props, xProperty{Name: k, Value: cleanText(v)})
+		}
+	}
+	add("spec", r.SpecName)
+	add("spec_path", r.SpecPath)
+	add("engine", r.Engine)
+	add("testbed_key", r.TestbedKey)
+	add("reckon_version", r.ReckonVersion)
+	add("git_commit", r.GitCommit)
+	if r.Interrupted {
+		add("interrupted", "true")
+	}
+	for _, kv := range flatten("testbed", r.Testbed) {
+		add(kv[0], kv[1])
+	}
+	return props
+}
+
+func configProperties(c *Config) []xProperty {
+	var props []xProperty
+	add := func(k, v string) {
+		if v != "" {
+			props = append(props, xProperty{Name: k, Value: cleanText(v)})
+		}
+	}
+	add("config", c.Name)
+	add("launches", strconv.Itoa(c.Launches))
+	add("launch_error", oneLine(c.LaunchError, junitMessageRunes))
+	add("log_path", c.LogPath)
+	add("args", strings.Join(c.Args, " "))
+	add("numerics_file", c.NumericsFile)
+	if len(c.GPUPeakMiB) > 0 {
+		ps := make([]string, len(c.GPUPeakMiB))
+		for i, v := range c.GPUPeakMiB {
+			ps[i] = fmtProp(v)
+		}
+		add("gpu_peak_mib", strings.Join(ps, ","))
+	}
+	for _, kv := range flatten("engine", c.Engine) {
+		add(kv[0], kv[1])
+	}
+	add("trials", strconv.Itoa(len(c.Trials)))
+	return props
+}
+
+// suiteOut is a config suite's system-out: the launch error and the engine log tail, if any.
+func suiteOut(c *Config) string {
+	if c.LaunchError == "" {
+		return ""
+	}
+	return clip(joinBlocks("Launch error: "+cleanText(c.LaunchError), prefixed("Engine log tail:\n", cleanText(c.LogTail))), junitBodyBytes)
+}
+
+// flatten turns a JSON object into sorted dotted name/value pairs; arrays are JSON text.
+func flatten(prefix string, m map[string]any) [][2]string {
+	var out [][2]string
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		name := prefix + "." + k
+		switch v := m[k].(type) {
+		case nil:
+		case map[string]any:
+			out = append(out, flatten(name, v)...)
+		case string:
+			out = append(out, [2]string{name, v})
+		case bool:
+			out = append(out, [2]string{name, strconv.FormatBool(v)})
+		default:
+			if f, ok := num(m, k); ok {
+				out = append(out, [2]string{name, fmtProp(f)})
+				continue
+			}
+			b, err := json.Marshal(jsonSafeAny(v))
+			if err != nil {
+				b = []byte(fmt.Sprint(v))
+			}
+			out = append(out, [2]string{name, string(b)})
+		}
+	}
+	return out
+}
+
+func junitTimestamp(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format("2006-01-02T15:04:05")
+}
+
+func seconds(d time.Duration) string {
+	if d < 0 {
+		d = 0
+	}
+	return strconv.FormatFloat(d.Seconds(), 'f', 3, 64)
+}
+
+// joinBlocks joins the non-empty blocks with blank lines.
+func joinBlocks(blocks ...string) string {
+	var keep []string
+	for _, b := range blocks {
+		if strings.TrimSpace(b) != "" {
+			keep = append(keep, strings.TrimRight(b, "\n"))
+		}
+	}
+	return strings.Join(keep, "\n\n")
+}
+
+func prefixed(prefix, s string) string {
+	if strings.TrimSpace(s) == "" {
+		return ""
+	}
+	return prefix + s
+}

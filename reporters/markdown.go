@@ -1,0 +1,327 @@
+package reporters
+
+import (
+	"fmt"
+	"io"
+	"strings"
+)
+
+// MaxMarkdownBytes is the default size limit of summary.md. GitHub accepts 1 MiB in a job summary
+// but only 65536 characters in a PR comment; the summary stays under both, cutting the least
+// important sections first and saying what was cut.
+const MaxMarkdownBytes = 60000
+
+// Per-item limits inside the Markdown summary.
+const (
+	mdLogLines   = 30
+	mdLogBytes   = 4096
+	mdCellRunes  = 300
+	mdVerdictLen = 400
+)
+
+// WriteMarkdown writes the Markdown summary of r (at most MaxMarkdownBytes): a headline with the
+// verdict and counts, the failures and errors first (one line each, with the explanation and, for
+// infrastructure errors, the engine log tail), then a table of the configs (KV cache, memory
+// plan, throughput), one table of checks per config (verdicts, throughput vs baseline with its
+// CI, equivalence), and the cross-config checks.
+func WriteMarkdown(w io.Writer, r *Run) error {
+	return WriteMarkdownLimit(w, r, MaxMarkdownBytes)
+}
+
+// WriteMarkdownLimit is WriteMarkdown with an explicit size limit in bytes.
+func WriteMarkdownLimit(w io.Writer, r *Run, maxBytes int) error {
+	if r == nil {
+		return fmt.Errorf("write Markdown: nil run")
+	}
+	if _, err := io.WriteString(w, renderMarkdown(r, maxBytes)); err != nil {
+		return fmt.Errorf("write Markdown: %w", err)
+	}
+	return nil
+}
+
+func renderMarkdown(r *Run, maxBytes int) string {
+	checks := effectiveChecks(r)
+	n := countChecks(checks)
+	var head strings.Builder
+	verdict := "✅ PASS"
+	switch {
+	case r.Interrupted:
+		verdict = "⚠️ INTERRUPTED (partial results)"
+	case n.Failed > 0:
+		verdict = "❌ FAIL"
+	case n.Errors > 0:
+		verdict = "💥 FAIL (infrastructure errors)"
+	}
+	fmt.Fprintf(&head, "## %s: reckon gate on `%s`", verdict, mdCodeText(r.SpecName))
+	if r.Engine != "" {
+		fmt.Fprintf(&head, " (%s)", mdEscape(r.Engine))
+	}
+	head.WriteString("\n\n")
+	fmt.Fprintf(&head, "**%d failed, %s, %d passed, %d skipped** of %d checks", n.Failed, plural(n.Errors, "error"), n.Passed, n.Skipped, n.Total)
+	if r.TestbedKey != "" {
+		fmt.Fprintf(&head, " · testbed `%s`", mdCodeText(r.TestbedKey))
+	}
+	if !r.StartedAt.IsZero() && r.FinishedAt.After(r.StartedAt) {
+		fmt.Fprintf(&head, " · %s", fmtDuration(r.FinishedAt.Sub(r.StartedAt).Seconds()))
+	}
+	if r.ReckonVersion != "" || r.GitCommit != "" {
+		fmt.Fprintf(&head, " · reckon %s", mdEscape(strings.TrimSpace(r.ReckonVersion+" "+r.GitCommit)))
+	}
+	head.WriteString("\n\n")
+	if r.Interrupted {
+		head.WriteString("> [!WARNING]\n> The run was interrupted before every check ran: these results are partial.\n\n")
+	}
+
+	var blocks []string // in priority order; cut from the end when over the limit
+	var bad []*Check
+	for i := range checks {
+		if s := checkStatus(&checks[i]); s == StatusFailed || s == StatusError {
+			bad = append(bad, &checks[i])
+		}
+	}
+	if len(bad) > 0 {
+		blocks = append(blocks, "### Failures\n\n")
+		for _, c := range bad {
+			blocks = append(blocks, mdFailure(r, c))
+		}
+		blocks = append(blocks, "\n")
+	}
+	if t := mdConfigTable(r); t != "" {
+		blocks = append(blocks, t)
+	}
+	for _, g := range groupChecks(r, checks) {
+		if len(g.checks) == 0 {
+			continue
+		}
+		blocks = append(blocks, mdCheckTable(r, g))
+	}
+	footer := "\n<sub>Details: junit.xml, results.json and report.html in the job's artifacts.</sub>\n"
+
+	var out strings.Builder
+	out.WriteString(head.String())
+	for i, b := range blocks {
+		if out.Len()+len(b)+len(footer)+200 > maxBytes {
+			fmt.Fprintf(&out, "\n_Summary truncated to fit %d bytes: %d more sections are in report.html and junit.xml._\n", maxBytes, len(blocks)-i)
+			break
+		}
+		out.WriteString(b)
+	}
+	out.WriteString(footer)
+	s := out.String()
+	if len(s) > maxBytes { // a headline longer than the limit: cut hard
+		s = clip(s, maxBytes-64)
+	}
+	return s
+}
+
+// mdFailure is one failure's bullet: the verdict, the explanation, and for an infrastructure
+// error the engine log tail.
+func mdFailure(r *Run, c *Check) string {
+	var b strings.Builder
+	icon, what := "❌", ""
+	if checkStatus(c) == StatusError {
+		icon, what = "💥", " (infrastructure error)"
+	}
+	where := c.Config
+	if where == "" {
+		where = CrossConfig
+	}
+	msg := oneLine(c.Message, mdVerdictLen)
+	if msg == "" {
+		msg = c.Kind + " check failed"
+	}
+	fmt.Fprintf(&b, "- %s **%s** · `%s`%s: %s\n", icon, mdEscape(where), mdCodeText(c.Name), what, mdEscape(msg))
+	if e := explanation(r, c); e != "" {
+		fmt.Fprintf(&b, "  - %s\n", mdEscape(oneLine(e, 2*mdVerdictLen)))
+	}
+	if checkStatus(c) == StatusError {
+		tail := ""
+		if cfg := r.config(c.Config); cfg != nil && cfg.LogTail != "" {
+			tail = cfg.LogTail
+		} else if strings.Contains(c.Details, "\n") {
+			tail = c.Details
+		}
+		if tail != "" {
+			tail = clip(lastLines(cleanText(tail), mdLogLines), mdLogBytes)
+			fence := mdFence(tail)
+			fmt.Fprintf(&b, "  <details><summary>engine log tail</summary>\n\n  %stext\n%s\n  %s\n  </details>\n", fence, indent(tail, "  "), fence)
+		}
+	}
+	return b.String()
+}
+
+// mdConfigTable is the overview: one row per config with its KV cache, memory plan and throughput.
+func mdConfigTable(r *Run) string {
+	if len(r.Configs) == 0 {
+		return ""
+	}
+	engines := make([]map[string]any, len(r.Configs))
+	for i := range r.Configs {
+		engines[i] = r.Configs[i].Engine
+	}
+	var extra []string
+	for _, k := range memoryKeys(engines...) {
+		if k != keyWeights && k != keyGraph && k != keyAvailable {
+			extra = append(extra, k)
+		}
+	}
+	var b strings.Builder
+	b.WriteString("### Configs\n\n| config | launches | allreduce | KV tokens | KV GiB | weights GiB | CUDA graph GiB | free GiB |")
+	for _, k := range extra {
+		fmt.Fprintf(&b, " %s GiB |", mdEscape(memLabel(k)))
+	}
+	b.WriteString(" output tok/s (median) | peak GPU MiB |\n|---|---:|---|---:|---:|---:|---:|---:|")
+	for range extra {
+		b.WriteString("---:|")
+	}
+	b.WriteString("---:|---:|\n")
+	for i := range r.Configs {
+		c := &r.Configs[i]
+		name := mdEscape(c.Name)
+		if c.LaunchError != "" {
+			name += " 💥"
+		}
+		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s | %s | %s |", name, c.Launches, mdCell(str(c.Engine, keyAllreduce)),
+			mdNum(c.Engine, keyKVTokens), mdNum(c.Engine, keyKVGiB), mdNum(c.Engine, keyWeights), mdNum(c.Engine, keyGraph), mdNum(c.Engine, keyAvailable))
+		for _, k := range extra {
+			fmt.Fprintf(&b, " %s |", mdNum(c.Engine, k))
+		}
+		tput := "–"
+		if v, ok := trialMedian(c, "output_throughput"); ok {
+			tput = fmt.Sprintf("%s (%d trials)", fmtNum(v), countTrials(c, "output_throughput"))
+		}
+		peak := "–"
+		if p := maxOf(c.GPUPeakMiB); p > 0 {
+			peak = fmtNum(p)
+		}
+		fmt.Fprintf(&b, " %s | %s |\n", tput, peak)
+	}
+	b.WriteString("\n")
+	return b.String()
+}
+
+func countTrials(c *Config, key string) int {
+	n := 0
+	for _, t := range c.Trials {
+		if v, ok := t.Metrics[key]; ok && finite(v) {
+			n++
+		}
+	}
+	return n
+}
+
+// mdCheckTable is the table of one suite's checks, with the statistics of statistical checks.
+func mdCheckTable(r *Run, g *suiteGroup) string {
+	var b strings.Builder
+	title := "Config `" + mdCodeText(g.name) + "`"
+	if g.config == nil && g.name == CrossConfig {
+		title = "Cross-config checks"
+	}
+	fmt.Fprintf(&b, "#### %s\n\n| | check | kind | verdict | Δ | CI | p |\n|---|---|---|---|---:|---|---:|\n", title)
+	for _, c := range g.checks {
+		delta, ci, p := "", "", ""
+		if c.Ratio != nil {
+			delta = fmtPct(*c.Ratio)
+		} else if c.BaseMedian != nil && c.HeadMedian != nil && *c.BaseMedian != 0 {
+			delta = fmtPct(*c.HeadMedian / *c.BaseMedian)
+		}
+		if c.CILow != nil && c.CIHigh != nil {
+			ci = fmt.Sprintf("[%s, %s]", fmtPct(*c.CILow), fmtPct(*c.CIHigh))
+		}
+		if c.PValue != nil {
+			p = fmt.Sprintf("%.3g", *c.PValue)
+		}
+		verdict := oneLine(c.Message, mdCellRunes)
+		if c.BaseMedian != nil && c.HeadMedian != nil {
+			verdict += fmt.Sprintf(" (%s → %s)", fmtNum(*c.BaseMedian), fmtNum(*c.HeadMedian))
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", statusIcon(c), mdCell(c.Name), mdCell(c.Kind), mdCell(verdict), delta, ci, p)
+	}
+	b.WriteString("\n")
+	return b.String()
+}
+
+func statusIcon(c *Check) string {
+	switch checkStatus(c) {
+	case StatusPassed:
+		return "✅"
+	case StatusFailed:
+		return "❌"
+	case StatusSkipped:
+		return "⏭️"
+	}
+	return "💥"
+}
+
+// mdNum formats an engine report value; GiB amounts always with two decimals.
+func mdNum(m map[string]any, k string) string {
+	v, ok := num(m, k)
+	switch {
+	case !ok:
+		return "–"
+	case strings.HasSuffix(k, "_gib"):
+		return fmt.Sprintf("%.2f", v)
+	}
+	return fmtNum(v)
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
+}
+
+// mdCell makes engine text safe in a table cell: one line, Markdown and HTML neutralised.
+func mdCell(s string) string { return mdEscape(oneLine(s, mdCellRunes)) }
+
+// mdEscape neutralises Markdown and HTML in text (GitHub renders inline HTML and formatting).
+func mdEscape(s string) string {
+	s = cleanText(s)
+	var b strings.Builder
+	for _, r := range s {
+		switch r {
+		case '\\', '`', '*', '_', '[', ']', '|', '#', '~', '!':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case '<':
+			b.WriteString("&lt;")
+		case '>':
+			b.WriteString("&gt;")
+		case '&':
+			b.WriteString("&amp;")
+		case '\n':
+			b.WriteByte(' ')
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// mdCodeText makes s safe inside a single-backtick code span.
+func mdCodeText(s string) string {
+	return strings.ReplaceAll(oneLine(s, mdCellRunes), "`", "'")
+}
+
+// mdFence returns a code fence longer than any backtick run in s.
+func mdFence(s string) string {
+	longest, run := 0, 0
+	for _, r := range s {
+		if r == '`' {
+			run++
+			longest = max(longest, run)
+		} else {
+			run = 0
+		}
+	}
+	return strings.Repeat("`", max(3, longest+1))
+}
+
+func indent(s, prefix string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	for i, l := range lines {
+		lines[i] = prefix + l
+	}
+	return strings.Join(lines, "\n")
+}

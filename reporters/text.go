@@ -1,0 +1,231 @@
+package reporters
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// cleanText makes engine text safe for every report format: it removes ANSI escape sequences
+// (colored logs), turns carriage returns into newlines (progress bars), drops control characters
+// other than newline and tab and characters XML forbids, and replaces invalid UTF-8.
+func cleanText(s string) string {
+	if s == "" {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c == 0x1b { // ESC: skip a CSI (ESC [ ... final) or OSC (ESC ] ... BEL/ST) sequence
+			i = skipEscape(s, i)
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		i += size
+		switch {
+		case r == utf8.RuneError && size == 1:
+			b.WriteRune('\uFFFD')
+		case r == '\r':
+			if i < len(s) && s[i] == '\n' {
+				continue // CRLF -> LF
+			}
+			b.WriteByte('\n')
+		case r == '\n' || r == '\t':
+			b.WriteRune(r)
+		case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0):
+			// C0/C1 control characters: dropped
+		case r == 0xFFFE || r == 0xFFFF:
+			// not characters in XML 1.0: dropped
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// skipEscape returns the index just past the escape sequence that starts at s[i] == ESC.
+func skipEscape(s string, i int) int {
+	j := i + 1
+	if j >= len(s) {
+		return j
+	}
+	switch s[j] {
+	case '[': // CSI: parameters and intermediates, then a final byte in 0x40..0x7e
+		j++
+		for j < len(s) && (s[j] < 0x40 || s[j] > 0x7e) {
+			j++
+		}
+		return min(j+1, len(s))
+	case ']': // OSC: up to BEL or ESC \
+		j++
+		for j < len(s) {
+			if s[j] == 0x07 {
+				return j + 1
+			}
+			if s[j] == 0x1b && j+1 < len(s) && s[j+1] == '\\' {
+				return j + 2
+			}
+			j++
+		}
+		return j
+	default: // two-byte sequence
+		return j + 1
+	}
+}
+
+// oneLine cleans s and folds it onto a single line of at most maxRunes runes.
+func oneLine(s string, maxRunes int) string {
+	s = strings.Join(strings.Fields(cleanText(s)), " ")
+	if utf8.RuneCountInString(s) <= maxRunes {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:maxRunes-1]) + "…"
+}
+
+// clip shortens s to at most maxBytes bytes (on rune boundaries), keeping its head and its tail
+// (where a log's error usually is) and saying how much was cut.
+func clip(s string, maxBytes int) string {
+	if len(s) <= maxBytes {
+		return s
+	}
+	head := maxBytes / 4
+	tail := maxBytes - head
+	for head > 0 && !utf8.RuneStart(s[head]) {
+		head--
+	}
+	start := len(s) - tail
+	for start < len(s) && !utf8.RuneStart(s[start]) {
+		start++
+	}
+	return s[:head] + fmt.Sprintf("\n[... %d bytes cut ...]\n", start-head) + s[start:]
+}
+
+// lastLines returns the last n lines of s.
+func lastLines(s string, n int) string {
+	s = strings.TrimRight(s, "\n")
+	idx := len(s)
+	for k := 0; k < n; k++ {
+		j := strings.LastIndexByte(s[:idx], '\n')
+		if j < 0 {
+			return s
+		}
+		idx = j
+	}
+	return s[idx+1:]
+}
+
+// fmtNum formats a value compactly: integers without decimals, others with up to 4 significant
+// digits after the point; NaN and infinities by name.
+func fmtNum(v float64) string {
+	switch {
+	case math.IsNaN(v):
+		return "NaN"
+	case math.IsInf(v, 1):
+		return "+Inf"
+	case math.IsInf(v, -1):
+		return "-Inf"
+	case v == math.Trunc(v) && math.Abs(v) < 1e15:
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	case math.Abs(v) >= 100:
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	case math.Abs(v) >= 1:
+		return strconv.FormatFloat(v, 'f', 2, 64)
+	default:
+		return strconv.FormatFloat(v, 'g', 3, 64)
+	}
+}
+
+// fmtProp formats a property value exactly (shortest representation that round-trips).
+func fmtProp(v float64) string {
+	switch {
+	case math.IsNaN(v):
+		return "NaN"
+	case math.IsInf(v, 1):
+		return "+Inf"
+	case math.IsInf(v, -1):
+		return "-Inf"
+	case v == math.Trunc(v) && math.Abs(v) < 1e15:
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	}
+	return strconv.FormatFloat(v, 'g', -1, 64)
+}
+
+// fmtPct formats a relative change (ratio-1) as a signed percentage.
+func fmtPct(ratio float64) string {
+	d := (ratio - 1) * 100
+	switch {
+	case math.IsNaN(d) || math.IsInf(d, 0):
+		return "n/a"
+	case math.Abs(d) >= 10:
+		return fmt.Sprintf("%+.0f%%", d)
+	default:
+		return fmt.Sprintf("%+.1f%%", d)
+	}
+}
+
+// fmtDuration formats d for humans, rounded to what matters.
+func fmtDuration(d float64) string {
+	switch {
+	case d <= 0:
+		return "0s"
+	case d < 1:
+		return fmt.Sprintf("%.0fms", d*1000)
+	case d < 60:
+		return fmt.Sprintf("%.1fs", d)
+	case d < 3600:
+		return fmt.Sprintf("%dm%02ds", int(d)/60, int(d)%60)
+	default:
+		return fmt.Sprintf("%dh%02dm", int(d)/3600, (int(d)%3600)/60)
+	}
+}
+
+// finite reports whether v is a usable number.
+func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+
+// num reads a numeric value from a JSON-shaped map (float64, int kinds, or a numeric string).
+func num(m map[string]any, key string) (float64, bool) {
+	v, ok := m[key]
+	if !ok {
+		return 0, false
+	}
+	switch x := v.(type) {
+	case float64:
+		return x, finite(x)
+	case float32:
+		return float64(x), finite(float64(x))
+	case int:
+		return float64(x), true
+	case int64:
+		return float64(x), true
+	case int32:
+		return float64(x), true
+	case uint64:
+		return float64(x), true
+	case interface{ Float64() (float64, error) }: // json.Number
+		f, err := x.Float64()
+		return f, err == nil && finite(f)
+	case string:
+		f, err := strconv.ParseFloat(x, 64)
+		return f, err == nil && finite(f)
+	}
+	return 0, false
+}
+
+// str reads a value from a JSON-shaped map as text.
+func str(m map[string]any, key string) string {
+	v, ok := m[key]
+	if !ok || v == nil {
+		return ""
+	}
+	if s, ok := v.(string); ok {
+		return s
+	}
+	if f, ok := num(m, key); ok {
+		return fmtNum(f)
+	}
+	return fmt.Sprint(v)
+}

@@ -1,0 +1,210 @@
+// Package reporters renders one gate run as the four report formats reckon publishes:
+//
+//   - junit.xml: one <testsuite> per config, plus a "cross-config" suite for checks that span
+//     configs; one <testcase> per check (read by every CI system);
+//   - results.json: everything measured, lossless (Run serialised; ReadResults reads it back);
+//   - summary.md: a Markdown summary for $GITHUB_STEP_SUMMARY and PR comments, failures first;
+//   - report.html: a self-contained HTML report with inline SVG charts.
+//
+// The package renders; it never judges and never starts processes. Its input is a Run, which the
+// suites fill from the gate's verdicts (see docs/reports.md for the mapping and every field).
+package reporters
+
+import "time"
+
+// Schema is the value of Run.Schema written by this version of the package.
+const Schema = "reckon.results/v1"
+
+// Check statuses (Check.Status). They decide the JUnit element of the test case.
+const (
+	StatusPassed  = "passed"
+	StatusFailed  = "failed"
+	StatusError   = "error"
+	StatusSkipped = "skipped"
+)
+
+// Check kinds (Check.Kind) the renderers know about. Other kinds are rendered generically.
+const (
+	KindHealth         = "health"
+	KindExpect         = "expect"
+	KindFloor          = "floor"
+	KindRelative       = "relative"
+	KindEquivalence    = "equivalence"
+	KindAllreduceProbe = "allreduce_probe"
+	KindThroughput     = "throughput"
+	KindLatency        = "latency"
+)
+
+// CrossConfig is the JUnit suite name and classname of checks whose Config is empty (checks that
+// span configs and name none as their subject).
+const CrossConfig = "cross-config"
+
+// Run is one gate run: the spec, the machine it ran on, every config launched and every check
+// judged. It is the lossless content of results.json.
+type Run struct {
+	// Schema is "reckon.results/v1" (see Schema). WriteJSON fills it when empty.
+	Schema   string `json:"schema"`
+	SpecName string `json:"spec_name"`
+	SpecPath string `json:"spec_path,omitempty"`
+	// Engine is the engine kind of the spec: "sglang", "vllm" or "refengine".
+	Engine string `json:"engine"`
+	// Testbed is the testbed fingerprint as a JSON object (GPUs, topology, driver, ...).
+	Testbed map[string]any `json:"testbed,omitempty"`
+	// TestbedKey is the short key baselines are stored under.
+	TestbedKey    string    `json:"testbed_key,omitempty"`
+	ReckonVersion string    `json:"reckon_version,omitempty"`
+	GitCommit     string    `json:"git_commit,omitempty"`
+	StartedAt     time.Time `json:"started_at"`
+	FinishedAt    time.Time `json:"finished_at"`
+	// Interrupted is true when the run was stopped (SIGINT) before every check ran: the reports
+	// are partial.
+	Interrupted bool     `json:"interrupted,omitempty"`
+	Configs     []Config `json:"configs"`
+	Checks      []Check  `json:"checks"`
+}
+
+// Config is one launched configuration and what was measured on it.
+type Config struct {
+	Name string `json:"name"`
+	// Launches counts engine launches of this config in the run (one per run by design).
+	Launches int `json:"launches"`
+	// LaunchError is the infrastructure error of a launch that failed ("" when it started).
+	LaunchError string `json:"launch_error,omitempty"`
+	// LogPath is where the engine's full log was saved; LogTail is its last lines.
+	LogPath string   `json:"log_path,omitempty"`
+	LogTail string   `json:"log_tail,omitempty"`
+	Args    []string `json:"args,omitempty"`
+	// Engine is the EngineReport as a JSON object: what the engine actually did, read from its
+	// logs and endpoints. Keys the renderers use: kv_cache_tokens, kv_cache_gib, weights_gib,
+	// cuda_graph_gib, available_gpu_mem_gib, allreduce; every other numeric "*_gib" key is shown
+	// as a further memory-plan component (for example custom allreduce buffers).
+	Engine map[string]any `json:"engine,omitempty"`
+	// BaselineEngine is the EngineReport stored with this config's baseline, when there is one.
+	// Explanations compare against it when a check judges against the baseline.
+	BaselineEngine map[string]any `json:"baseline_engine,omitempty"`
+	// Trials holds one entry per throughput trial.
+	Trials       []Trial `json:"trials,omitempty"`
+	NumericsFile string  `json:"numerics_file,omitempty"`
+	// GPUPeakMiB is the peak memory used per GPU during the run, in MiB.
+	GPUPeakMiB []float64 `json:"gpu_peak_mib,omitempty"`
+}
+
+// Trial is one complete benchmark run against a launched engine.
+type Trial struct {
+	Workload string `json:"workload"`
+	Index    int    `json:"index"`
+	// Metrics uses vLLM's result keys: output_throughput, request_throughput,
+	// total_token_throughput, median_ttft_ms, p90_ttft_ms, p99_ttft_ms, mean_tpot_ms, ...
+	Metrics map[string]float64 `json:"metrics"`
+}
+
+// Check is one judged check: one JUnit test case.
+type Check struct {
+	Name string `json:"name"`
+	// Kind: health, expect, floor, relative, equivalence, allreduce_probe, throughput, latency.
+	Kind string `json:"kind"`
+	// Config is the config the check is about; "" for checks that span configs.
+	Config string `json:"config,omitempty"`
+	// Against names the comparison config of a relative or equivalence check ("" when the check
+	// judges against a stored baseline or nothing). Explanations use it.
+	Against string   `json:"against,omitempty"`
+	Labels  []string `json:"labels,omitempty"`
+	// Status is passed, failed, error or skipped (the JUnit outcome). When empty it is derived
+	// from Outcome.
+	Status string `json:"status"`
+	// Outcome is the gate's outcome: pass, fail, error, inconclusive, no_baseline, skip,
+	// regression, improvement, no_change.
+	Outcome string `json:"outcome,omitempty"`
+	// Message is the one-line verdict.
+	Message string `json:"message,omitempty"`
+	// Details is multi-line: the reasoning, and the log tail for infrastructure errors.
+	Details string `json:"details,omitempty"`
+	// Explanation correlates metrics, e.g. "KV cache -91% (10.42 -> 0.90 GiB); custom AR buffers
+	// 3.85 GiB". When empty, renderers compute one with Explain for failed checks.
+	Explanation string `json:"explanation,omitempty"`
+	// Metrics are the check's measured values (JUnit properties).
+	Metrics map[string]float64 `json:"metrics,omitempty"`
+	// Metric is the statistic a statistical check judges (a Trial metric key).
+	Metric string `json:"metric,omitempty"`
+	// BaseMedian and HeadMedian are the medians of Metric for the comparison (baseline or other
+	// config) and for this config; Ratio is head/base.
+	BaseMedian *float64 `json:"base_median,omitempty"`
+	HeadMedian *float64 `json:"head_median,omitempty"`
+	Ratio      *float64 `json:"ratio,omitempty"`
+	// CILow and CIHigh bound the confidence interval of Ratio (head/base).
+	CILow    *float64      `json:"ci_low,omitempty"`
+	CIHigh   *float64      `json:"ci_high,omitempty"`
+	PValue   *float64      `json:"p_value,omitempty"`
+	Duration time.Duration `json:"duration_ns"`
+}
+
+// Counts is the tally of check statuses in a run.
+type Counts struct {
+	Total, Passed, Failed, Errors, Skipped int
+}
+
+// Count tallies r's checks by (normalised) status, including the synthetic error checks every
+// report adds for an interrupted run and for a failed launch that no check reports.
+func (r *Run) Count() Counts {
+	return countChecks(effectiveChecks(r))
+}
+
+func countChecks(checks []Check) Counts {
+	var c Counts
+	for i := range checks {
+		c.Total++
+		switch checkStatus(&checks[i]) {
+		case StatusPassed:
+			c.Passed++
+		case StatusFailed:
+			c.Failed++
+		case StatusSkipped:
+			c.Skipped++
+		default:
+			c.Errors++
+		}
+	}
+	return c
+}
+
+// Green reports whether the run passes the gate: no failed or errored check and not interrupted.
+func (r *Run) Green() bool {
+	c := r.Count()
+	return c.Failed == 0 && c.Errors == 0 && !r.Interrupted
+}
+
+// checkStatus returns the check's status, derived from its gate outcome when Status is empty.
+// An unknown status is treated as an error so that it can never pass silently.
+func checkStatus(c *Check) string {
+	switch c.Status {
+	case StatusPassed, StatusFailed, StatusError, StatusSkipped:
+		return c.Status
+	case "":
+		switch c.Outcome {
+		case "pass", "no_change", "improvement":
+			return StatusPassed
+		case "fail", "regression":
+			return StatusFailed
+		case "skip":
+			return StatusSkipped
+		case "inconclusive", "no_baseline":
+			// A statistical check that could not decide neither passes nor fails the build
+			// unless the gate said so in Status; show it as skipped with its reason.
+			return StatusSkipped
+		default:
+			return StatusError
+		}
+	default:
+		return StatusError
+	}
+}
+
+// config returns the named config of r, or nil.
+func (r *Run) config(name string) *Config {
+	for i := range r.Configs {
+		if r.Configs[i].Name == name {
+			return &r.Configs[i]
+		}
+	}
+	return nil
+}

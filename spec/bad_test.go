@@ -1,0 +1,166 @@
+package spec
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// badSpecs maps each file of fixtures/specs/bad to the exact errors it must produce, in order.
+var badSpecs = []struct {
+	name string
+	want []string
+}{
+	{"bad-alias", []string{
+		"bad-alias.yaml:5:9: engine.args: alias *base_args names no anchor &base_args",
+		"bad-alias.yaml:8:10: configs[0]: merge key << expects a mapping or a list of mappings, got integer 1",
+		"bad-alias.yaml:8:13: configs[0]: merge key << expects a mapping or a list of mappings, got integer 2",
+	}},
+	{"bad-check-fields", []string{
+		"bad-check-fields.yaml:15:5: checks[0]: missing required field \"min\" (a lower bound; or max, or both)",
+		"bad-check-fields.yaml:17:5: checks[0]: unknown key \"min_ratio\" for a floor check (expected one of: config, configs, kind, max, metric, min, name, tags)",
+		"bad-check-fields.yaml:21:10: checks[1].max: max (10) is below min (100)",
+		"bad-check-fields.yaml:24:13: checks[2].metric: unknown metric \"output_tput\" (expected a result metric such as output_throughput, request_throughput, median_ttft_ms, p99_tpot_ms, mean_itl_ms, median_e2el_ms)",
+		"bad-check-fields.yaml:25:17: checks[2].min_effect: expected a percentage such as 5% or a fraction in (0, 1) such as 0.05, got 5 (write 5% for a percentage)",
+		"bad-check-fields.yaml:26:12: checks[2].alpha: expected a significance level in (0, 0.5], got 0.9",
+		"bad-check-fields.yaml:27:14: checks[2].against: expected baseline or config:NAME, got \"nccl\"",
+		"bad-check-fields.yaml:28:5: checks[3]: missing required field \"file\" (the probe JSON file)",
+		"bad-check-fields.yaml:29:19: checks[3].max_abs_err: unknown dtype \"int8\" (expected float32, bfloat16 or float16)",
+		"bad-check-fields.yaml:29:34: checks[3].max_abs_err.bf16: expected a tolerance >= 0, got -1",
+	}},
+	{"bad-duration", []string{
+		"bad-duration.yaml:5:18: engine.ready_timeout: expected a duration such as 30s, 2m or 1m30s, got \"10 sec\"",
+		"bad-duration.yaml:6:15: engine.stop_grace: expected a duration with a unit such as 30s, 2m or 1m30s, got integer 10",
+		"bad-duration.yaml:15:22: workloads[0].request_timeout: expected a positive duration, got \"-5s\"",
+	}},
+	{"bad-enum", []string{
+		"bad-enum.yaml:3:9: engine.kind: expected one of sglang, vllm; got \"sglng\"",
+		"bad-enum.yaml:7:25: configs[0].expect.allreduce: expected one of custom, nccl; got \"custom-ar\"",
+		"bad-enum.yaml:9:30: configs[1].speculative.algorithm: expected one of EAGLE, EAGLE3, NEXTN, MTP, STANDALONE, NGRAM, MEDUSA; got \"eagle4\"",
+		"bad-enum.yaml:11:11: checks[0].kind: expected one of floor, relative, expect, equivalence, allreduce_probe, throughput, latency; got \"ceiling\"",
+	}},
+	{"bad-names", []string{
+		"bad-names.yaml:1:7: name: spec name \"bad names\" must start with a letter or digit and hold only letters, digits, '.', '_' and '-' (it names baseline files)",
+		"bad-names.yaml:2:17: tags[1]: tag \"a/b\" cannot be a Ginkgo label (it must be non-empty, without surrounding spaces and without any of &|!,()/)",
+		"bad-names.yaml:6:9: engine.env: environment variable name \"1BAD\" must be letters, digits and '_', not starting with a digit",
+		"bad-names.yaml:6:24: engine.env.GOOD: expected a string, got a list",
+		"bad-names.yaml:8:11: configs[0].name: config name \"custom ar\" must start with a letter or digit and hold only letters, digits, '.', '_' and '-' (it names files)",
+		"bad-names.yaml:9:11: configs[1].name: must not be empty (a config name)",
+	}},
+	{"contradictory-expect", []string{
+		"contradictory-expect.yaml:9:25: configs[0].expect.allreduce: config custom-ar expects allreduce custom, but disable_custom_all_reduce is true",
+		"contradictory-expect.yaml:13:25: configs[1].expect.allreduce: config single-gpu expects allreduce custom, but tp_size is 1 (no allreduce runs without tensor parallelism)",
+		"contradictory-expect.yaml:18:5: checks[0]: config forced-off expects allreduce custom, but its args hold --disable-custom-all-reduce",
+	}},
+	{"dangling-reference", []string{
+		"dangling-reference.yaml:17:13: checks[0].config: names no config \"custom_ar\" (configs: nccl, custom-ar)",
+		"dangling-reference.yaml:23:15: checks[1].workload: names no workload \"prefill\" (workloads: decode)",
+		"dangling-reference.yaml:25:14: checks[1].against: names no config \"NCCL\" (configs: nccl, custom-ar)",
+	}},
+	{"duplicate-config", []string{
+		"duplicate-config.yaml:8:11: configs[2].name: duplicate config name \"nccl\" (first defined at line 6)",
+	}},
+	{"duplicate-key", []string{
+		"duplicate-key.yaml:5:3: engine: duplicate key \"model\" (first at line 4)",
+		"duplicate-key.yaml:10:7: configs[0].env: duplicate key \"NCCL_DEBUG\" (first at line 9)",
+		"duplicate-key.yaml:17:11: checks[1].name: duplicate check name \"kv floor\" (first used at line 12)",
+	}},
+	{"empty", []string{
+		"empty.yaml: empty spec: expected a mapping with name, engine, configs and checks",
+	}},
+	{"equivalence-without-numerics", []string{
+		"equivalence-without-numerics.yaml:9:5: checks[0]: an equivalence check needs a numerics section (the prompts the probe sends)",
+		"equivalence-without-numerics.yaml:13:29: checks[0].mean_abs_logprob_delta: mean tolerance (0.5) above the max tolerance (0.1) can never matter",
+	}},
+	{"missing-required", []string{
+		"missing-required.yaml:1:1: missing required field \"name\" (the spec's name, used for baseline file names)",
+		"missing-required.yaml:2:3: engine: missing required field \"model\" (a model path or hub id)",
+		"missing-required.yaml:4:5: configs[0]: missing required field \"name\" (a config name)",
+		"missing-required.yaml:6:5: workloads[0]: missing required field \"concurrency\" (the requests in flight, or request_rate for an open loop)",
+		"missing-required.yaml:6:5: workloads[0]: missing required field \"input_len\" (the prompt length in tokens, or a dataset)",
+		"missing-required.yaml:6:5: workloads[0]: missing required field \"output_len\" (the output length in tokens)",
+		"missing-required.yaml:9:5: checks[0]: missing required field \"min\" (a lower bound; or max, or both)",
+	}},
+	{"no-configs", []string{
+		"no-configs.yaml:5:10: configs: expected at least one config",
+	}},
+	{"not-a-mapping", []string{
+		"not-a-mapping.yaml:1:1: expected a mapping, got a list",
+	}},
+	{"open-and-closed-loop", []string{
+		"open-and-closed-loop.yaml:10:19: workloads[0].request_rate: concurrency and request_rate exclude each other: set one (closed loop) or the other (open loop)",
+		"open-and-closed-loop.yaml:16:17: workloads[1].burstiness: applies only to an open loop (set request_rate)",
+		"open-and-closed-loop.yaml:21:17: workloads[1].max_trials: expected at least trials (5), got 3",
+	}},
+	{"self-comparison", []string{
+		"self-comparison.yaml:12:9: checks[0].of: a config compared with itself (\"nccl\") always passes; name another config",
+		"self-comparison.yaml:17:11: checks[1].head: a config compared with itself (\"nccl\") always passes; name another config",
+	}},
+	{"syntax-error", []string{
+		"syntax-error.yaml:5:1: invalid YAML: ',' or ']' must be specified",
+	}},
+	{"two-documents", []string{
+		"two-documents.yaml:8:1: expected one YAML document, found 2 (remove the extra \"---\")",
+	}},
+	{"underpowered", []string{
+		"underpowered.yaml:18:5: checks[0]: this throughput check can never be significant: with at most 3 trials per side (workload \"decode\") the smallest p-value of a rank test is 0.05, above alpha 0.01; raise trials or max_trials (>= 5)",
+	}},
+	{"unknown-key", []string{
+		"unknown-key.yaml:5:3: engine: unknown key \"tp_sise\" (did you mean \"tp_size\"?)",
+		"unknown-key.yaml:8:5: configs[0]: unknown key \"disable_custom_allreduce\" (did you mean \"disable_custom_all_reduce\"?)",
+	}},
+	{"wrong-type", []string{
+		"wrong-type.yaml:5:12: engine.tp_size: expected an integer, got string \"four\"",
+		"wrong-type.yaml:6:24: engine.mem_fraction_static: expected a number, got string \"0.8\"",
+		"wrong-type.yaml:9:11: configs[0].args: expected a list of strings, got string \"--foo\"",
+		"wrong-type.yaml:10:24: configs[0].cuda_graph_max_bs: expected an integer, got number 8.5",
+	}},
+}
+
+func TestBadSpecs(t *testing.T) {
+	files, err := filepath.Glob("../fixtures/specs/bad/*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	covered := map[string]bool{}
+	for _, tc := range badSpecs {
+		covered[tc.name] = true
+		t.Run(tc.name, func(t *testing.T) {
+			data, err := os.ReadFile(filepath.Join("../fixtures/specs/bad", tc.name+".yaml"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := Parse(data, tc.name+".yaml")
+			if err == nil {
+				t.Fatalf("Parse accepted a bad spec: %+v", s)
+			}
+			if s != nil {
+				t.Errorf("Parse returned a spec along with errors")
+			}
+			var list ErrorList
+			if !errors.As(err, &list) {
+				t.Fatalf("error is %T, want ErrorList: %v", err, err)
+			}
+			got := strings.Split(err.Error(), "\n")
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("errors (-want +got):\n%s", diff)
+			}
+			// Every entry is an *Error with a position (except for an empty file).
+			for _, e := range list {
+				if e.Line == 0 && tc.name != "empty" {
+					t.Errorf("error without a position: %v", e)
+				}
+			}
+		})
+	}
+	for _, f := range files {
+		name := strings.TrimSuffix(filepath.Base(f), ".yaml")
+		if !covered[name] {
+			t.Errorf("fixtures/specs/bad/%s.yaml has no entry in badSpecs", name)
+		}
+	}
+}

@@ -1,0 +1,268 @@
+package spec
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// CheckKind is the kind of a check.
+type CheckKind string
+
+// Check kinds. See docs/spec.md for each kind's fields.
+const (
+	// KindFloor bounds an EngineReport metric of each of Configs: Min <= value <= Max.
+	KindFloor CheckKind = "floor"
+	// KindRelative bounds an EngineReport metric of Config relative to the same metric of Of:
+	// MinRatio <= value(Config)/value(Of) <= MaxRatio.
+	KindRelative CheckKind = "relative"
+	// KindExpect requires what Configs' engines actually did (Expect), e.g. the effective
+	// allreduce backend. One is implied by every configs[].expect.
+	KindExpect CheckKind = "expect"
+	// KindEquivalence compares the numerics probe outputs of Base and Head.
+	KindEquivalence CheckKind = "equivalence"
+	// KindAllReduceProbe judges an op-level allreduce probe JSON file (wire.AllReduceProbe).
+	KindAllReduceProbe CheckKind = "allreduce_probe"
+	// KindThroughput is a statistical verdict on a result metric of Config under Workload,
+	// against the stored baseline or another config of the same run.
+	KindThroughput CheckKind = "throughput"
+	// KindLatency is KindThroughput under another name, for latency metrics (the metric, not the
+	// kind, says which direction is better).
+	KindLatency CheckKind = "latency"
+)
+
+// CheckKinds lists the kinds in the order docs/spec.md describes them.
+var CheckKinds = []CheckKind{KindFloor, KindRelative, KindExpect, KindEquivalence, KindAllReduceProbe, KindThroughput, KindLatency}
+
+// Against values of a statistical check.
+const (
+	AgainstBaseline = "baseline"
+	AgainstConfig   = "config"
+)
+
+// Check is one verdict. Which fields are set depends on Kind (see each field's comment).
+type Check struct {
+	Kind CheckKind `json:"kind"`
+	// Name is unique within the spec: the name given, or one generated from the fields (stable
+	// while the fields do not change), e.g. "floor kv_cache_tokens >= 10000".
+	Name string `json:"name"`
+	// Tags are extra Ginkgo labels for this check.
+	Tags []string `json:"tags,omitempty"`
+	// Implicit is true for expect checks generated from configs[].expect.
+	Implicit bool `json:"implicit,omitempty"`
+	// Line is the check's line in the spec file (the config's line for implicit checks).
+	Line int `json:"line"`
+
+	// Configs (floor, expect): the configs the check applies to, in spec order; a floor without
+	// configs applies to every config.
+	Configs []string `json:"configs,omitempty"`
+	// Metric (floor, relative): an EngineReport metric (see EngineMetrics). (throughput,
+	// latency): a result metric (see IsResultMetric).
+	Metric string `json:"metric,omitempty"`
+	// Min and Max (floor): inclusive bounds; at least one is set.
+	Min *float64 `json:"min,omitempty"`
+	Max *float64 `json:"max,omitempty"`
+
+	// Config (relative, throughput, latency): the config being judged.
+	Config string `json:"config,omitempty"`
+	// Of (relative): the config it is compared with.
+	Of string `json:"of,omitempty"`
+	// MinRatio and MaxRatio (relative): inclusive bounds on value(Config)/value(Of); at least one
+	// is set.
+	MinRatio *float64 `json:"min_ratio,omitempty"`
+	MaxRatio *float64 `json:"max_ratio,omitempty"`
+
+	// Expect (expect): what the engine must have done.
+	Expect Expect `json:"expect,omitzero"`
+
+	// Base and Head (equivalence): the reference config and the candidate.
+	Base string `json:"base,omitempty"`
+	Head string `json:"head,omitempty"`
+	// TopK (equivalence): at the first divergence each side's token must be in the other's
+	// top-k (default: numerics.top_logprobs).
+	TopK int `json:"top_k,omitempty"`
+	// MaxAbsLogprobDelta and MeanAbsLogprobDelta (equivalence): tolerances on |delta logprob|
+	// over the agreed prefix and the prompt logprobs (defaults 1.0 and 0.1).
+	MaxAbsLogprobDelta  float64 `json:"max_abs_logprob_delta,omitempty"`
+	MeanAbsLogprobDelta float64 `json:"mean_abs_logprob_delta,omitempty"`
+	// MinExactMatch (equivalence): the minimum fraction of prompts whose greedy outputs are
+	// identical (default 0: not checked).
+	MinExactMatch float64 `json:"min_exact_match,omitempty"`
+
+	// File (allreduce_probe): the probe JSON file.
+	File string `json:"file,omitempty"`
+	// Algorithms (allreduce_probe): the algorithms judged; empty means all but the reference.
+	Algorithms []string `json:"algorithms,omitempty"`
+	// MaxAbsErr and MaxRelErr (allreduce_probe): per-dtype tolerances against the reference,
+	// keyed "float32", "bfloat16", "float16"; dtypes not listed use the gate's defaults. Integer
+	// inputs must always be exact.
+	MaxAbsErr map[string]float64 `json:"max_abs_err,omitempty"`
+	MaxRelErr map[string]float64 `json:"max_rel_err,omitempty"`
+
+	// Workload (throughput, latency): the workload whose trials are compared.
+	Workload string `json:"workload,omitempty"`
+	// Against (throughput, latency): AgainstBaseline or AgainstConfig.
+	Against string `json:"against,omitempty"`
+	// AgainstConfig: the other config when Against is AgainstConfig.
+	AgainstConfig string `json:"against_config,omitempty"`
+	// MinEffect (throughput, latency): the smallest relative change that counts (0.05 = 5%).
+	MinEffect float64 `json:"min_effect,omitempty"`
+	// Alpha (throughput, latency): the family-wise significance level (Holm-Bonferroni over the
+	// run's statistical checks).
+	Alpha float64 `json:"alpha,omitempty"`
+}
+
+// Defaults of optional check fields.
+const (
+	DefaultMaxAbsLogprobDelta  = 1.0
+	DefaultMeanAbsLogprobDelta = 0.1
+	DefaultMinEffect           = 0.05
+	DefaultAlpha               = 0.01
+)
+
+// IsStatistical reports whether the check is a statistical verdict (throughput or latency).
+func (c *Check) IsStatistical() bool { return c.Kind == KindThroughput || c.Kind == KindLatency }
+
+// ConfigNames returns the configs the check involves, without duplicates, in the order the
+// check names them (for floors and expects, the order of Configs).
+func (c *Check) ConfigNames() []string {
+	var out []string
+	add := func(s string) {
+		if s == "" {
+			return
+		}
+		for _, o := range out {
+			if o == s {
+				return
+			}
+		}
+		out = append(out, s)
+	}
+	switch c.Kind {
+	case KindFloor, KindExpect:
+		for _, n := range c.Configs {
+			add(n)
+		}
+	case KindRelative:
+		add(c.Config)
+		add(c.Of)
+	case KindEquivalence:
+		add(c.Base)
+		add(c.Head)
+	case KindThroughput, KindLatency:
+		add(c.Config)
+		add(c.AgainstConfig)
+	}
+	return out
+}
+
+// IsCrossConfig reports whether the check compares two configs of the same run (so it can run
+// only after both have been launched).
+func (c *Check) IsCrossConfig() bool {
+	return len(c.ConfigNames()) > 1 || c.Kind == KindRelative || c.Kind == KindEquivalence
+}
+
+// EngineMetrics are the EngineReport metrics that floor and relative checks may bound (the
+// numeric keys of `reckon logs parse --json`), plus peak_gpu_mem_gib from the GPU memory
+// sampler (the largest peak over the GPUs).
+var EngineMetrics = []string{
+	"weights_gib",
+	"kv_cache_tokens",
+	"kv_cache_gib",
+	"available_gpu_mem_gib",
+	"cuda_graph_seconds",
+	"cuda_graph_gib",
+	"max_running_requests",
+	"context_len",
+	"max_concurrency",
+	"spec_accept_length",
+	"peak_gpu_mem_gib",
+}
+
+// IsEngineMetric reports whether name is one of EngineMetrics.
+func IsEngineMetric(name string) bool {
+	for _, m := range EngineMetrics {
+		if m == name {
+			return true
+		}
+	}
+	return false
+}
+
+// ResultThroughputMetrics are the higher-is-better result metrics a statistical check may name
+// (the names of SGLang's bench_serving and vLLM's benchmark results, which reckon's own results
+// share). Latency metrics follow the pattern of latencyMetric.
+var ResultThroughputMetrics = []string{
+	"output_throughput",
+	"input_throughput",
+	"total_throughput",
+	"total_token_throughput",
+	"request_throughput",
+	"request_goodput",
+	"goodput",
+	"max_output_tokens_per_s",
+	"accept_length",
+	"spec_accept_length",
+	"spec_decode_acceptance_length",
+	"spec_decode_acceptance_rate",
+}
+
+// latencyMetric matches mean_ttft_ms, median_tpot_ms, p99_itl_ms, p99.9_e2el_ms, std_e2e_latency_ms...
+var latencyMetric = regexp.MustCompile(`^(mean|median|std|p[0-9]{1,2}(\.[0-9]+)?)_(ttft|tpot|itl|e2el|e2e_latency|e2e)_ms$`)
+
+// IsResultMetric reports whether a statistical check may name the metric: one of
+// ResultThroughputMetrics, or a latency statistic "<stat>_<what>_ms" with stat one of mean,
+// median, std, pNN (p99, p99.9) and what one of ttft, tpot, itl, e2el, e2e_latency, e2e.
+func IsResultMetric(name string) bool {
+	for _, m := range ResultThroughputMetrics {
+		if m == name {
+			return true
+		}
+	}
+	return latencyMetric.MatchString(name)
+}
+
+// generatedName builds a check's stable default name from its fields.
+func (c *Check) generatedName() string {
+	switch c.Kind {
+	case KindFloor:
+		s := "floor "
+		switch {
+		case c.Min != nil && c.Max != nil:
+			s += fmt.Sprintf("%s <= %s <= %s", fmtNum(*c.Min), c.Metric, fmtNum(*c.Max))
+		case c.Min != nil:
+			s += fmt.Sprintf("%s >= %s", c.Metric, fmtNum(*c.Min))
+		case c.Max != nil:
+			s += fmt.Sprintf("%s <= %s", c.Metric, fmtNum(*c.Max))
+		default:
+			s += c.Metric
+		}
+		return s
+	case KindRelative:
+		var parts []string
+		if c.MinRatio != nil {
+			parts = append(parts, ">= "+fmtNum(*c.MinRatio)+" x "+c.Of)
+		}
+		if c.MaxRatio != nil {
+			parts = append(parts, "<= "+fmtNum(*c.MaxRatio)+" x "+c.Of)
+		}
+		return fmt.Sprintf("relative %s %s %s", c.Config, c.Metric, strings.Join(parts, " and "))
+	case KindExpect:
+		return fmt.Sprintf("expect %s allreduce == %s", strings.Join(c.Configs, ","), c.Expect.AllReduce)
+	case KindEquivalence:
+		return fmt.Sprintf("equivalence %s vs %s", c.Head, c.Base)
+	case KindAllReduceProbe:
+		s := "allreduce_probe " + c.File
+		if len(c.Algorithms) > 0 {
+			s += " [" + strings.Join(c.Algorithms, ",") + "]"
+		}
+		return s
+	case KindThroughput, KindLatency:
+		vs := AgainstBaseline
+		if c.Against == AgainstConfig {
+			vs = c.AgainstConfig
+		}
+		return fmt.Sprintf("%s %s %s %s vs %s", c.Kind, c.Config, c.Workload, c.Metric, vs)
+	}
+	return string(c.Kind)
+}

@@ -1,0 +1,887 @@
+package spec
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	yaml "github.com/goccy/go-yaml"
+	"github.com/goccy/go-yaml/ast"
+	"github.com/goccy/go-yaml/parser"
+)
+
+// Defaults of optional fields (docs/spec.md lists them all).
+const (
+	DefaultReadyTimeout   = 10 * time.Minute
+	DefaultStopGrace      = 10 * time.Second
+	DefaultTrials         = 5
+	DefaultSeed           = 1
+	DefaultRequestTimeout = 5 * time.Minute
+	DefaultMaxTokens      = 32
+	DefaultTopLogprobs    = 5
+)
+
+// Load reads and validates the spec file at path. On invalid input the error is an ErrorList
+// holding every problem found.
+func Load(path string) (*Spec, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read spec: %w", err)
+	}
+	return Parse(data, path)
+}
+
+// Parse validates a spec held in memory; filename is used in messages and Spec.File. On
+// invalid input the error is an ErrorList holding every problem found, in file order.
+func Parse(data []byte, filename string) (*Spec, error) {
+	d := &decoder{file: filename}
+	f, err := parser.ParseBytes(data, 0, parser.AllowDuplicateMapKey())
+	if err != nil {
+		return nil, ErrorList{syntaxError(filename, err)}
+	}
+	var bodies []ast.Node
+	for _, doc := range f.Docs {
+		if doc != nil && doc.Body != nil {
+			bodies = append(bodies, doc.Body)
+		}
+	}
+	switch {
+	case len(bodies) == 0:
+		return nil, ErrorList{{File: filename, Msg: "empty spec: expected a mapping with name, engine, configs and checks"}}
+	case len(bodies) > 1:
+		d.errorf(bodies[1], "", "expected one YAML document, found %d (remove the extra \"---\")", len(bodies))
+	}
+	d.collectAnchors(bodies[0])
+	b := &builder{decoder: d}
+	s := b.spec(bodies[0])
+	s.File = filename
+	b.link(s)
+	if len(d.errs) > 0 {
+		return nil, d.errs.sorted()
+	}
+	return s, nil
+}
+
+// syntaxError turns a YAML parser error into an Error with the parser's position.
+func syntaxError(filename string, err error) *Error {
+	var ye yaml.Error
+	if errors.As(err, &ye) {
+		e := &Error{File: filename, Msg: "invalid YAML: " + ye.GetMessage()}
+		if t := ye.GetToken(); t != nil && t.Position != nil {
+			e.Line, e.Column = t.Position.Line, t.Position.Column
+		}
+		return e
+	}
+	return &Error{File: filename, Msg: "invalid YAML: " + err.Error()}
+}
+
+// builder turns the syntax tree into a Spec, remembering references to resolve at the end.
+type builder struct {
+	*decoder
+	refs      []ref
+	nameNodes map[*Check]ast.Node // explicit check names, for duplicate reports
+	checkNode map[*Check]ast.Node
+	checkPath map[*Check]string
+	// expectAt is where each config's expect.allreduce is written (for consistency errors).
+	expectAt map[string]ref
+}
+
+// ref is a config or workload name used by a check, resolved once the whole file is read.
+type ref struct {
+	node  ast.Node
+	field string
+	name  string
+	what  string // "config" or "workload"
+}
+
+var (
+	namePattern   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+	envKeyPattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+)
+
+// labelForbidden are the characters Ginkgo does not allow in labels.
+const labelForbidden = "&|!,()/"
+
+// nameField reads a required name used in file names (configs, workloads).
+func (b *builder) nameField(m *mapping, what string) (string, ast.Node) {
+	s, ok := m.reqStr("name", "a "+what+" name")
+	if !ok {
+		return "", nil
+	}
+	n := m.entries[m.index["name"]].value
+	if !namePattern.MatchString(s) {
+		m.bad(n, "name", "%s name %q must start with a letter or digit and hold only letters, digits, '.', '_' and '-' (it names files)", what, s)
+	}
+	return s, n
+}
+
+func (b *builder) tags(m *mapping) []string {
+	tags := m.strList("tags", false)
+	for i, t := range tags {
+		if strings.TrimSpace(t) == "" || strings.ContainsAny(t, labelForbidden) || strings.TrimSpace(t) != t {
+			n, _ := m.get("tags")
+			item := n.(*ast.SequenceNode).Values[i]
+			b.errorf(item, fmt.Sprintf("%s[%d]", m.field("tags"), i), "tag %q cannot be a Ginkgo label (it must be non-empty, without surrounding spaces and without any of %s)", t, labelForbidden)
+		}
+	}
+	return tags
+}
+
+func (b *builder) env(m *mapping) map[string]string {
+	env := m.strMap("env")
+	if env == nil {
+		return nil
+	}
+	sub := b.mapping(m.entries[m.index["env"]].value, m.field("env"))
+	for _, e := range sub.entries {
+		if !envKeyPattern.MatchString(e.key) {
+			b.errorf(e.keyN, m.field("env"), "environment variable name %q must be letters, digits and '_', not starting with a digit", e.key)
+		}
+	}
+	return env
+}
+
+func (b *builder) spec(root ast.Node) *Spec {
+	s := &Spec{}
+	m := b.mapping(root, "")
+	if m == nil {
+		return s
+	}
+	m.allowExt = true
+	if name, ok := m.reqStr("name", "the spec's name, used for baseline file names"); ok {
+		if !namePattern.MatchString(name) {
+			m.bad(m.entries[m.index["name"]].value, "name", "spec name %q must start with a letter or digit and hold only letters, digits, '.', '_' and '-' (it names baseline files)", name)
+		}
+		s.Name = name
+	}
+	m.str("description")
+	s.Tags = b.tags(m)
+	if em := m.sub("engine"); em != nil {
+		s.Engine = b.engine(em)
+	} else if !m.has("engine") {
+		m.missing("engine", "a mapping with kind and model")
+	}
+	configs, ok := m.list("configs")
+	if ok && len(configs) == 0 {
+		i := m.index["configs"]
+		m.bad(m.entries[i].value, "configs", "expected at least one config")
+	} else if !ok && !m.has("configs") {
+		m.missing("configs", "a list of configs, each with a name")
+	}
+	seen := map[string]int{}
+	for i, cn := range configs {
+		path := fmt.Sprintf("configs[%d]", i)
+		cm := b.mapping(cn, path)
+		if cm == nil {
+			continue
+		}
+		c, nameNode := b.config(cm)
+		if c.Name != "" {
+			if line, dup := seen[c.Name]; dup {
+				b.errorf(nameNode, path+".name", "duplicate config name %q (first defined at line %d)", c.Name, line)
+			} else {
+				seen[c.Name] = c.Line
+			}
+		}
+		s.Configs = append(s.Configs, c)
+	}
+	workloads, _ := m.list("workloads")
+	seenW := map[string]int{}
+	for i, wn := range workloads {
+		path := fmt.Sprintf("workloads[%d]", i)
+		wm := b.mapping(wn, path)
+		if wm == nil {
+			continue
+		}
+		w, nameNode := b.workload(wm)
+		if w.Name != "" {
+			if line, dup := seenW[w.Name]; dup {
+				b.errorf(nameNode, path+".name", "duplicate workload name %q (first defined at line %d)", w.Name, line)
+			} else {
+				seenW[w.Name] = w.Line
+			}
+		}
+		s.Workloads = append(s.Workloads, w)
+	}
+	if nm := m.sub("numerics"); nm != nil && m.has("numerics") {
+		s.Numerics = b.numerics(nm)
+	}
+	checks, _ := m.list("checks")
+	b.nameNodes = map[*Check]ast.Node{}
+	b.checkNode = map[*Check]ast.Node{}
+	b.checkPath = map[*Check]string{}
+	for i, cn := range checks {
+		path := fmt.Sprintf("checks[%d]", i)
+		cm := b.mapping(cn, path)
+		if cm == nil {
+			continue
+		}
+		if c := b.check(cm, s); c != nil {
+			b.checkNode[c] = cn
+			b.checkPath[c] = path
+			s.Checks = append(s.Checks, c)
+		}
+	}
+	m.done()
+	return s
+}
+
+func (b *builder) engine(m *mapping) Engine {
+	e := Engine{TPSize: 1, ReadyTimeout: Duration(DefaultReadyTimeout), StopGrace: Duration(DefaultStopGrace)}
+	e.Kind, _ = m.enum("kind", false, EngineSGLang, EngineVLLM)
+	if !m.has("kind") {
+		m.missing("kind", "sglang or vllm")
+	}
+	if m.has("command") {
+		e.Command = m.strList("command", true)
+		if len(e.Command) == 0 {
+			if v, ok := m.get("command"); ok {
+				m.bad(v, "command", "expected a non-empty list (the program and its arguments); leave command out for the adapter's default")
+			}
+		} else if strings.TrimSpace(e.Command[0]) == "" {
+			v, _ := m.get("command")
+			m.bad(v, "command", "the program (first item) must not be empty")
+		}
+	} else {
+		m.strList("command", true)
+	}
+	e.Model, _ = m.reqStr("model", "a model path or hub id")
+	if n, ok := m.integer("tp_size", 1); ok {
+		e.TPSize = n
+	}
+	e.MemFractionStatic = m.numberIn("mem_fraction_static", math.SmallestNonzeroFloat64, 1, "a fraction in (0, 1]")
+	e.CudaGraphMaxBS = m.intPtr("cuda_graph_max_bs", 1)
+	if v := m.boolean("disable_custom_all_reduce"); v != nil {
+		e.DisableCustomAllReduce = *v
+	}
+	e.Args = m.strList("args", true)
+	e.Env = b.env(m)
+	if d, ok := m.duration("ready_timeout"); ok {
+		e.ReadyTimeout = d
+	}
+	if d, ok := m.duration("stop_grace"); ok {
+		e.StopGrace = d
+	}
+	m.done()
+	return e
+}
+
+func (b *builder) config(m *mapping) (*Config, ast.Node) {
+	c := &Config{}
+	c.Line, _ = position(m.node)
+	var nameNode ast.Node
+	c.Name, nameNode = b.nameField(m, "config")
+	c.Tags = b.tags(m)
+	c.TPSize = m.intPtr("tp_size", 1)
+	c.MemFractionStatic = m.numberIn("mem_fraction_static", math.SmallestNonzeroFloat64, 1, "a fraction in (0, 1]")
+	c.CudaGraphMaxBS = m.intPtr("cuda_graph_max_bs", 1)
+	c.DisableCustomAllReduce = m.boolean("disable_custom_all_reduce")
+	if sm := m.sub("speculative"); sm != nil && m.has("speculative") {
+		c.Speculative = b.speculative(sm)
+	}
+	c.Args = m.strList("args", true)
+	c.Env = b.env(m)
+	if xm := m.sub("expect"); xm != nil {
+		c.Expect = b.expect(xm)
+		if i, ok := xm.index["allreduce"]; ok && c.Name != "" {
+			if b.expectAt == nil {
+				b.expectAt = map[string]ref{}
+			}
+			b.expectAt[c.Name] = ref{node: xm.entries[i].value, field: xm.field("allreduce")}
+		}
+		xm.done()
+	}
+	m.done()
+	return c, nameNode
+}
+
+// SpeculativeAlgorithms are the accepted speculative.algorithm values (case-insensitive).
+var SpeculativeAlgorithms = []string{"EAGLE", "EAGLE3", "NEXTN", "MTP", "STANDALONE", "NGRAM", "MEDUSA"}
+
+func (b *builder) speculative(m *mapping) *Speculative {
+	sp := &Speculative{}
+	sp.Algorithm, _ = m.enum("algorithm", true, SpeculativeAlgorithms...)
+	if !m.has("algorithm") {
+		m.missing("algorithm", strings.Join(SpeculativeAlgorithms, ", "))
+	}
+	sp.DraftModel, _ = m.str("draft_model")
+	sp.NumSteps, _ = m.integer("num_steps", 1)
+	sp.EagleTopK, _ = m.integer("eagle_topk", 1)
+	sp.NumDraftTokens, _ = m.integer("num_draft_tokens", 1)
+	m.done()
+	return sp
+}
+
+// expect reads the fields of an expectation (configs[].expect or an explicit expect check).
+func (b *builder) expect(m *mapping) Expect {
+	var x Expect
+	x.AllReduce, _ = m.enum("allreduce", false, AllReduceCustom, AllReduceNCCL)
+	return x
+}
+
+func (b *builder) workload(m *mapping) (*Workload, ast.Node) {
+	w := &Workload{Trials: DefaultTrials, Seed: DefaultSeed, RequestTimeout: Duration(DefaultRequestTimeout)}
+	w.Line, _ = position(m.node)
+	var nameNode ast.Node
+	w.Name, nameNode = b.nameField(m, "workload")
+	w.Tags = b.tags(m)
+	w.Concurrency, _ = m.integer("concurrency", 1)
+	if r := m.numberIn("request_rate", math.SmallestNonzeroFloat64, math.MaxFloat64, "a positive rate in requests/s"); r != nil {
+		w.RequestRate = *r
+	}
+	switch {
+	case m.has("concurrency") && m.has("request_rate"):
+		v, _ := m.get("request_rate")
+		m.bad(v, "request_rate", "concurrency and request_rate exclude each other: set one (closed loop) or the other (open loop)")
+	case !m.has("concurrency") && !m.has("request_rate"):
+		m.missing("concurrency", "the requests in flight, or request_rate for an open loop")
+	}
+	if r := m.numberIn("burstiness", math.SmallestNonzeroFloat64, math.MaxFloat64, "a positive gamma shape (1 = Poisson)"); r != nil {
+		w.Burstiness = *r
+		if !m.has("request_rate") {
+			v, _ := m.get("burstiness")
+			m.bad(v, "burstiness", "applies only to an open loop (set request_rate)")
+		}
+	} else if m.has("request_rate") {
+		w.Burstiness = 1
+	}
+	var ok bool
+	if w.NumPrompts, ok = m.integer("num_prompts", 1); !ok && !m.has("num_prompts") {
+		m.missing("num_prompts", "the number of measured requests per trial")
+	}
+	w.Dataset, _ = m.str("dataset")
+	if w.InputLen, ok = m.integer("input_len", 1); !ok && !m.has("input_len") && w.Dataset == "" {
+		m.missing("input_len", "the prompt length in tokens, or a dataset")
+	}
+	if w.OutputLen, ok = m.integer("output_len", 1); !ok && !m.has("output_len") {
+		m.missing("output_len", "the output length in tokens")
+	}
+	w.Warmup, _ = m.integer("warmup", 0)
+	if n, ok := m.integer("trials", 1); ok {
+		w.Trials = n
+	}
+	w.MaxTrials = w.Trials
+	if n, ok := m.integer("max_trials", 1); ok {
+		if n < w.Trials {
+			v, _ := m.get("max_trials")
+			m.bad(v, "max_trials", "expected at least trials (%d), got %d", w.Trials, n)
+		} else {
+			w.MaxTrials = n
+		}
+	}
+	if v, ok := m.get("seed"); ok {
+		if iv, isInt := v.(*ast.IntegerNode); isInt {
+			switch x := iv.Value.(type) {
+			case int64:
+				w.Seed = x
+			case uint64:
+				w.Seed = int64(x)
+			}
+		} else {
+			m.bad(v, "seed", "expected an integer, got %s", describe(v))
+		}
+	}
+	if d, ok := m.duration("request_timeout"); ok {
+		w.RequestTimeout = d
+	}
+	m.done()
+	return w, nameNode
+}
+
+func (b *builder) numerics(m *mapping) *Numerics {
+	n := &Numerics{MaxTokens: DefaultMaxTokens, TopLogprobs: DefaultTopLogprobs, PromptLogprobs: true}
+	n.Prompts, _ = m.reqStr("prompts", "a JSONL file of prompts")
+	if v, ok := m.integer("max_tokens", 1); ok {
+		n.MaxTokens = v
+	}
+	if v, ok := m.integer("top_logprobs", 1); ok {
+		if v > 20 {
+			x, _ := m.get("top_logprobs")
+			m.bad(x, "top_logprobs", "expected at most 20 (the engines' limit), got %d", v)
+		} else {
+			n.TopLogprobs = v
+		}
+	}
+	if v := m.boolean("prompt_logprobs"); v != nil {
+		n.PromptLogprobs = *v
+	}
+	m.done()
+	return n
+}
+
+// refStr reads a required config/workload name and records it for resolution.
+func (b *builder) refStr(m *mapping, key, what string, required bool) string {
+	s, ok := m.str(key)
+	if !ok {
+		if required && !m.has(key) {
+			m.missing(key, "a "+what+" name")
+		}
+		return ""
+	}
+	n := m.entries[m.index[key]].value
+	b.refs = append(b.refs, ref{node: n, field: m.field(key), name: s, what: what})
+	return s
+}
+
+// refList reads "configs: [a, b]" (or "config: a") and records each name.
+func (b *builder) refList(m *mapping) []string {
+	if m.has("config") && m.has("configs") {
+		v, _ := m.get("configs")
+		m.bad(v, "configs", "config and configs exclude each other: use configs for a list")
+		return nil
+	}
+	if m.has("config") {
+		if s := b.refStr(m, "config", "config", false); s != "" {
+			m.get("configs")
+			return []string{s}
+		}
+		m.get("configs")
+		return nil
+	}
+	m.known = append(m.known, "config")
+	names := m.strList("configs", false)
+	if names == nil {
+		return nil
+	}
+	v, _ := m.get("configs")
+	seq := v.(*ast.SequenceNode)
+	for i, s := range names {
+		if i < len(seq.Values) {
+			b.refs = append(b.refs, ref{node: seq.Values[i], field: fmt.Sprintf("%s[%d]", m.field("configs"), i), name: s, what: "config"})
+		}
+	}
+	return names
+}
+
+func (b *builder) check(m *mapping, s *Spec) *Check {
+	c := &Check{}
+	c.Line, _ = position(m.node)
+	kinds := make([]string, len(CheckKinds))
+	for i, k := range CheckKinds {
+		kinds[i] = string(k)
+	}
+	kind, ok := m.enum("kind", false, kinds...)
+	if !ok {
+		if !m.has("kind") {
+			m.missing("kind", strings.Join(kinds, ", "))
+		}
+		return nil // without a kind no other field can be judged
+	}
+	c.Kind = CheckKind(kind)
+	m.what = "a " + kind + " check"
+	if name, ok := m.str("name"); ok {
+		if strings.TrimSpace(name) == "" {
+			m.bad(m.entries[m.index["name"]].value, "name", "must not be empty (leave name out for a generated one)")
+		} else {
+			c.Name = name
+			b.nameNodes[c] = m.entries[m.index["name"]].value
+		}
+	}
+	c.Tags = b.tags(m)
+	switch c.Kind {
+	case KindFloor:
+		c.Configs = b.refList(m)
+		c.Metric = b.metric(m, true, IsEngineMetric, "an engine metric: "+strings.Join(EngineMetrics, ", "))
+		c.Min = m.numberIn("min", -math.MaxFloat64, math.MaxFloat64, "a number")
+		c.Max = m.numberIn("max", -math.MaxFloat64, math.MaxFloat64, "a number")
+		switch {
+		case !m.has("min") && !m.has("max"):
+			m.missing("min", "a lower bound; or max, or both")
+		case c.Min != nil && c.Max != nil && *c.Min > *c.Max:
+			v, _ := m.get("max")
+			m.bad(v, "max", "max (%s) is below min (%s)", fmtNum(*c.Max), fmtNum(*c.Min))
+		}
+	case KindRelative:
+		c.Config = b.refStr(m, "config", "config", true)
+		c.Of = b.refStr(m, "of", "config", true)
+		if c.Config != "" && c.Config == c.Of {
+			v, _ := m.get("of")
+			m.bad(v, "of", "a config compared with itself (%q) always passes; name another config", c.Of)
+		}
+		c.Metric = b.metric(m, true, IsEngineMetric, "an engine metric: "+strings.Join(EngineMetrics, ", "))
+		c.MinRatio = m.numberIn("min_ratio", 0, math.MaxFloat64, "a ratio >= 0")
+		c.MaxRatio = m.numberIn("max_ratio", 0, math.MaxFloat64, "a ratio >= 0")
+		switch {
+		case !m.has("min_ratio") && !m.has("max_ratio"):
+			m.missing("min_ratio", "a lower bound on the ratio; or max_ratio, or both")
+		case c.MinRatio != nil && c.MaxRatio != nil && *c.MinRatio > *c.MaxRatio:
+			v, _ := m.get("max_ratio")
+			m.bad(v, "max_ratio", "max_ratio (%s) is below min_ratio (%s)", fmtNum(*c.MaxRatio), fmtNum(*c.MinRatio))
+		}
+	case KindExpect:
+		c.Configs = b.refList(m)
+		if len(c.Configs) == 0 && !m.has("config") && !m.has("configs") {
+			m.missing("configs", "the configs whose engine must show the expectation")
+		}
+		c.Expect = b.expect(m)
+		if c.Expect.IsZero() && !m.has("allreduce") {
+			m.missing("allreduce", "custom or nccl")
+		}
+	case KindEquivalence:
+		c.Base = b.refStr(m, "base", "config", true)
+		c.Head = b.refStr(m, "head", "config", true)
+		if c.Base != "" && c.Base == c.Head {
+			v, _ := m.get("head")
+			m.bad(v, "head", "a config compared with itself (%q) always passes; name another config", c.Head)
+		}
+		c.TopK, _ = m.integer("top_k", 1)
+		c.MaxAbsLogprobDelta = DefaultMaxAbsLogprobDelta
+		if v := m.numberIn("max_abs_logprob_delta", 0, math.MaxFloat64, "a tolerance >= 0"); v != nil {
+			c.MaxAbsLogprobDelta = *v
+		}
+		c.MeanAbsLogprobDelta = DefaultMeanAbsLogprobDelta
+		if v := m.numberIn("mean_abs_logprob_delta", 0, math.MaxFloat64, "a tolerance >= 0"); v != nil {
+			c.MeanAbsLogprobDelta = *v
+		}
+		if v := m.numberIn("min_exact_match", 0, 1, "a fraction in [0, 1]"); v != nil {
+			c.MinExactMatch = *v
+		}
+		if c.MeanAbsLogprobDelta > c.MaxAbsLogprobDelta {
+			n := m.node
+			if v, ok := m.get("mean_abs_logprob_delta"); ok {
+				n = v
+			}
+			b.errorf(n, m.field("mean_abs_logprob_delta"), "mean tolerance (%s) above the max tolerance (%s) can never matter", fmtNum(c.MeanAbsLogprobDelta), fmtNum(c.MaxAbsLogprobDelta))
+		}
+		if s.Numerics == nil {
+			b.errorf(m.node, m.path, "an equivalence check needs a numerics section (the prompts the probe sends)")
+		}
+		if c.TopK > 0 && s.Numerics != nil && c.TopK > s.Numerics.TopLogprobs {
+			v, _ := m.get("top_k")
+			m.bad(v, "top_k", "top_k %d is above numerics.top_logprobs (%d): the probe records too few alternatives", c.TopK, s.Numerics.TopLogprobs)
+		}
+	case KindAllReduceProbe:
+		c.File, _ = m.reqStr("file", "the probe JSON file")
+		c.Algorithms = m.strList("algorithms", false)
+		c.MaxAbsErr = b.dtypeMap(m, "max_abs_err")
+		c.MaxRelErr = b.dtypeMap(m, "max_rel_err")
+	case KindThroughput, KindLatency:
+		c.Config = b.refStr(m, "config", "config", true)
+		if m.has("workload") {
+			c.Workload = b.refStr(m, "workload", "workload", true)
+		} else {
+			m.known = append(m.known, "workload")
+			if b.workloadCount(s) == 1 {
+				c.Workload = s.Workloads[0].Name
+			} else {
+				m.missing("workload", "a workload name (required when the spec has more than one workload)")
+			}
+		}
+		c.Metric = b.metric(m, true, IsResultMetric, "a result metric such as output_throughput, request_throughput, median_ttft_ms, p99_tpot_ms, mean_itl_ms, median_e2el_ms")
+		c.Against = AgainstBaseline
+		if a, ok := m.str("against"); ok {
+			v := m.entries[m.index["against"]].value
+			switch {
+			case a == AgainstBaseline:
+			case strings.HasPrefix(a, "config:") && strings.TrimSpace(strings.TrimPrefix(a, "config:")) != "":
+				c.Against = AgainstConfig
+				c.AgainstConfig = strings.TrimSpace(strings.TrimPrefix(a, "config:"))
+				b.refs = append(b.refs, ref{node: v, field: m.field("against"), name: c.AgainstConfig, what: "config"})
+				if c.AgainstConfig == c.Config {
+					m.bad(v, "against", "a config compared with itself (%q) always passes; name another config", c.Config)
+				}
+			default:
+				m.bad(v, "against", "expected baseline or config:NAME, got %q", a)
+			}
+		}
+		c.MinEffect = DefaultMinEffect
+		if v, ok := b.percent(m, "min_effect"); ok {
+			c.MinEffect = v
+		}
+		c.Alpha = DefaultAlpha
+		if v := m.numberIn("alpha", math.SmallestNonzeroFloat64, 0.5, "a significance level in (0, 0.5]"); v != nil {
+			c.Alpha = *v
+		}
+	}
+	m.done()
+	return c
+}
+
+func (b *builder) workloadCount(s *Spec) int { return len(s.Workloads) }
+
+// metric reads a metric name checked by valid.
+func (b *builder) metric(m *mapping, required bool, valid func(string) bool, expected string) string {
+	s, ok := m.str("metric")
+	if !ok {
+		if required && !m.has("metric") {
+			m.missing("metric", expected)
+		}
+		return ""
+	}
+	if !valid(s) {
+		v := m.entries[m.index["metric"]].value
+		m.bad(v, "metric", "unknown metric %q (expected %s)", s, expected)
+		return ""
+	}
+	return s
+}
+
+// percent reads "5%" or a fraction such as 0.05.
+func (b *builder) percent(m *mapping, key string) (float64, bool) {
+	v, ok := m.get(key)
+	if !ok {
+		return 0, false
+	}
+	const expected = "a percentage such as 5% or a fraction in (0, 1) such as 0.05"
+	var f float64
+	switch x := v.(type) {
+	case *ast.StringNode:
+		t := strings.TrimSpace(x.Value)
+		if !strings.HasSuffix(t, "%") {
+			m.bad(v, key, "expected %s, got %q", expected, x.Value)
+			return 0, false
+		}
+		var pct float64
+		if _, err := fmt.Sscanf(strings.TrimSpace(strings.TrimSuffix(t, "%")), "%g", &pct); err != nil || strings.ContainsAny(strings.TrimSuffix(t, "%"), "%") {
+			m.bad(v, key, "expected %s, got %q", expected, x.Value)
+			return 0, false
+		}
+		f = pct / 100
+	case *ast.IntegerNode, *ast.FloatNode:
+		n, _ := m.number(key)
+		f = n
+		if f >= 1 {
+			m.bad(v, key, "expected %s, got %s (write %s%% for a percentage)", expected, fmtNum(f), fmtNum(f))
+			return 0, false
+		}
+	default:
+		m.bad(v, key, "expected %s, got %s", expected, describe(v))
+		return 0, false
+	}
+	if f <= 0 || f >= 1 || math.IsNaN(f) {
+		m.bad(v, key, "expected %s, got %s", expected, fmtNum(f))
+		return 0, false
+	}
+	return f, true
+}
+
+// dtypeNames maps accepted dtype spellings to the probe's names.
+var dtypeNames = map[string]string{
+	"float32": "float32", "fp32": "float32", "f32": "float32",
+	"bfloat16": "bfloat16", "bf16": "bfloat16",
+	"float16": "float16", "fp16": "float16", "f16": "float16", "half": "float16",
+}
+
+func (b *builder) dtypeMap(m *mapping, key string) map[string]float64 {
+	v, ok := m.get(key)
+	if !ok {
+		return nil
+	}
+	sub := b.mapping(v, m.field(key))
+	if sub == nil {
+		return nil
+	}
+	out := map[string]float64{}
+	for _, e := range sub.entries {
+		dt, ok := dtypeNames[strings.ToLower(e.key)]
+		if !ok {
+			b.errorf(e.keyN, sub.path, "unknown dtype %q (expected float32, bfloat16 or float16)", e.key)
+			sub.known = append(sub.known, e.key)
+			continue
+		}
+		if f := sub.numberIn(e.key, 0, math.MaxFloat64, "a tolerance >= 0"); f != nil {
+			out[dt] = *f
+		}
+	}
+	return out
+}
+
+// link resolves references, fills defaults that depend on other sections, adds the implied
+// expect checks and names every check.
+func (b *builder) link(s *Spec) {
+	configs := map[string]bool{}
+	var configNames []string
+	for _, c := range s.Configs {
+		if c.Name != "" && !configs[c.Name] {
+			configs[c.Name] = true
+			configNames = append(configNames, c.Name)
+		}
+	}
+	workloads := map[string]bool{}
+	var workloadNames []string
+	for _, w := range s.Workloads {
+		if w.Name != "" && !workloads[w.Name] {
+			workloads[w.Name] = true
+			workloadNames = append(workloadNames, w.Name)
+		}
+	}
+	for _, r := range b.refs {
+		switch r.what {
+		case "config":
+			if !configs[r.name] {
+				b.errorf(r.node, r.field, "names no config %q (configs: %s)", r.name, listOrNone(configNames))
+			}
+		case "workload":
+			if !workloads[r.name] {
+				b.errorf(r.node, r.field, "names no workload %q (workloads: %s)", r.name, listOrNone(workloadNames))
+			}
+		}
+	}
+	for _, c := range s.Checks {
+		switch c.Kind {
+		case KindFloor:
+			if len(c.Configs) == 0 {
+				c.Configs = append([]string(nil), configNames...)
+			}
+		case KindEquivalence:
+			if s.Numerics != nil && c.TopK == 0 {
+				c.TopK = s.Numerics.TopLogprobs
+			}
+		case KindThroughput, KindLatency:
+			b.checkPower(s, c)
+		}
+	}
+	// Implied expect checks, unless an explicit one already says the same.
+	for _, cfg := range s.Configs {
+		if cfg.Expect.IsZero() || cfg.Name == "" {
+			continue
+		}
+		covered := false
+		for _, c := range s.Checks {
+			if c.Kind == KindExpect && c.Expect == cfg.Expect && len(c.Configs) == 1 && c.Configs[0] == cfg.Name {
+				covered = true
+			}
+		}
+		if !covered {
+			s.Checks = append(s.Checks, &Check{Kind: KindExpect, Configs: []string{cfg.Name}, Expect: cfg.Expect, Implicit: true, Line: cfg.Line})
+		}
+	}
+	b.checkConsistency(s)
+	b.nameChecks(s)
+}
+
+func listOrNone(names []string) string {
+	if len(names) == 0 {
+		return "none defined"
+	}
+	return strings.Join(names, ", ")
+}
+
+// checkPower rejects a statistical check that could never find a significant difference: with
+// n trials per side, the smallest one-sided p-value a rank test reaches is 1/C(2n, n).
+func (b *builder) checkPower(s *Spec, c *Check) {
+	var w *Workload
+	for _, x := range s.Workloads {
+		if x.Name == c.Workload {
+			w = x
+		}
+	}
+	if w == nil {
+		return
+	}
+	n := w.MaxTrials
+	if minRankP(n) > c.Alpha {
+		b.errorf(b.checkNode[c], b.checkPath[c], "this %s check can never be significant: with at most %d trials per side (workload %q) the smallest p-value of a rank test is %s, above alpha %s; raise trials or max_trials (>= %d)",
+			c.Kind, n, w.Name, fmtNum(roundSig(minRankP(n))), fmtNum(c.Alpha), minTrialsFor(c.Alpha))
+	}
+}
+
+// minRankP is 1/C(2n, n), the smallest one-sided p-value of an exact Mann-Whitney U test with n
+// observations per side.
+func minRankP(n int) float64 {
+	if n <= 0 {
+		return 1
+	}
+	c := 1.0
+	for i := 1; i <= n; i++ {
+		c = c * float64(n+i) / float64(i)
+	}
+	return 1 / c
+}
+
+func minTrialsFor(alpha float64) int {
+	for n := 1; n < 64; n++ {
+		if minRankP(n) <= alpha {
+			return n
+		}
+	}
+	return 64
+}
+
+func roundSig(f float64) float64 {
+	if f == 0 {
+		return 0
+	}
+	p := math.Pow(10, 3-math.Ceil(math.Log10(math.Abs(f))))
+	return math.Round(f*p) / p
+}
+
+// checkConsistency finds configs whose settings contradict their expectations.
+func (b *builder) checkConsistency(s *Spec) {
+	for _, c := range s.Checks {
+		if c.Kind != KindExpect || c.Expect.AllReduce != AllReduceCustom {
+			continue
+		}
+		for _, name := range c.Configs {
+			r, err := s.Resolved(name)
+			if err != nil {
+				continue
+			}
+			why := ""
+			switch {
+			case r.DisableCustomAllReduce:
+				why = "disable_custom_all_reduce is true"
+			case containsArg(r.Args, "--disable-custom-all-reduce"):
+				why = "its args hold --disable-custom-all-reduce"
+			case r.TPSize < 2:
+				why = fmt.Sprintf("tp_size is %d (no allreduce runs without tensor parallelism)", r.TPSize)
+			}
+			if why == "" {
+				continue
+			}
+			if c.Implicit {
+				at := b.expectAt[name]
+				b.errorf(at.node, at.field, "config %s expects allreduce custom, but %s", name, why)
+			} else {
+				b.errorf(b.checkNode[c], b.checkPath[c], "config %s expects allreduce custom, but %s", name, why)
+			}
+		}
+	}
+}
+
+func containsArg(args []string, flag string) bool {
+	for _, a := range args {
+		if a == flag || strings.HasPrefix(a, flag+"=") {
+			return true
+		}
+	}
+	return false
+}
+
+// nameChecks gives every check without a name its generated one and rejects duplicate names.
+// Generated names that collide get " #2", " #3"... in file order.
+func (b *builder) nameChecks(s *Spec) {
+	explicit := map[string]*Check{}
+	for _, c := range s.Checks {
+		if c.Name == "" {
+			continue
+		}
+		if first, dup := explicit[c.Name]; dup {
+			b.errorf(b.nameNodes[c], b.checkPath[c]+".name", "duplicate check name %q (first used at line %d)", c.Name, first.Line)
+			continue
+		}
+		explicit[c.Name] = c
+	}
+	used := map[string]bool{}
+	for n := range explicit {
+		used[n] = true
+	}
+	for _, c := range s.Checks {
+		if c.Name != "" {
+			continue
+		}
+		base := c.generatedName()
+		name := base
+		for i := 2; used[name]; i++ {
+			name = fmt.Sprintf("%s #%d", base, i)
+		}
+		used[name] = true
+		c.Name = name
+	}
+	sort.SliceStable(s.Checks, func(i, j int) bool { return !s.Checks[i].Implicit && s.Checks[j].Implicit })
+}

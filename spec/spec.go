@@ -1,0 +1,200 @@
+// Package spec is the gate spec: a YAML file naming the engine to launch, the configurations to
+// launch it in, the workloads to drive each one with, and the checks that decide the verdict.
+//
+// Load and Parse validate the whole file and report every problem at once, each as
+// "file:line:col: field: what was expected" (see ErrorList). docs/spec.md is the format's
+// reference. The types here are plain data: the suites read them and call the engine, workload
+// and gate packages; this package starts nothing and judges nothing.
+package spec
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Engine kinds.
+const (
+	EngineSGLang = "sglang"
+	EngineVLLM   = "vllm"
+)
+
+// Effective allreduce backends that a config can expect (the names EngineReport uses).
+const (
+	AllReduceCustom = "custom"
+	AllReduceNCCL   = "nccl"
+)
+
+// Spec is one gate spec file.
+type Spec struct {
+	// Name names the spec in reports and baseline files (baselines/<testbed>/<name>.json).
+	Name string `json:"name"`
+	// Tags become Ginkgo labels on every spec of the suite.
+	Tags []string `json:"tags,omitempty"`
+	// Engine is how to launch the engine; every config extends it.
+	Engine Engine `json:"engine"`
+	// Configs are the ways of launching the engine, in file order. Names are unique.
+	Configs []*Config `json:"configs"`
+	// Workloads are the load patterns, in file order. Names are unique.
+	Workloads []*Workload `json:"workloads,omitempty"`
+	// Numerics configures the numerics probe (greedy outputs with logprobs) that equivalence
+	// checks compare. Nil when the spec has no numerics section.
+	Numerics *Numerics `json:"numerics,omitempty"`
+	// Checks are the verdicts, in file order, followed by the expect checks implied by
+	// configs[].expect. Names are unique.
+	Checks []*Check `json:"checks"`
+	// File is the path the spec was read from (or the name given to Parse).
+	File string `json:"file"`
+}
+
+// Engine is the base launch settings shared by every config.
+type Engine struct {
+	// Kind is the engine's adapter: EngineSGLang or EngineVLLM. The reference engine speaks the
+	// SGLang dialect and is launched through the sglang adapter with a Command override.
+	Kind string `json:"kind"`
+	// Command replaces the adapter's default command (python3 -m sglang.launch_server, vllm
+	// serve); empty means the default.
+	Command []string `json:"command,omitempty"`
+	// Model is the model path or hub id passed to the engine.
+	Model string `json:"model"`
+	// TPSize is the tensor-parallel size (default 1).
+	TPSize int `json:"tp_size"`
+	// MemFractionStatic is SGLang's --mem-fraction-static (vLLM: --gpu-memory-utilization);
+	// nil leaves the engine's default.
+	MemFractionStatic *float64 `json:"mem_fraction_static,omitempty"`
+	// CudaGraphMaxBS is the largest CUDA-graph batch size; nil leaves the engine's default.
+	CudaGraphMaxBS *int `json:"cuda_graph_max_bs,omitempty"`
+	// DisableCustomAllReduce passes --disable-custom-all-reduce to every config (configs may
+	// override it).
+	DisableCustomAllReduce bool `json:"disable_custom_all_reduce,omitempty"`
+	// Args are extra command-line arguments given to every config, before the config's own.
+	Args []string `json:"args,omitempty"`
+	// Env is added to the environment of every config; a config's env wins.
+	Env map[string]string `json:"env,omitempty"`
+	// ReadyTimeout bounds the wait for the engine to become ready (default 10m).
+	ReadyTimeout Duration `json:"ready_timeout"`
+	// StopGrace is the time between SIGTERM and SIGKILL when stopping (default 10s).
+	StopGrace Duration `json:"stop_grace"`
+}
+
+// Config is one way of launching the engine. Unset fields inherit the engine's.
+type Config struct {
+	// Name is unique within the spec; it names the log file, the result files and report rows.
+	Name string `json:"name"`
+	// Tags are extra Ginkgo labels for this config's specs.
+	Tags []string `json:"tags,omitempty"`
+	// TPSize overrides engine.tp_size.
+	TPSize *int `json:"tp_size,omitempty"`
+	// MemFractionStatic overrides engine.mem_fraction_static.
+	MemFractionStatic *float64 `json:"mem_fraction_static,omitempty"`
+	// CudaGraphMaxBS overrides engine.cuda_graph_max_bs.
+	CudaGraphMaxBS *int `json:"cuda_graph_max_bs,omitempty"`
+	// DisableCustomAllReduce overrides engine.disable_custom_all_reduce.
+	DisableCustomAllReduce *bool `json:"disable_custom_all_reduce,omitempty"`
+	// Speculative enables speculative decoding for this config.
+	Speculative *Speculative `json:"speculative,omitempty"`
+	// Args are appended after engine.args.
+	Args []string `json:"args,omitempty"`
+	// Env is merged over engine.env (the config wins).
+	Env map[string]string `json:"env,omitempty"`
+	// Expect is what the engine must have actually done in this config (read from its logs).
+	Expect Expect `json:"expect,omitzero"`
+	// Line is the config's line in the spec file (for messages).
+	Line int `json:"line"`
+}
+
+// Expect is what a config's engine report must show. Empty fields expect nothing.
+type Expect struct {
+	// AllReduce is the effective allreduce backend: AllReduceCustom or AllReduceNCCL.
+	AllReduce string `json:"allreduce,omitempty"`
+}
+
+// IsZero reports whether nothing is expected.
+func (e Expect) IsZero() bool { return e.AllReduce == "" }
+
+// Speculative is the speculative-decoding setup of a config.
+type Speculative struct {
+	// Algorithm: EAGLE, EAGLE3, NEXTN, MTP, STANDALONE, NGRAM or MEDUSA (upper case).
+	Algorithm string `json:"algorithm"`
+	// DraftModel is the draft model path or hub id (optional for NEXTN/MTP/NGRAM).
+	DraftModel string `json:"draft_model,omitempty"`
+	// NumSteps is SGLang's --speculative-num-steps (0: engine default).
+	NumSteps int `json:"num_steps,omitempty"`
+	// EagleTopK is SGLang's --speculative-eagle-topk (0: engine default).
+	EagleTopK int `json:"eagle_topk,omitempty"`
+	// NumDraftTokens is SGLang's --speculative-num-draft-tokens, vLLM's num_speculative_tokens
+	// (0: engine default).
+	NumDraftTokens int `json:"num_draft_tokens,omitempty"`
+}
+
+// Workload is one load pattern. Exactly one of Concurrency (closed loop) and RequestRate (open
+// loop, Poisson arrivals shaped by Burstiness) is set.
+type Workload struct {
+	Name string   `json:"name"`
+	Tags []string `json:"tags,omitempty"`
+	// Concurrency is the number of requests in flight (closed loop); 0 when RequestRate is used.
+	Concurrency int `json:"concurrency,omitempty"`
+	// RequestRate is the mean arrival rate in requests/s (open loop); 0 when Concurrency is used.
+	RequestRate float64 `json:"request_rate,omitempty"`
+	// Burstiness is the gamma shape of inter-arrival times (1 = Poisson); open loop only.
+	Burstiness float64 `json:"burstiness,omitempty"`
+	// NumPrompts is the number of measured requests per trial.
+	NumPrompts int `json:"num_prompts"`
+	// InputLen and OutputLen are the synthetic prompt and output lengths in tokens (with a
+	// dataset: the output cap, and the input length is the dataset's).
+	InputLen  int `json:"input_len"`
+	OutputLen int `json:"output_len"`
+	// Dataset is an optional JSONL or ShareGPT file; empty means synthetic prompts.
+	Dataset string `json:"dataset,omitempty"`
+	// Warmup is the number of unmeasured requests sent before each trial.
+	Warmup int `json:"warmup"`
+	// Trials is the number of trials per config (statistical checks need several; default 5).
+	Trials int `json:"trials"`
+	// MaxTrials bounds the trials the gate may add while a verdict is inconclusive
+	// (sequential testing); equal to Trials when not set.
+	MaxTrials int `json:"max_trials"`
+	// Seed makes prompt sampling and arrivals reproducible.
+	Seed int64 `json:"seed"`
+	// RequestTimeout bounds one request (default 5m).
+	RequestTimeout Duration `json:"request_timeout"`
+	// Line is the workload's line in the spec file.
+	Line int `json:"line"`
+}
+
+// Numerics configures the numerics probe run against every config that an equivalence check
+// names.
+type Numerics struct {
+	// Prompts is a JSONL file of prompts ({"id": ..., "prompt": ...} per line).
+	Prompts string `json:"prompts"`
+	// MaxTokens is the greedy continuation length (default 32).
+	MaxTokens int `json:"max_tokens"`
+	// TopLogprobs is the number of alternatives recorded per position (default 5).
+	TopLogprobs int `json:"top_logprobs"`
+	// PromptLogprobs asks for teacher-forced prompt logprobs too (default true).
+	PromptLogprobs bool `json:"prompt_logprobs"`
+}
+
+// Duration is a time.Duration written in YAML and JSON as a string such as "30s" or "1m30s".
+type Duration time.Duration
+
+// D returns the time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// String formats the duration as time.Duration does.
+func (d Duration) String() string { return time.Duration(d).String() }
+
+// MarshalJSON writes the duration as a string ("30s").
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
+
+// UnmarshalJSON reads a string written by MarshalJSON.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}

@@ -1,0 +1,468 @@
+// Package suites holds reckon's Ginkgo suites. They are thin: they read a gate spec and build,
+// per config, an Ordered container that launches the engine once, records what it did, measures
+// it, and judges it with one spec per check; the cross-config checks run after every config. All
+// launching is done by package engine, all measuring by package workload, all judging by package
+// gate, and all rendering by package reporters.
+package suites
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/reckon-ci/reckon/engine"
+	"github.com/reckon-ci/reckon/engine/client"
+	"github.com/reckon-ci/reckon/gate"
+	"github.com/reckon-ci/reckon/reporters"
+	"github.com/reckon-ci/reckon/spec"
+	"github.com/reckon-ci/reckon/testbed"
+	"github.com/reckon-ci/reckon/wire"
+	"github.com/reckon-ci/reckon/workload"
+)
+
+// framework is the state of one gate run, shared by every Ginkgo node of the suite.
+type framework struct {
+	ctx      context.Context
+	spec     *spec.Spec
+	specPath string
+	opts     Options
+	log      logrus.FieldLogger
+	adapter  engine.Adapter
+
+	mu      sync.Mutex
+	run     reporters.Run
+	configs map[string]*configState
+
+	testbedKey  string
+	baseline    *gate.Baseline
+	baselineErr error
+
+	interrupted bool
+
+	statOnce sync.Once
+	stats    map[string]*gate.StatResult // statistical check name -> result (after Holm)
+	statErrs map[string]error
+}
+
+// configState is what one config's container launched and measured.
+type configState struct {
+	name     string
+	launch   spec.Launch
+	logPath  string
+	inst     *engine.Instance
+	launchEr error
+	report   *engine.Report
+	// trials[workload] holds one metrics map per trial.
+	trials   map[string][]map[string]float64
+	probe    *wire.NumericsProbe
+	probeErr error
+	measErr  map[string]error // workload -> measurement error
+}
+
+func newFramework(ctx context.Context, s *spec.Spec, specPath string, opts Options) (*framework, error) {
+	adapter, err := engine.AdapterFor(s.Engine.Kind)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: engine.kind: %v", ErrInvalidInput, s.File, err)
+	}
+	fw := &framework{
+		ctx:      ctx,
+		spec:     s,
+		specPath: specPath,
+		opts:     opts,
+		log:      opts.Log,
+		adapter:  adapter,
+		configs:  map[string]*configState{},
+	}
+	fw.run = reporters.Run{
+		Schema:        reporters.Schema,
+		SpecName:      s.Name,
+		SpecPath:      specPath,
+		Engine:        s.Engine.Kind,
+		ReckonVersion: opts.Version,
+		GitCommit:     opts.GitCommit,
+		StartedAt:     time.Now().UTC(),
+	}
+	for _, c := range s.Configs {
+		l, err := s.Resolved(c.Name)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrInvalidInput, err)
+		}
+		fw.configs[c.Name] = &configState{
+			name:    c.Name,
+			launch:  l,
+			logPath: filepath.Join(opts.OutDir, "logs", c.Name+".log"),
+			trials:  map[string][]map[string]float64{},
+			measErr: map[string]error{},
+		}
+		fw.run.Configs = append(fw.run.Configs, reporters.Config{Name: c.Name})
+	}
+
+	fp, err := testbed.Detect(ctx)
+	if err != nil {
+		fw.log.WithError(err).Warn("testbed detection failed; baselines are keyed by what was found")
+	}
+	if fp != nil {
+		fp.Engine = s.Engine.Kind
+		fw.testbedKey = fp.Key()
+		var m map[string]any
+		if b, err := json.Marshal(fp); err == nil && json.Unmarshal(b, &m) == nil {
+			fw.run.Testbed = m
+		}
+		fw.run.TestbedKey = fw.testbedKey
+	}
+	if len(s.StatisticalChecks()) > 0 {
+		fw.baseline, fw.baselineErr = gate.LoadBaseline(opts.BaselineDir, fw.testbedKey, s.Name)
+	}
+	return fw, nil
+}
+
+// reportConfig returns the report entry of a config; callers hold fw.mu.
+func (fw *framework) reportConfig(name string) *reporters.Config {
+	for i := range fw.run.Configs {
+		if fw.run.Configs[i].Name == name {
+			return &fw.run.Configs[i]
+		}
+	}
+	return nil
+}
+
+// launchConfig starts the engine for a config. A failure is recorded, not returned: every check
+// of the config then reports it as an infrastructure error, and the run goes on.
+func (fw *framework) launchConfig(ctx context.Context, cs *configState) {
+	l := cs.launch
+	lc := engine.LaunchConfig{
+		Command:                l.Command,
+		Model:                  l.Model,
+		TPSize:                 l.TPSize,
+		Host:                   "127.0.0.1",
+		DisableCustomAllReduce: l.DisableCustomAllReduce,
+		ExtraArgs:              l.Args,
+		Env:                    l.Env,
+	}
+	if l.CudaGraphMaxBS != nil {
+		lc.CUDAGraphMaxBS = *l.CudaGraphMaxBS
+	}
+	if l.MemFractionStatic != nil {
+		lc.MemFractionStatic = *l.MemFractionStatic
+	}
+	if sp := l.Speculative; sp != nil {
+		lc.Speculative = &engine.Speculative{
+			Algorithm:      sp.Algorithm,
+			DraftModel:     sp.DraftModel,
+			NumSteps:       sp.NumSteps,
+			EagleTopK:      sp.EagleTopK,
+			NumDraftTokens: sp.NumDraftTokens,
+		}
+	}
+	log := fw.log.WithField("config", cs.name)
+	log.WithField("log", cs.logPath).Info("launching engine")
+	fw.mu.Lock()
+	rc := fw.reportConfig(cs.name)
+	rc.Launches++
+	rc.LogPath = cs.logPath
+	fw.mu.Unlock()
+
+	inst, err := engine.Launch(ctx, fw.adapter, engine.LaunchOptions{
+		Config:       lc,
+		LogPath:      cs.logPath,
+		ReadyTimeout: l.ReadyTimeout.D(),
+		StopGrace:    l.StopGrace.D(),
+		Logger:       log,
+	})
+	cs.inst, cs.launchEr = inst, err
+	if inst != nil {
+		fw.mu.Lock()
+		rc.Args = inst.Argv()
+		fw.mu.Unlock()
+	}
+	if err != nil {
+		log.WithError(err).Error("engine did not start")
+	} else {
+		log.WithField("url", inst.BaseURL()).Info("engine ready")
+	}
+	fw.refreshReport(cs)
+}
+
+// refreshReport re-reads the engine log into the config's EngineReport.
+func (fw *framework) refreshReport(cs *configState) {
+	rep, err := engine.ParseLogFile(cs.logPath, fw.adapter.Name())
+	if err != nil {
+		fw.log.WithError(err).WithField("config", cs.name).Warn("could not parse engine log")
+		return
+	}
+	cs.report = rep
+	var m map[string]any
+	if b, err := json.Marshal(rep); err == nil && json.Unmarshal(b, &m) == nil {
+		fw.mu.Lock()
+		rc := fw.reportConfig(cs.name)
+		rc.Engine = m
+		if cs.launchEr != nil {
+			rc.LaunchError = cs.launchEr.Error()
+		}
+		rc.LogTail = tailFile(cs.logPath, 40)
+		fw.mu.Unlock()
+	}
+}
+
+// stopConfig stops the config's engine (whole process group) and records the final log state.
+func (fw *framework) stopConfig(ctx context.Context, cs *configState) {
+	if cs.inst != nil {
+		if err := cs.inst.Stop(ctx); err != nil {
+			fw.log.WithError(err).WithField("config", cs.name).Warn("engine stop")
+		}
+	}
+	fw.refreshReport(cs)
+	fw.checkpoint()
+}
+
+// infraError is the error every check of a config reports when its engine is not up.
+func (cs *configState) infraError() error {
+	if cs.launchEr != nil {
+		return fmt.Errorf("config %s: engine did not start: %w", cs.name, cs.launchEr)
+	}
+	if cs.inst == nil {
+		return fmt.Errorf("config %s: engine was not launched", cs.name)
+	}
+	select {
+	case <-cs.inst.Exited():
+		return fmt.Errorf("config %s: engine exited during the run: %v", cs.name, cs.inst.ExitErr())
+	default:
+	}
+	return nil
+}
+
+// client returns an HTTP client for the config's engine.
+func (fw *framework) client(cs *configState) *client.Client {
+	return client.New(cs.inst.BaseURL(), client.Options{Model: cs.launch.Model})
+}
+
+// measureNumerics runs the numerics probe against the config and saves it as JSON.
+func (fw *framework) measureNumerics(ctx context.Context, cs *configState) error {
+	if err := cs.infraError(); err != nil {
+		cs.probeErr = err
+		return err
+	}
+	n := fw.spec.Numerics
+	if n == nil {
+		cs.probeErr = fmt.Errorf("%s: an equivalence check names config %s but the spec has no numerics section", fw.spec.File, cs.name)
+		return cs.probeErr
+	}
+	prompts, err := workload.LoadPrompts(n.Prompts)
+	if err != nil {
+		cs.probeErr = err
+		return err
+	}
+	p, err := workload.RunNumericsProbe(ctx, fw.client(cs), prompts, n.MaxTokens, n.TopLogprobs)
+	if err != nil {
+		cs.probeErr = fmt.Errorf("numerics probe of %s: %w", cs.name, err)
+		return cs.probeErr
+	}
+	p.Config = cs.name
+	p.Engine = fw.spec.Engine.Kind
+	cs.probe = p
+	path := filepath.Join(fw.opts.OutDir, "numerics", cs.name+".json")
+	if err := writeJSONAtomic(path, p); err != nil {
+		return err
+	}
+	fw.mu.Lock()
+	fw.reportConfig(cs.name).NumericsFile = path
+	fw.mu.Unlock()
+	return nil
+}
+
+// measureWorkload runs a workload's trials against the config. Trials beyond the workload's
+// fixed count are added while a statistical check on this config is inconclusive against its
+// stored baseline (sequential testing), up to max_trials.
+func (fw *framework) measureWorkload(ctx context.Context, cs *configState, w *spec.Workload) error {
+	if err := cs.infraError(); err != nil {
+		cs.measErr[w.Name] = err
+		return err
+	}
+	trials := w.Trials
+	if trials <= 0 {
+		trials = 1
+	}
+	maxTrials := w.MaxTrials
+	if maxTrials < trials {
+		maxTrials = trials
+	}
+	for i := 0; i < maxTrials; i++ {
+		if i >= trials && !fw.wantsMoreTrials(cs, w, i) {
+			break
+		}
+		if err := fw.runTrial(ctx, cs, w, i); err != nil {
+			cs.measErr[w.Name] = err
+			return err
+		}
+	}
+	return nil
+}
+
+func (fw *framework) runTrial(ctx context.Context, cs *configState, w *spec.Workload, i int) error {
+	log := fw.log.WithFields(logrus.Fields{"config": cs.name, "workload": w.Name, "trial": i + 1})
+	opts := workload.Options{
+		Concurrency:    w.Concurrency,
+		RequestRate:    w.RequestRate,
+		Burstiness:     w.Burstiness,
+		NumPrompts:     w.NumPrompts,
+		InputLen:       w.InputLen,
+		OutputLen:      w.OutputLen,
+		Dataset:        w.Dataset,
+		Warmup:         w.Warmup,
+		Seed:           w.Seed + int64(i),
+		RequestTimeout: w.RequestTimeout.D(),
+		IgnoreEOS:      true,
+		Model:          cs.launch.Model,
+	}
+	res, err := workload.Run(ctx, fw.client(cs), opts)
+	if err != nil {
+		return fmt.Errorf("config %s workload %s trial %d: %w", cs.name, w.Name, i+1, err)
+	}
+	if err := cs.infraError(); err != nil {
+		return err
+	}
+	res.Metadata.Engine = fw.spec.Engine.Kind
+	res.Metadata.Config = cs.name
+	res.Metadata.Workload = w.Name
+	res.Metadata.Testbed = fw.testbedKey
+	path := filepath.Join(fw.opts.OutDir, "trials", fmt.Sprintf("%s-%s-%d.json", cs.name, w.Name, i+1))
+	if err := workload.WriteResult(path, res); err != nil {
+		return err
+	}
+	m := res.Metrics()
+	cs.trials[w.Name] = append(cs.trials[w.Name], m)
+	log.WithFields(logrus.Fields{
+		"output_throughput": fmt.Sprintf("%.1f", m["output_throughput"]),
+		"failed":            m["failed"],
+	}).Info("trial done")
+	fw.mu.Lock()
+	rc := fw.reportConfig(cs.name)
+	rc.Trials = append(rc.Trials, reporters.Trial{Workload: w.Name, Index: i, Metrics: m})
+	fw.mu.Unlock()
+	fw.checkpoint()
+	return nil
+}
+
+// wantsMoreTrials reports whether a statistical check of this config against its baseline is
+// still undecided after n trials and the sequential plan allows another look.
+func (fw *framework) wantsMoreTrials(cs *configState, w *spec.Workload, n int) bool {
+	if fw.baseline == nil {
+		return false
+	}
+	for _, c := range fw.spec.StatisticalChecks() {
+		if c.Config != cs.name || c.Workload != w.Name || c.Against != spec.AgainstBaseline {
+			continue
+		}
+		base := fw.baseline.Samples(cs.name, w.Name, c.Metric)
+		head := metricSamples(cs.trials[w.Name], c.Metric)
+		m, ok := gate.MetricFor(c.Metric)
+		if !ok || len(base) == 0 {
+			continue
+		}
+		plan := gate.DefaultSequentialPlan()
+		d, err := plan.Decide(base, head, m, fw.statOptions(c))
+		if err == nil && d.Continue {
+			return true
+		}
+	}
+	return false
+}
+
+func (fw *framework) statOptions(c *spec.Check) gate.StatOptions {
+	o := gate.DefaultStatOptions()
+	if c.Alpha > 0 {
+		o.Alpha = c.Alpha
+	}
+	if c.MinEffect > 0 {
+		o.MinEffect = c.MinEffect
+	}
+	return o
+}
+
+func metricSamples(trials []map[string]float64, metric string) []float64 {
+	var out []float64
+	for _, t := range trials {
+		if v, ok := t[metric]; ok {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// record adds a judged check to the run and returns it.
+func (fw *framework) record(c reporters.Check) {
+	fw.mu.Lock()
+	fw.run.Checks = append(fw.run.Checks, c)
+	fw.mu.Unlock()
+}
+
+// checkpoint writes results.json as it stands, so that an interrupted or killed run still leaves
+// what it measured.
+func (fw *framework) checkpoint() {
+	fw.mu.Lock()
+	snapshot := fw.run
+	snapshot.Checks = append([]reporters.Check(nil), fw.run.Checks...)
+	snapshot.Configs = append([]reporters.Config(nil), fw.run.Configs...)
+	snapshot.Interrupted = true // until finish says otherwise
+	snapshot.FinishedAt = time.Now().UTC()
+	fw.mu.Unlock()
+	if err := reporters.WriteJSONFile(filepath.Join(fw.opts.OutDir, "results.json"), &snapshot); err != nil {
+		fw.log.WithError(err).Warn("checkpoint results.json")
+	}
+}
+
+// finish closes the run: interrupted when some check the spec defines never ran to the end.
+func (fw *framework) finish() *reporters.Run {
+	fw.mu.Lock()
+	defer fw.mu.Unlock()
+	fw.run.FinishedAt = time.Now().UTC()
+	fw.run.Interrupted = fw.interrupted || fw.ctx.Err() != nil
+	r := fw.run
+	return &r
+}
+
+func tailFile(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func writeJSONAtomic(path string, v any) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", filepath.Dir(path), err)
+	}
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", path, err)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path)+"-*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if _, err := tmp.Write(append(b, '\n')); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}

@@ -1,0 +1,354 @@
+package suites_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"encoding/xml"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/reckon-ci/reckon/reporters"
+)
+
+// These tests run the real reckon binary against the real reference engine, one `reckon gate`
+// process per spec (a Ginkgo suite runs once per process). Each field-failure spec must turn the
+// gate red with its expected one-line reason; the default spec must pass.
+
+var repoRoot string
+
+func TestMain(m *testing.M) {
+	wd, _ := os.Getwd()
+	repoRoot = filepath.Dir(wd)
+	if testing.Short() {
+		os.Exit(m.Run())
+	}
+	for _, b := range []string{"reckon", "refengine"} {
+		cmd := exec.Command("go", "build", "-o", filepath.Join(repoRoot, "bin", b), "./cmd/"+b)
+		cmd.Dir = repoRoot
+		if out, err := cmd.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", b, err, out)
+			os.Exit(1)
+		}
+	}
+	os.Exit(m.Run())
+}
+
+type gateRun struct {
+	exit    int
+	stdout  string
+	stderr  string
+	out     string
+	results *reporters.Run
+	junit   junitSuites
+}
+
+type junitSuites struct {
+	Tests    int `xml:"tests,attr"`
+	Failures int `xml:"failures,attr"`
+	Errors   int `xml:"errors,attr"`
+	Suites   []struct {
+		Name  string `xml:"name,attr"`
+		Cases []struct {
+			Name      string `xml:"name,attr"`
+			Classname string `xml:"classname,attr"`
+			Failure   *struct {
+				Message string `xml:"message,attr"`
+				Body    string `xml:",chardata"`
+			} `xml:"failure"`
+			Error *struct {
+				Message string `xml:"message,attr"`
+				Body    string `xml:",chardata"`
+			} `xml:"error"`
+		} `xml:"testcase"`
+	} `xml:"testsuite"`
+}
+
+// marker is put in the environment of every reckon process a test starts; engines inherit it, so
+// /proc tells whether any process of the test outlived its run.
+func marker(t *testing.T) string { return "RECKON_TEST_MARKER=" + strings.ReplaceAll(t.Name(), "/", "_") + strconv.Itoa(os.Getpid()) }
+
+func gate(t *testing.T, specFile string, extra ...string) *gateRun {
+	t.Helper()
+	out := t.TempDir()
+	args := append([]string{"gate", "--spec", filepath.Join("fixtures", "specs", specFile), "--out", out, "--quiet"}, extra...)
+	cmd := exec.Command(filepath.Join(repoRoot, "bin", "reckon"), args...)
+	cmd.Dir = repoRoot
+	cmd.Env = append(os.Environ(), marker(t))
+	var so, se bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &so, &se
+	err := cmd.Run()
+	r := &gateRun{stdout: so.String(), stderr: se.String(), out: out}
+	if ee, ok := err.(*exec.ExitError); ok {
+		r.exit = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("run reckon gate: %v", err)
+	}
+	r.load(t)
+	assertNoSurvivors(t)
+	return r
+}
+
+func (r *gateRun) load(t *testing.T) {
+	t.Helper()
+	res, err := reporters.ReadResults(filepath.Join(r.out, "results.json"))
+	if err != nil {
+		t.Fatalf("results.json: %v\nstdout:\n%s\nstderr:\n%s", err, r.stdout, tail(r.stderr, 60))
+	}
+	r.results = res
+	b, err := os.ReadFile(filepath.Join(r.out, "junit.xml"))
+	if err != nil {
+		t.Fatalf("junit.xml: %v", err)
+	}
+	if err := xml.Unmarshal(b, &r.junit); err != nil {
+		t.Fatalf("junit.xml does not parse: %v", err)
+	}
+}
+
+func (r *gateRun) check(t *testing.T, name string) reporters.Check {
+	t.Helper()
+	for _, c := range r.results.Checks {
+		if c.Name == name {
+			return c
+		}
+	}
+	var names []string
+	for _, c := range r.results.Checks {
+		names = append(names, c.Name)
+	}
+	t.Fatalf("no check %q in results; have %q", name, names)
+	return reporters.Check{}
+}
+
+func (r *gateRun) dump() string {
+	var b strings.Builder
+	for _, c := range r.results.Checks {
+		fmt.Fprintf(&b, "  [%s/%s] %s: %s\n", c.Status, c.Outcome, c.Name, c.Message)
+	}
+	return b.String() + "stderr tail:\n" + tail(r.stderr, 30)
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// assertNoSurvivors fails when any process started under this test's marker is still alive.
+func assertNoSurvivors(t *testing.T) {
+	t.Helper()
+	want := []byte(marker(t))
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var alive []string
+		entries, _ := os.ReadDir("/proc")
+		for _, e := range entries {
+			pid, err := strconv.Atoi(e.Name())
+			if err != nil || pid == os.Getpid() {
+				continue
+			}
+			env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+			if err != nil || !bytes.Contains(env, want) {
+				continue
+			}
+			stat, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+			if strings.Contains(string(stat), ") Z ") {
+				continue // a zombie holds nothing
+			}
+			cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+			alive = append(alive, fmt.Sprintf("%d %s", pid, bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '})))
+		}
+		if len(alive) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("processes outlived the run: %q", alive)
+		}
+		time.Sleep(100 * time.Millisecond) // polling /proc for exit; not a readiness wait
+	}
+}
+
+func TestDefaultSpecPasses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration")
+	}
+	r := gate(t, "default.yaml")
+	if r.exit != 0 {
+		t.Fatalf("default spec: exit %d, want 0\n%s", r.exit, r.dump())
+	}
+	for _, c := range r.results.Configs {
+		if c.Launches != 1 {
+			t.Errorf("config %s launched %d times, want exactly 1", c.Name, c.Launches)
+		}
+	}
+	if r.junit.Failures != 0 || r.junit.Errors != 0 || r.junit.Tests == 0 {
+		t.Errorf("junit: tests=%d failures=%d errors=%d", r.junit.Tests, r.junit.Failures, r.junit.Errors)
+	}
+	if !strings.Contains(r.stdout, " passed, 0 failed") {
+		t.Errorf("closing line missing: %q", tail(r.stdout, 3))
+	}
+}
+
+func TestPCIeForcedCustomFails(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration")
+	}
+	r := gate(t, "pcie-forced-custom.yaml")
+	if r.exit != 1 {
+		t.Fatalf("exit %d, want 1\n%s", r.exit, r.dump())
+	}
+	kv := r.check(t, "relative custom-ar kv_cache_tokens >= 0.9 x nccl")
+	if kv.Status != reporters.StatusFailed || !strings.Contains(kv.Message, "kv_cache_tokens") {
+		t.Errorf("KV check: %+v", kv)
+	}
+	tp := r.check(t, "custom allreduce is not slower than NCCL")
+	if tp.Status != reporters.StatusFailed || tp.Ratio == nil || *tp.Ratio > 0.5 {
+		t.Errorf("throughput check: status %s ratio %v message %q", tp.Status, tp.Ratio, tp.Message)
+	}
+	if ex := reporters.Explain(r.results, &tp); !strings.Contains(strings.ToLower(ex), "kv") {
+		t.Errorf("explanation does not correlate the KV cache: %q", ex)
+	}
+}
+
+func TestNumericsFaultFails(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration")
+	}
+	r := gate(t, "numerics-fault.yaml")
+	if r.exit != 1 {
+		t.Fatalf("exit %d, want 1\n%s", r.exit, r.dump())
+	}
+	c := r.check(t, "equivalence custom-ar vs nccl")
+	if c.Status != reporters.StatusFailed || !strings.Contains(c.Message, "position") {
+		t.Errorf("equivalence: %+v", c)
+	}
+}
+
+func TestCrashIsInfrastructureError(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration")
+	}
+	r := gate(t, "crash.yaml")
+	if r.exit != 1 {
+		t.Fatalf("exit %d, want 1\n%s", r.exit, r.dump())
+	}
+	var sawErr bool
+	for _, c := range r.results.Checks {
+		if c.Config == "crashing" && c.Status == reporters.StatusError {
+			sawErr = true
+		}
+		if c.Config == "healthy" && c.Kind == reporters.KindHealth && c.Status != reporters.StatusPassed {
+			t.Errorf("healthy config: %+v", c)
+		}
+	}
+	if !sawErr {
+		t.Errorf("no infrastructure error for the crashing config\n%s", r.dump())
+	}
+}
+
+func TestStartupHangTimesOut(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration")
+	}
+	r := gate(t, "hang.yaml")
+	if r.exit != 1 {
+		t.Fatalf("exit %d, want 1\n%s", r.exit, r.dump())
+	}
+	h := r.check(t, "hanging: launch and readiness")
+	if h.Status != reporters.StatusError || !strings.Contains(h.Message, "ready") {
+		t.Errorf("hanging health: %+v", h)
+	}
+	if ok := r.check(t, "healthy: launch and readiness"); ok.Status != reporters.StatusPassed {
+		t.Errorf("healthy health: %+v", ok)
+	}
+}
+
+func TestSlowdownAgainstRecordedBaseline(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration")
+	}
+	healthy := gate(t, "slowdown-healthy.yaml")
+	base := t.TempDir()
+	rec := exec.Command(filepath.Join(repoRoot, "bin", "reckon"), "baseline", "record", "--from", filepath.Join(healthy.out, "results.json"), "--dir", base)
+	rec.Dir = repoRoot
+	if out, err := rec.CombinedOutput(); err != nil {
+		t.Fatalf("baseline record: %v\n%s", err, out)
+	}
+	slow := gate(t, "slowdown.yaml", "--baselines", base, "--require-baseline")
+	if slow.exit != 1 {
+		t.Fatalf("slowdown: exit %d, want 1\n%s", slow.exit, slow.dump())
+	}
+	c := slow.check(t, "throughput custom-ar decode output_throughput vs baseline")
+	if c.Outcome != "regression" {
+		t.Errorf("slowdown check: %+v", c)
+	}
+}
+
+func TestMemoryLeakFails(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration")
+	}
+	r := gate(t, "memory-leak.yaml")
+	if r.exit != 1 {
+		t.Fatalf("exit %d, want 1\n%s", r.exit, r.dump())
+	}
+}
+
+func TestInterruptStopsEnginesAndWritesPartialReports(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration")
+	}
+	out := t.TempDir()
+	cmd := exec.Command(filepath.Join(repoRoot, "bin", "reckon"), "gate", "--spec", "fixtures/specs/default.yaml", "--out", out, "--quiet")
+	cmd.Dir = repoRoot
+	cmd.Env = append(os.Environ(), marker(t))
+	var se bytes.Buffer
+	cmd.Stderr = &se
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Wait until the first trial has been measured (results.json is checkpointed after each).
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		if res, err := reporters.ReadResults(filepath.Join(out, "results.json")); err == nil && len(res.Configs) > 0 && len(res.Configs[0].Trials) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("no trial measured in time\n%s", tail(se.String(), 40))
+		}
+		time.Sleep(200 * time.Millisecond) // polling a file the run writes
+	}
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	err := cmd.Wait()
+	if err == nil {
+		t.Fatalf("interrupted gate exited 0")
+	}
+	assertNoSurvivors(t)
+	res, rerr := reporters.ReadResults(filepath.Join(out, "results.json"))
+	if rerr != nil {
+		t.Fatalf("partial results.json: %v", rerr)
+	}
+	if !res.Interrupted {
+		t.Errorf("results.json not marked interrupted")
+	}
+	if len(res.Configs[0].Trials) == 0 {
+		t.Errorf("measured trials lost")
+	}
+	for _, f := range []string{"junit.xml", "summary.md", "report.html"} {
+		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
+			t.Errorf("partial report %s: %v", f, err)
+		}
+	}
+	_ = json.Valid
+}

@@ -1,0 +1,122 @@
+package suites
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/onsi/ginkgo/v2"
+	"github.com/onsi/ginkgo/v2/types"
+	"github.com/onsi/gomega"
+	"github.com/sirupsen/logrus"
+
+	"github.com/reckon-ci/reckon/engine"
+	"github.com/reckon-ci/reckon/reporters"
+	"github.com/reckon-ci/reckon/spec"
+)
+
+// Options configure one gate run.
+type Options struct {
+	// SpecPath is the gate spec (YAML) to run.
+	SpecPath string
+	// OutDir receives engine logs, probe files, trial results and the reports.
+	OutDir string
+	// LabelFilter selects checks by label (Ginkgo's label-filter syntax), e.g. "memory && !eagle3".
+	LabelFilter string
+	// BaselineDir holds stored baselines, one folder per testbed (default "baselines").
+	BaselineDir string
+	// RequireBaseline makes a missing baseline a failure instead of its own outcome.
+	RequireBaseline bool
+	// Timeout bounds the whole run (0: no bound beyond each step's own timeouts).
+	Timeout time.Duration
+	// Verbose streams Ginkgo's per-spec progress.
+	Verbose bool
+	// Version and GitCommit are recorded in the results for provenance.
+	Version, GitCommit string
+	// Log receives the harness's own log lines.
+	Log logrus.FieldLogger
+}
+
+// ErrInvalidInput marks errors caused by the user's input (spec, flags): exit code 2.
+var ErrInvalidInput = errors.New("invalid input")
+
+// failRecorder is the GinkgoTestingT handed to RunSpecs when the suite runs inside the reckon
+// binary rather than under `go test`.
+type failRecorder struct {
+	mu     sync.Mutex
+	failed bool
+}
+
+func (f *failRecorder) Fail() {
+	f.mu.Lock()
+	f.failed = true
+	f.mu.Unlock()
+}
+
+// Run loads the spec, builds the Ginkgo tree from it, runs it once, and writes the reports to
+// opts.OutDir. The returned Run is what the reports show; it is returned (partial, with
+// Interrupted set) even when the run was interrupted. Run may be called once per process (a Ginkgo
+// restriction); the integration tests start the reckon binary for each spec.
+func Run(ctx context.Context, opts Options) (*reporters.Run, error) {
+	if opts.Log == nil {
+		opts.Log = logrus.StandardLogger()
+	}
+	if opts.BaselineDir == "" {
+		opts.BaselineDir = "baselines"
+	}
+	s, err := spec.Load(opts.SpecPath)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidInput, err)
+	}
+	if opts.LabelFilter != "" {
+		if _, err := types.ParseLabelFilter(opts.LabelFilter); err != nil {
+			return nil, fmt.Errorf("%w: --label-filter %q: %v", ErrInvalidInput, opts.LabelFilter, err)
+		}
+	}
+	if err := os.MkdirAll(opts.OutDir, 0o755); err != nil {
+		return nil, fmt.Errorf("create output directory: %w", err)
+	}
+	abs, _ := filepath.Abs(opts.SpecPath)
+
+	fw, err := newFramework(ctx, s, abs, opts)
+	if err != nil {
+		return nil, err
+	}
+	stopSignals := engine.StopAllOnSignal(ctx)
+	defer stopSignals()
+	defer engine.StopAll(context.Background())
+
+	define(fw)
+
+	suiteConfig, reporterConfig := ginkgo.GinkgoConfiguration()
+	suiteConfig.LabelFilter = opts.LabelFilter
+	suiteConfig.RandomSeed = 1
+	suiteConfig.RandomizeAllSpecs = false
+	if opts.Timeout > 0 {
+		suiteConfig.Timeout = opts.Timeout
+	} else {
+		suiteConfig.Timeout = 24 * time.Hour
+	}
+	reporterConfig.Succinct = !opts.Verbose
+	reporterConfig.Verbose = opts.Verbose
+	reporterConfig.NoColor = !isTerminal(os.Stdout)
+
+	gomega.RegisterFailHandler(ginkgo.Fail)
+	t := &failRecorder{}
+	ginkgo.RunSpecs(t, "reckon gate: "+s.Name, suiteConfig, reporterConfig)
+
+	run := fw.finish()
+	if err := reporters.WriteAll(opts.OutDir, run); err != nil {
+		return run, fmt.Errorf("write reports: %w", err)
+	}
+	return run, nil
+}
+
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}

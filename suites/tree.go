@@ -1,0 +1,483 @@
+package suites
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/onsi/ginkgo/v2"
+
+	"github.com/reckon-ci/reckon/gate"
+	"github.com/reckon-ci/reckon/reporters"
+	"github.com/reckon-ci/reckon/spec"
+	"github.com/reckon-ci/reckon/wire"
+)
+
+// Label names of check kinds (besides config names and the spec's tags).
+const (
+	labelHealth     = "health"
+	labelMemory     = "memory"
+	labelNumerics   = "numerics"
+	labelThroughput = "throughput"
+)
+
+// define builds the Ginkgo tree for the spec: one outer Ordered container (so that the
+// cross-config checks run after every config) that keeps going after failures; inside it one
+// container per config whose BeforeAll launches the engine once and whose DeferCleanup stops it.
+func define(fw *framework) {
+	s := fw.spec
+	ginkgo.ReportAfterSuite("reckon interrupt detection", func(r ginkgo.Report) {
+		for _, reason := range r.SpecialSuiteFailureReasons {
+			if strings.Contains(strings.ToLower(reason), "interrupt") {
+				fw.interrupted = true
+			}
+		}
+	})
+	ginkgo.Describe("gate "+s.Name, ginkgo.Ordered, ginkgo.ContinueOnFailure, ginkgo.Label(sanitizeLabels(s.Tags)...), func() {
+		for _, c := range s.Configs {
+			defineConfig(fw, fw.configs[c.Name])
+		}
+		defineCross(fw)
+	})
+}
+
+func defineConfig(fw *framework, cs *configState) {
+	s := fw.spec
+	labels := append([]string{cs.name}, s.Labels(cs.name)...)
+	grace := cs.launch.StopGrace.D() + 30*time.Second
+	ginkgo.Describe("config "+cs.name, ginkgo.Label(sanitizeLabels(labels)...), func() {
+		ginkgo.BeforeAll(func(ctx ginkgo.SpecContext) {
+			// The engine must outlive this node's context: it serves every spec of the config.
+			fw.launchConfig(fw.ctx, cs)
+			ginkgo.DeferCleanup(func(ctx ginkgo.SpecContext) {
+				fw.stopConfig(ctx, cs)
+			}, ginkgo.NodeTimeout(grace))
+		}, ginkgo.NodeTimeout(cs.launch.ReadyTimeout.D()+grace))
+
+		ginkgo.It("launches and becomes ready", ginkgo.Label(labelHealth), func() {
+			fw.judge(reporters.Check{Name: cs.name + ": launch and readiness", Kind: reporters.KindHealth, Config: cs.name, Labels: labels}, healthVerdict(cs))
+		})
+		for _, c := range s.ChecksFor(cs.name) {
+			c := c
+			kindLabel := labelMemory
+			if c.Kind == spec.KindExpect {
+				kindLabel = labelHealth
+			}
+			ginkgo.It(c.Name, ginkgo.Label(sanitizeLabels(append([]string{kindLabel}, c.Tags...))...), func() {
+				fw.judge(checkEntry(c, cs.name, labels), configVerdict(cs, c))
+			})
+		}
+		if s.NeedsNumerics(cs.name) {
+			name := cs.name + ": numerics probe"
+			ginkgo.It(name, ginkgo.Label(labelNumerics), func(ctx ginkgo.SpecContext) {
+				err := fw.measureNumerics(ctx, cs)
+				fw.judge(reporters.Check{Name: name, Kind: kindMeasure, Config: cs.name, Labels: labels}, measureVerdict(name, cs, err, func() string {
+					return fmt.Sprintf("%s: probed %d prompts", cs.name, len(cs.probe.Prompts))
+				}))
+			}, ginkgo.NodeTimeout(30*time.Minute))
+		}
+		for _, w := range s.WorkloadsFor(cs.name) {
+			w := w
+			name := cs.name + ": throughput trials (" + w.Name + ")"
+			timeout := time.Duration(max(w.MaxTrials, w.Trials, 1)) * (w.RequestTimeout.D()*2 + 10*time.Minute)
+			ginkgo.It(name, ginkgo.Label(labelThroughput), func(ctx ginkgo.SpecContext) {
+				err := fw.measureWorkload(ctx, cs, w)
+				fw.judge(reporters.Check{Name: name, Kind: kindMeasure, Config: cs.name, Labels: labels}, measureVerdict(name, cs, err, func() string {
+					xs := metricSamples(cs.trials[w.Name], "output_throughput")
+					return fmt.Sprintf("%s: %d trials of %s, output throughput %s tok/s", cs.name, len(xs), w.Name, fmtSamples(xs))
+				}))
+			}, ginkgo.NodeTimeout(timeout))
+		}
+		// Last: what the engine logged while it was measured (crashes, leaks, CUDA/NCCL errors).
+		logName := cs.name + ": engine log shows no errors"
+		ginkgo.It(logName, ginkgo.Label(labelHealth), func() {
+			fw.refreshReport(cs)
+			fw.judge(reporters.Check{Name: logName, Kind: reporters.KindHealth, Config: cs.name, Labels: labels}, logVerdict(logName, cs))
+		})
+	})
+}
+
+func defineCross(fw *framework) {
+	s := fw.spec
+	ginkgo.Describe("cross-config", func() {
+		for _, c := range s.Checks {
+			c := c
+			switch {
+			case c.Kind == spec.KindRelative:
+				ginkgo.It(c.Name, ginkgo.Label(sanitizeLabels(append([]string{labelMemory, c.Config, c.Of}, c.Tags...))...), func() {
+					e := checkEntry(c, c.Config, nil)
+					e.Against = c.Of
+					fw.judge(e, relativeVerdict(fw, c))
+				})
+			case c.Kind == spec.KindEquivalence:
+				ginkgo.It(c.Name, ginkgo.Label(sanitizeLabels(append([]string{labelNumerics, c.Base, c.Head}, c.Tags...))...), func() {
+					e := checkEntry(c, c.Head, nil)
+					e.Against = c.Base
+					fw.judge(e, equivalenceVerdict(fw, c))
+				})
+			case c.Kind == spec.KindAllReduceProbe:
+				ginkgo.It(c.Name, ginkgo.Label(sanitizeLabels(append([]string{labelNumerics}, c.Tags...))...), func() {
+					fw.judge(checkEntry(c, "", nil), probeVerdict(fw, c))
+				})
+			case c.IsStatistical():
+				names := []string{labelThroughput, c.Config}
+				if c.Against == spec.AgainstConfig {
+					names = append(names, c.AgainstConfig)
+				}
+				ginkgo.It(c.Name, ginkgo.Label(sanitizeLabels(append(names, c.Tags...))...), func() {
+					e := checkEntry(c, c.Config, nil)
+					if c.Against == spec.AgainstConfig {
+						e.Against = c.AgainstConfig
+					}
+					fw.judge(e, fw.statVerdict(c))
+				})
+			}
+		}
+	})
+}
+
+// judge records a verdict as a report check and turns it into the spec's Ginkgo outcome.
+func (fw *framework) judge(e reporters.Check, v gate.Verdict) {
+	e.Outcome = string(v.Outcome)
+	e.Message = v.Message
+	e.Details = v.Details
+	e.Metrics = v.Metrics
+	if v.Stat != nil {
+		st := v.Stat
+		e.Outcome = string(st.Outcome)
+		e.Metric = st.Metric
+		e.BaseMedian, e.HeadMedian, e.Ratio = ptr(st.BaseMedian), ptr(st.HeadMedian), ptr(st.Ratio)
+		e.CILow, e.CIHigh, e.PValue = ptr(st.CILow), ptr(st.CIHigh), ptr(st.PValue)
+	}
+	switch v.Outcome {
+	case gate.Pass:
+		e.Status = reporters.StatusPassed
+	case gate.Fail:
+		e.Status = reporters.StatusFailed
+	case gate.Error:
+		e.Status = reporters.StatusError
+	case gate.NoBaseline:
+		if fw.opts.RequireBaseline {
+			e.Status = reporters.StatusFailed
+		} else {
+			e.Status = reporters.StatusSkipped
+		}
+	case gate.Inconclusive, gate.Skip:
+		e.Status = reporters.StatusSkipped
+	default:
+		e.Status = reporters.StatusError
+	}
+	if e.Status == reporters.StatusError {
+		if cs, ok := fw.configs[e.Config]; ok && cs.launchEr != nil {
+			e.Details = strings.TrimSpace(e.Details + "\n\nengine log tail (" + cs.logPath + "):\n" + tailFile(cs.logPath, 40))
+		}
+	}
+	fw.record(e)
+	switch e.Status {
+	case reporters.StatusFailed, reporters.StatusError:
+		ginkgo.Fail(v.Message)
+	case reporters.StatusSkipped:
+		ginkgo.Skip(v.Message)
+	}
+}
+
+func checkEntry(c *spec.Check, config string, labels []string) reporters.Check {
+	return reporters.Check{
+		Name:   c.Name,
+		Kind:   string(c.Kind),
+		Config: config,
+		Labels: append(append([]string(nil), labels...), c.Tags...),
+	}
+}
+
+func errVerdict(c *spec.Check, config string, err error) gate.Verdict {
+	return gate.Verdict{Check: c.Name, Kind: string(c.Kind), Config: config, Outcome: gate.Error, Message: err.Error()}
+}
+
+func healthVerdict(cs *configState) gate.Verdict {
+	v := gate.Verdict{Check: cs.name + ": launch and readiness", Kind: reporters.KindHealth, Config: cs.name}
+	if err := cs.infraError(); err != nil {
+		v.Outcome, v.Message = gate.Error, err.Error()
+		return v
+	}
+	v.Outcome = gate.Pass
+	v.Message = fmt.Sprintf("%s: engine ready at %s", cs.name, cs.inst.BaseURL())
+	if r := cs.report; r != nil {
+		v.Message += fmt.Sprintf(", allreduce %s", r.Allreduce)
+		if r.KVCacheTokens != nil {
+			v.Message += fmt.Sprintf(", KV cache %d tokens", *r.KVCacheTokens)
+		}
+		if len(r.Errors) > 0 {
+			v.Details = fmt.Sprintf("the engine log shows %d error record(s); first: line %d: %s", len(r.Errors), r.Errors[0].Line, r.Errors[0].Text)
+		}
+	}
+	return v
+}
+
+// reportValue reads a numeric EngineReport field by its JSON key.
+func reportValue(cs *configState, metric string) (*float64, error) {
+	if cs.report == nil {
+		return nil, fmt.Errorf("config %s: no engine report (log %s unreadable)", cs.name, cs.logPath)
+	}
+	b, _ := json.Marshal(cs.report)
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	raw, ok := m[metric]
+	if !ok {
+		return nil, fmt.Errorf("config %s: the engine report has no field %q", cs.name, metric)
+	}
+	if raw == nil {
+		return nil, nil
+	}
+	f, ok := raw.(float64)
+	if !ok {
+		return nil, fmt.Errorf("config %s: engine report field %q is %v, not a number", cs.name, metric, raw)
+	}
+	return &f, nil
+}
+
+func configVerdict(cs *configState, c *spec.Check) gate.Verdict {
+	if err := cs.infraError(); err != nil && cs.report == nil {
+		return errVerdict(c, cs.name, err)
+	}
+	switch c.Kind {
+	case spec.KindFloor:
+		v, err := reportValue(cs, c.Metric)
+		if err != nil {
+			return errVerdict(c, cs.name, err)
+		}
+		if v == nil {
+			if err := cs.infraError(); err != nil {
+				return errVerdict(c, cs.name, err)
+			}
+		}
+		out := gate.Floor(c.Name, c.Metric, v, c.Min, c.Max)
+		out.Config = cs.name
+		out.Message = cs.name + ": " + out.Message
+		return out
+	case spec.KindExpect:
+		if err := cs.infraError(); err != nil {
+			return errVerdict(c, cs.name, err)
+		}
+		got := "unknown"
+		if cs.report != nil && cs.report.Allreduce != "" {
+			got = cs.report.Allreduce
+		}
+		out := gate.ExpectEqual(c.Name, "allreduce", got, c.Expect.AllReduce)
+		out.Config = cs.name
+		out.Message = cs.name + ": " + out.Message
+		if cs.report != nil && cs.report.CustomAllreduceDisabledReason != nil && got != c.Expect.AllReduce {
+			out.Details = strings.TrimSpace(out.Details + "\nengine said: " + *cs.report.CustomAllreduceDisabledReason)
+		}
+		return out
+	}
+	return errVerdict(c, cs.name, fmt.Errorf("check kind %s cannot judge one config", c.Kind))
+}
+
+func relativeVerdict(fw *framework, c *spec.Check) gate.Verdict {
+	head, base := fw.configs[c.Config], fw.configs[c.Of]
+	hv, err := reportValue(head, c.Metric)
+	if err != nil {
+		return errVerdict(c, c.Config, err)
+	}
+	bv, err := reportValue(base, c.Metric)
+	if err != nil {
+		return errVerdict(c, c.Config, err)
+	}
+	for _, cs := range []*configState{head, base} {
+		if cs.launchEr != nil && (hv == nil || bv == nil) {
+			return errVerdict(c, c.Config, cs.infraError())
+		}
+	}
+	out := gate.Relative(c.Name, c.Metric, hv, bv, c.Of, c.MinRatio, c.MaxRatio)
+	out.Config = c.Config
+	out.Message = c.Config + ": " + out.Message
+	return out
+}
+
+func equivalenceVerdict(fw *framework, c *spec.Check) gate.Verdict {
+	base, head := fw.configs[c.Base], fw.configs[c.Head]
+	for _, cs := range []*configState{base, head} {
+		if cs.probe == nil {
+			err := cs.probeErr
+			if err == nil {
+				err = fmt.Errorf("config %s: numerics were not measured (filtered out or interrupted)", cs.name)
+			}
+			return errVerdict(c, c.Head, err)
+		}
+	}
+	tol := gate.EquivalenceTolerance{
+		TopK:                c.TopK,
+		MaxAbsLogprobDelta:  c.MaxAbsLogprobDelta,
+		MeanAbsLogprobDelta: c.MeanAbsLogprobDelta,
+		MinExactMatch:       c.MinExactMatch,
+	}
+	if tol.TopK == 0 && fw.spec.Numerics != nil {
+		tol.TopK = fw.spec.Numerics.TopLogprobs
+	}
+	out := gate.Equivalence(base.probe, head.probe, tol)
+	out.Check = c.Name
+	out.Config = c.Head
+	return out
+}
+
+func probeVerdict(fw *framework, c *spec.Check) gate.Verdict {
+	b, err := os.ReadFile(c.File)
+	if err != nil {
+		return errVerdict(c, "", fmt.Errorf("allreduce probe: %w", err))
+	}
+	var p wire.AllReduceProbe
+	if err := json.Unmarshal(b, &p); err != nil {
+		return errVerdict(c, "", fmt.Errorf("allreduce probe %s: %w", c.File, err))
+	}
+	tol := gate.DefaultProbeTolerances()
+	for dt, v := range c.MaxRelErr {
+		t := tol[dt]
+		t.MaxRelErr = v
+		tol[dt] = t
+	}
+	for dt, v := range c.MaxAbsErr {
+		t := tol[dt]
+		t.MaxAbsErr = v
+		tol[dt] = t
+	}
+	out := gate.AllReduceProbeCheck(&p, tol)
+	out.Check = c.Name
+	return out
+}
+
+// statVerdict returns the verdict of a statistical check, computing every statistical check of
+// the run once (the first time one is asked for) so that Holm-Bonferroni runs over the family.
+func (fw *framework) statVerdict(c *spec.Check) gate.Verdict {
+	fw.statOnce.Do(fw.computeStats)
+	if err := fw.statErrs[c.Name]; err != nil {
+		var nb *gate.ErrNoBaseline
+		if errors.As(err, &nb) || errors.Is(err, gate.ErrNoBaselineSentinel) {
+			return gate.Verdict{Check: c.Name, Kind: string(c.Kind), Config: c.Config, Outcome: gate.NoBaseline, Message: err.Error()}
+		}
+		return errVerdict(c, c.Config, err)
+	}
+	st := fw.stats[c.Name]
+	against := "baseline"
+	if c.Against == spec.AgainstConfig {
+		against = c.AgainstConfig
+	}
+	return st.Verdict(c.Name, c.Config, against)
+}
+
+func (fw *framework) computeStats() {
+	fw.stats = map[string]*gate.StatResult{}
+	fw.statErrs = map[string]error{}
+	var family []*gate.StatResult
+	for _, c := range fw.spec.StatisticalChecks() {
+		head := fw.configs[c.Config]
+		if err := head.measErr[c.Workload]; err != nil {
+			fw.statErrs[c.Name] = err
+			continue
+		}
+		hs := metricSamples(head.trials[c.Workload], c.Metric)
+		var bs []float64
+		if c.Against == spec.AgainstConfig {
+			base := fw.configs[c.AgainstConfig]
+			if err := base.measErr[c.Workload]; err != nil {
+				fw.statErrs[c.Name] = err
+				continue
+			}
+			bs = metricSamples(base.trials[c.Workload], c.Metric)
+		} else {
+			if fw.baselineErr != nil {
+				fw.statErrs[c.Name] = fw.baselineErr
+				continue
+			}
+			bs = fw.baseline.Samples(c.Config, c.Workload, c.Metric)
+			if len(bs) == 0 {
+				fw.statErrs[c.Name] = fmt.Errorf("baseline for testbed %s has no samples of %s/%s/%s; re-record it with reckon baseline record --from %s/results.json", fw.testbedKey, c.Config, c.Workload, c.Metric, fw.opts.OutDir)
+				continue
+			}
+		}
+		if len(hs) == 0 {
+			fw.statErrs[c.Name] = fmt.Errorf("config %s: no %s samples for workload %s (measurement filtered out or interrupted)", c.Config, c.Metric, c.Workload)
+			continue
+		}
+		m, ok := gate.MetricFor(c.Metric)
+		if !ok {
+			fw.statErrs[c.Name] = fmt.Errorf("%s: metric %q: direction unknown", fw.spec.File, c.Metric)
+			continue
+		}
+		r := gate.Compare(bs, hs, m, fw.statOptions(c))
+		fw.stats[c.Name] = &r
+		family = append(family, &r)
+	}
+	alpha := spec.DefaultAlpha
+	if cs := fw.spec.StatisticalChecks(); len(cs) > 0 && cs[0].Alpha > 0 {
+		alpha = cs[0].Alpha
+	}
+	gate.Holm(family, alpha)
+}
+
+// kindMeasure is the report kind of a measurement step (numerics probe, throughput trials): it
+// passes when the measurement completed and is an infrastructure error otherwise.
+const kindMeasure = "measurement"
+
+func measureVerdict(name string, cs *configState, err error, ok func() string) gate.Verdict {
+	if err != nil {
+		return gate.Verdict{Check: name, Kind: kindMeasure, Config: cs.name, Outcome: gate.Error, Message: err.Error()}
+	}
+	return gate.Verdict{Check: name, Kind: kindMeasure, Config: cs.name, Outcome: gate.Pass, Message: ok()}
+}
+
+func logVerdict(name string, cs *configState) gate.Verdict {
+	v := gate.Verdict{Check: name, Kind: reporters.KindHealth, Config: cs.name, Outcome: gate.Pass}
+	if cs.report == nil {
+		v.Outcome, v.Message = gate.Error, fmt.Sprintf("%s: engine log %s could not be read", cs.name, cs.logPath)
+		return v
+	}
+	if len(cs.report.Errors) == 0 {
+		v.Message = fmt.Sprintf("%s: no error records in %s", cs.name, cs.logPath)
+		return v
+	}
+	kinds := map[string]int{}
+	var lines []string
+	for _, e := range cs.report.Errors {
+		kinds[e.Kind]++
+		lines = append(lines, fmt.Sprintf("line %d [%s]: %s", e.Line, e.Kind, e.Text))
+	}
+	first := cs.report.Errors[0]
+	v.Outcome = gate.Fail
+	v.Message = fmt.Sprintf("%s: engine log shows %d error record(s), first %s at line %d: %s", cs.name, len(cs.report.Errors), first.Kind, first.Line, first.Text)
+	v.Details = strings.Join(lines, "\n")
+	return v
+}
+
+func fmtSamples(xs []float64) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = fmt.Sprintf("%.0f", x)
+	}
+	return "[" + strings.Join(parts, " ") + "]"
+}
+
+func ptr(f float64) *float64 { return &f }
+
+// sanitizeLabels drops characters Ginkgo does not allow in labels.
+func sanitizeLabels(in []string) []string {
+	out := make([]string, 0, len(in))
+	for _, l := range in {
+		l = strings.Map(func(r rune) rune {
+			if strings.ContainsRune("&|!,()/", r) {
+				return '_'
+			}
+			return r
+		}, strings.TrimSpace(l))
+		if l != "" {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+var _ = context.Background
