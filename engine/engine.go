@@ -99,6 +99,7 @@ var (
 		{regexp.MustCompile(`\((?:VllmWorker|VllmWorkerProcess|EngineCore|Worker_|APIServer|RayWorkerWrapper)\w*[^()]*pid=\d+`), 4},
 		{regexp.MustCompile(`(?:INFO|WARNING|ERROR|DEBUG) \d\d-\d\d \d\d:\d\d:\d\d (?:\[[\w.]+:\d+\]|[\w.]+:\d+\])`), 2},
 		{regexp.MustCompile(`Initializing an? (?:V1 )?LLM engine|vllm serve|vllm\.entrypoints`), 3},
+		{regexp.MustCompile(`SpecDecoding metrics: |Speculative metrics: Draft acceptance rate|the rest of the memory reserved for KV Cache|Graph capturing finished in`), 4},
 	}
 )
 

@@ -2,9 +2,9 @@ package engine_test
 
 import (
 	"bufio"
-	"fmt"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -52,6 +52,21 @@ func groupProcs(t *testing.T, pgid int) []int {
 	return out
 }
 
+// assertGroupGone fails the test when process group pgid still has live processes, and then
+// kills them so that a failing test leaves nothing behind.
+func assertGroupGone(t *testing.T, pgid int, when string) {
+	t.Helper()
+	procs := groupProcs(t, pgid)
+	if len(procs) == 0 {
+		return
+	}
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	for _, p := range procs {
+		_ = syscall.Kill(p, syscall.SIGKILL)
+	}
+	t.Fatalf("%s, group %d still has %v", when, pgid, procs)
+}
+
 // waitNoGroup polls /proc until the group is gone, failing after d.
 func waitNoGroup(t *testing.T, pgid int, d time.Duration) {
 	t.Helper()
@@ -62,7 +77,7 @@ func waitNoGroup(t *testing.T, pgid int, d time.Duration) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("process group %d still has processes %v", pgid, procs)
+			assertGroupGone(t, pgid, "after the deadline")
 		}
 		time.Sleep(20 * time.Millisecond) // polling /proc, not waiting for readiness
 	}
@@ -120,9 +135,7 @@ func TestLaunchReadyAndStopKillsWholeGroup(t *testing.T) {
 	if err := inst.Stop(context.Background()); err != nil {
 		t.Fatalf("Stop: %v", err)
 	}
-	if procs := groupProcs(t, pgid); len(procs) != 0 {
-		t.Fatalf("after Stop, group %d still has %v", pgid, procs)
-	}
+	assertGroupGone(t, pgid, "after Stop")
 	if err := inst.Stop(context.Background()); err != nil {
 		t.Errorf("second Stop: %v", err)
 	}
@@ -152,9 +165,7 @@ func TestLaunchReadyTimeoutKillsGroup(t *testing.T) {
 		t.Errorf("log tail %q lacks the engine output", le.LogTail)
 	}
 	pgid := pidFromLog(t, o.LogPath)
-	if procs := groupProcs(t, pgid); len(procs) != 0 {
-		t.Fatalf("after a readiness timeout, group %d still has %v", pgid, procs)
-	}
+	assertGroupGone(t, pgid, "after a readiness timeout")
 }
 
 func TestLaunchCrashReportsExitAndKillsOrphans(t *testing.T) {
@@ -172,9 +183,7 @@ func TestLaunchCrashReportsExitAndKillsOrphans(t *testing.T) {
 	}
 	// The crashed engine's children (which ignore SIGTERM) were killed with the group.
 	pgid := pidFromLog(t, o.LogPath)
-	if procs := groupProcs(t, pgid); len(procs) != 0 {
-		t.Fatalf("after a crash, group %d still has %v", pgid, procs)
-	}
+	assertGroupGone(t, pgid, "after a crash")
 	rep, err := engine.ParseLogFile(o.LogPath, "sglang")
 	if err != nil {
 		t.Fatal(err)
@@ -233,9 +242,7 @@ func TestStopAllOnPanic(t *testing.T) {
 		pgid = inst.Pid()
 		panic("boom")
 	}()
-	if procs := groupProcs(t, pgid); len(procs) != 0 {
-		t.Fatalf("after a panic, group %d still has %v", pgid, procs)
-	}
+	assertGroupGone(t, pgid, "after a panic")
 }
 
 func TestHarnessSIGINTStopsEngines(t *testing.T) {
@@ -273,9 +280,7 @@ func TestHarnessSIGINTStopsEngines(t *testing.T) {
 	if ws, ok := ee.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGINT {
 		t.Errorf("harness exit status %v, want killed by SIGINT (re-raised)", ee)
 	}
-	if procs := groupProcs(t, pgid); len(procs) != 0 {
-		t.Fatalf("after SIGINT to the harness, group %d still has %v", pgid, procs)
-	}
+	assertGroupGone(t, pgid, "after SIGINT to the harness")
 }
 
 func TestPortTakenPreCheckPicksAnother(t *testing.T) {
@@ -310,9 +315,7 @@ func TestPortTakenInLogRetries(t *testing.T) {
 		t.Fatalf("first attempt's log not kept: %v %q", err, b)
 	}
 	first := pidFromLog(t, o.LogPath+".attempt1")
-	if procs := groupProcs(t, first); len(procs) != 0 {
-		t.Fatalf("first attempt's group %d still has %v", first, procs)
-	}
+	assertGroupGone(t, first, "after the port retry, the first attempt's")
 }
 
 func TestPortTakenGivesUpWithPortError(t *testing.T) {

@@ -24,7 +24,7 @@ import (
 )
 
 const (
-	envProc    = "RECKON_TESTPROC"    // mode: ok | crash | hang | addr-in-use-once | taken
+	envProc    = "RECKON_TESTPROC" // mode: ok | crash | hang | addr-in-use-once | taken
 	envChild   = "RECKON_TESTPROC_CHILD"
 	envMarker  = "RECKON_TESTPROC_MARKER"
 	envHarness = "RECKON_TESTHARNESS" // log path for the harness mode

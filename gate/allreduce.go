@@ -2,6 +2,7 @@ package gate
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 
@@ -14,27 +15,39 @@ type Tolerance struct {
 	MaxRelErr float64 `json:"max_rel_err" yaml:"max_rel_err"`
 }
 
-// DefaultAllReduceTolerances returns the per-dtype defaults (docs/statistics.md, "Op-level
-// allreduce probe"). With unit roundoff u (float32 2^-24, float16 2^-11, bfloat16 2^-8) a sum
-// of n partial results rounded once per step is off by at most about (n-1)·u of its magnitude:
-// for 8 ranks 4.2e-7, 3.4e-3 and 2.7e-2, and the largest error over many random elements is
-// typically about half of that bound. float32 1e-5 leaves a wide margin for any world size a
-// node has while still catching a 1e-4 fault; float16 5e-3 and bfloat16 2e-2 sit between the
-// typical maximum and the worst-case bound for 8 ranks.
-func DefaultAllReduceTolerances() map[string]Tolerance {
-	return map[string]Tolerance{
-		"float32":  {MaxRelErr: 1e-5},
-		"float16":  {MaxRelErr: 5e-3},
-		"bfloat16": {MaxRelErr: 2e-2},
+// unitRoundoff is u for each dtype reckon's probes use (2^-p with p significand bits).
+var unitRoundoff = map[string]float64{
+	"float32":  math.Ldexp(1, -24),
+	"float16":  math.Ldexp(1, -11),
+	"bfloat16": math.Ldexp(1, -8),
+}
+
+// DefaultAllReduceTolerances returns the per-dtype defaults for a world of worldSize ranks
+// (docs/statistics.md, "Op-level allreduce probe"; 8 when worldSize < 2): the rounding-error
+// bound γ(n-1) = (n-1)u / (1-(n-1)u) of any summation order, relative to the sum of the addends'
+// magnitudes (the probe's max_rel_err denominator, docs/allreduce-probe.md). A correct algorithm
+// can never exceed it, so the check has no false alarms; a wrong peer or stale buffer errs by
+// about 1/n, far above it. For 8 ranks: float32 4.2e-7, float16 3.4e-3, bfloat16 2.8e-2.
+func DefaultAllReduceTolerances(worldSize int) map[string]Tolerance {
+	n := worldSize
+	if n < 2 {
+		n = 8
 	}
+	out := make(map[string]Tolerance, len(unitRoundoff))
+	for dt, u := range unitRoundoff {
+		k := float64(n-1) * u
+		// 1e-9 relative slack: the probe computes the ratio in float64.
+		out[dt] = Tolerance{MaxRelErr: k / (1 - k) * (1 + 1e-9)}
+	}
+	return out
 }
 
 // AllReduceProbeCheck judges an op-level allreduce probe: every algorithm that ran must be within
 // its dtype's tolerance on random inputs, leave every rank with the same result (when the probe
-// checked that), and be bit-exact on integer inputs (sums of small
-// integers are exact in every dtype, so any error there is a bug, not rounding). Tolerances not
-// given for a dtype fall back to DefaultAllReduceTolerances; an unknown dtype with no tolerance
-// is an error. The message names the worst case.
+// checked that), and be bit-exact on integer inputs (sums of small integers are exact in every
+// dtype, so any error there is a bug, not rounding). Tolerances not given for a dtype default to
+// DefaultAllReduceTolerances(p.WorldSize); an unknown dtype with no tolerance is an error. The
+// message names the worst case.
 func AllReduceProbeCheck(p *wire.AllReduceProbe, tol map[string]Tolerance) Verdict {
 	v := Verdict{Check: "allreduce probe", Kind: KindAllReduceProbe, Metrics: map[string]float64{}}
 	if p == nil {
@@ -54,7 +67,7 @@ func AllReduceProbeCheck(p *wire.AllReduceProbe, tol map[string]Tolerance) Verdi
 		v.Outcome, v.Message = Error, v.Check+": the probe has no results"
 		return v
 	}
-	defaults := DefaultAllReduceTolerances()
+	defaults := DefaultAllReduceTolerances(p.WorldSize)
 	type failure struct {
 		sev  float64 // how far over (err/tol), or +Inf-like for exactness failures
 		text string

@@ -15,9 +15,11 @@ type CalibrationConfig struct {
 	CVs     []float64 // coefficients of variation of the trial noise, e.g. 0.01, 0.02, 0.03, 0.05
 	Effects []float64 // true throughput regressions to detect, e.g. 0.03, 0.05, 0.10
 	Ns      []int     // fixed trials per side, e.g. 3, 5, 10
-	// Reps is the number of simulated comparisons per cell (at least 1,000 for a meaningful
-	// false-alarm rate).
+	// Reps is the number of simulated comparisons per cell with a true regression.
 	Reps int
+	// NullReps is the number of simulated no-change comparisons per cell (at least 1,000; the
+	// false-alarm rate is near 1%, so 20,000 pin it to about ±0.15%). 0 means Reps.
+	NullReps int
 	Seed uint64
 	Opts StatOptions
 	// Sequential, when set, adds rows for the sequential plan.
@@ -34,7 +36,7 @@ func DefaultCalibrationConfig() CalibrationConfig {
 	plan := DefaultSequentialPlan()
 	return CalibrationConfig{
 		CVs: []float64{0.01, 0.02, 0.03, 0.05}, Effects: []float64{0.03, 0.05, 0.10}, Ns: []int{3, 5, 10},
-		Reps: 2000, Seed: 1, Opts: DefaultStatOptions(), Sequential: &plan,
+		Reps: 2000, NullReps: 20000, Seed: 1, Opts: DefaultStatOptions(), Sequential: &plan,
 	}
 }
 
@@ -45,19 +47,47 @@ type CalibrationRow struct {
 	Mode  string  `json:"mode"` // "fixed" or "sequential"
 	N     int     `json:"n"`    // trials per side (maximum for sequential)
 	Reps  int     `json:"reps"`
-	// FalseAlarm is the fraction of no-change comparisons judged a regression.
-	FalseAlarm float64 `json:"false_alarm"`
+	// NullReps is the number of no-change comparisons.
+	NullReps int `json:"null_reps"`
+	// FalseAlarm is the fraction of no-change comparisons judged a regression; FalseAlarmHigh
+	// is the upper end of its 95% Wilson interval.
+	FalseAlarm     float64 `json:"false_alarm"`
+	FalseAlarmHigh float64 `json:"false_alarm_high"`
 	// NullInconclusive is the fraction of no-change comparisons judged inconclusive.
 	NullInconclusive float64 `json:"null_inconclusive"`
 	// Detect maps each true regression (fraction) to the fraction judged a regression.
-	Detect map[float64]float64 `json:"detect"`
+	Detect map[float64]float64 `json:"-"`
 	// TTestDetect is the detection rate of the one-sided t-test alone (no rank guard, no minimum
 	// effect) at the same level: the ceiling the gate approaches.
-	TTestDetect map[float64]float64 `json:"ttest_detect,omitempty"`
-	// MeanTrials is the mean number of trials per side used (sequential rows), under no change
-	// and under each regression.
-	MeanTrialsNull float64             `json:"mean_trials_null,omitempty"`
-	MeanTrials     map[float64]float64 `json:"mean_trials,omitempty"`
+	TTestDetect map[float64]float64 `json:"-"`
+	// MeanTrialsNull is the mean number of trials per side used under no change (sequential).
+	MeanTrialsNull float64 `json:"mean_trials_null,omitempty"`
+	// MeanTrials is the mean number of trials per side used under each regression (sequential).
+	MeanTrials map[float64]float64 `json:"-"`
+	// Effects lists Detect, TTestDetect and MeanTrials per effect (the JSON form).
+	Effects []EffectRate `json:"effects"`
+}
+
+// EffectRate is the detection of one true regression in a calibration row.
+type EffectRate struct {
+	Effect     float64  `json:"effect"`
+	Detect     float64  `json:"detect"`
+	TTest      *float64 `json:"ttest_detect,omitempty"`
+	MeanTrials *float64 `json:"mean_trials,omitempty"`
+}
+
+func (r *CalibrationRow) fillEffects(effects []float64) {
+	r.Effects = nil
+	for _, e := range effects {
+		er := EffectRate{Effect: e, Detect: r.Detect[e]}
+		if v, ok := r.TTestDetect[e]; ok {
+			er.TTest = &v
+		}
+		if v, ok := r.MeanTrials[e]; ok {
+			er.MeanTrials = &v
+		}
+		r.Effects = append(r.Effects, er)
+	}
 }
 
 // Calibrate runs the simulation. It is deterministic for a given config and checks ctx between
@@ -65,6 +95,9 @@ type CalibrationRow struct {
 func Calibrate(ctx context.Context, cfg CalibrationConfig) ([]CalibrationRow, error) {
 	if cfg.Reps < 1 {
 		return nil, fmt.Errorf("calibrate: reps %d; expected at least 1", cfg.Reps)
+	}
+	if cfg.NullReps <= 0 {
+		cfg.NullReps = cfg.Reps
 	}
 	opts := cfg.Opts.withDefaults()
 	m, _ := MetricFor("output_throughput")
@@ -103,11 +136,15 @@ func Calibrate(ctx context.Context, cfg CalibrationConfig) ([]CalibrationRow, er
 			if err := ctx.Err(); err != nil {
 				return rows, err
 			}
-			row := CalibrationRow{Noise: nz.label, CV: nz.cv, Mode: "fixed", N: n, Reps: cfg.Reps,
+			row := CalibrationRow{Noise: nz.label, CV: nz.cv, Mode: "fixed", N: n, Reps: cfg.Reps, NullReps: cfg.NullReps,
 				Detect: map[float64]float64{}, TTestDetect: map[float64]float64{}}
 			for _, eff := range append([]float64{0}, cfg.Effects...) {
 				var reg, inc, tt int
-				for i := 0; i < cfg.Reps; i++ {
+				reps := cfg.Reps
+				if eff == 0 {
+					reps = cfg.NullReps
+				}
+				for i := 0; i < reps; i++ {
 					r := Compare(draw(n, 1), draw(n, 1-eff), m, opts)
 					switch r.Outcome {
 					case Regression:
@@ -120,13 +157,14 @@ func Calibrate(ctx context.Context, cfg CalibrationConfig) ([]CalibrationRow, er
 					}
 				}
 				if eff == 0 {
-					row.FalseAlarm = frac(reg, cfg.Reps)
-					row.NullInconclusive = frac(inc, cfg.Reps)
+					row.FalseAlarm, row.FalseAlarmHigh = frac(reg, reps), wilsonHigh(reg, reps)
+					row.NullInconclusive = frac(inc, reps)
 				} else {
-					row.Detect[eff] = frac(reg, cfg.Reps)
-					row.TTestDetect[eff] = frac(tt, cfg.Reps)
+					row.Detect[eff] = frac(reg, reps)
+					row.TTestDetect[eff] = frac(tt, reps)
 				}
 			}
+			row.fillEffects(cfg.Effects)
 			rows = append(rows, row)
 		}
 		if cfg.Sequential == nil {
@@ -140,10 +178,14 @@ func Calibrate(ctx context.Context, cfg CalibrationConfig) ([]CalibrationRow, er
 			return rows, err
 		}
 		row := CalibrationRow{Noise: nz.label, CV: nz.cv, Mode: "sequential " + strings.Trim(lookText(plan.Looks), "()"),
-			N: plan.Max(), Reps: cfg.Reps, Detect: map[float64]float64{}, MeanTrials: map[float64]float64{}}
+			N: plan.Max(), Reps: cfg.Reps, NullReps: cfg.NullReps, Detect: map[float64]float64{}, MeanTrials: map[float64]float64{}}
 		for _, eff := range append([]float64{0}, cfg.Effects...) {
 			var reg, inc, trials int
-			for i := 0; i < cfg.Reps; i++ {
+			reps := cfg.Reps
+			if eff == 0 {
+				reps = cfg.NullReps
+			}
+			for i := 0; i < reps; i++ {
 				base, head := draw(plan.Looks[0], 1), draw(plan.Looks[0], 1-eff)
 				for {
 					d, err := plan.Decide(base, head, m, opts)
@@ -165,14 +207,15 @@ func Calibrate(ctx context.Context, cfg CalibrationConfig) ([]CalibrationRow, er
 				}
 			}
 			if eff == 0 {
-				row.FalseAlarm = frac(reg, cfg.Reps)
-				row.NullInconclusive = frac(inc, cfg.Reps)
-				row.MeanTrialsNull = float64(trials) / float64(cfg.Reps)
+				row.FalseAlarm, row.FalseAlarmHigh = frac(reg, reps), wilsonHigh(reg, reps)
+				row.NullInconclusive = frac(inc, reps)
+				row.MeanTrialsNull = float64(trials) / float64(reps)
 			} else {
-				row.Detect[eff] = frac(reg, cfg.Reps)
-				row.MeanTrials[eff] = float64(trials) / float64(cfg.Reps)
+				row.Detect[eff] = frac(reg, reps)
+				row.MeanTrials[eff] = float64(trials) / float64(reps)
 			}
 		}
+		row.fillEffects(cfg.Effects)
 		rows = append(rows, row)
 	}
 	return rows, nil
@@ -198,10 +241,19 @@ func sampleCV(xs []float64) float64 {
 
 func frac(k, n int) float64 { return float64(k) / float64(n) }
 
+// wilsonHigh is the upper end of the 95% Wilson score interval of k successes in n trials.
+func wilsonHigh(k, n int) float64 {
+	const z = 1.959964
+	p, nf := float64(k)/float64(n), float64(n)
+	center := p + z*z/(2*nf)
+	half := z * math.Sqrt(p*(1-p)/nf+z*z/(4*nf*nf))
+	return (center + half) / (1 + z*z/nf)
+}
+
 // CalibrationMarkdown renders the calibration rows as a markdown table.
 func CalibrationMarkdown(rows []CalibrationRow, effects []float64) string {
 	var b strings.Builder
-	b.WriteString("| noise | trials per side | false alarms | no-change inconclusive |")
+	b.WriteString("| noise | trials per side | false alarms (95% upper) | no-change inconclusive |")
 	for _, e := range effects {
 		fmt.Fprintf(&b, " detect %g%% |", e*100)
 	}
@@ -215,7 +267,7 @@ func CalibrationMarkdown(rows []CalibrationRow, effects []float64) string {
 		if r.Mode != "fixed" {
 			n = r.Mode
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s |", r.Noise, n, pct(r.FalseAlarm), pct(r.NullInconclusive))
+		fmt.Fprintf(&b, "| %s | %s | %.2f%% (%.2f%%) | %s |", r.Noise, n, 100*r.FalseAlarm, 100*r.FalseAlarmHigh, pct(r.NullInconclusive))
 		for _, e := range effects {
 			fmt.Fprintf(&b, " %s |", pct(r.Detect[e]))
 		}

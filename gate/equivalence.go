@@ -214,6 +214,10 @@ func Equivalence(base, head *wire.NumericsProbe, tol EquivalenceTolerance) Verdi
 	if len(problems) > 0 {
 		v.Outcome = Fail
 		v.Message = fmt.Sprintf("%s: not equivalent: %s", v.Config, problems[0])
+		if len(bad) == 0 && !strings.HasPrefix(problems[0], "max ") && worst >= 0 {
+			// Always name the worst position, whatever bound failed first.
+			v.Message += "; worst at " + all[worst].describe(baseName, headName)
+		}
 		if len(problems) > 1 {
 			v.Details = "problems:\n- " + strings.Join(problems, "\n- ") + "\n" + v.Details
 		}

@@ -314,3 +314,48 @@ func BenchmarkCompare5v5(b *testing.B) {
 		Compare(base, head, m, DefaultStatOptions())
 	}
 }
+
+// BenchmarkTestPower measures, at CV 2% and a true 5% regression, the detection rate of each
+// candidate significance test at alpha 0.01 (the table in docs/statistics.md), and of the gate
+// when alpha is divided by 30 (Holm across every printed metric).
+func BenchmarkTestPower(b *testing.B) {
+	m := throughput()
+	for i := 0; i < b.N; i++ {
+		rng := rand.New(rand.NewPCG(9, 9))
+		sigma := math.Sqrt(math.Log1p(0.02 * 0.02))
+		const reps = 4000
+		for _, n := range []int{3, 5, 10} {
+			var mwu, pooled, welch, gateN, gate30 int
+			for k := 0; k < reps; k++ {
+				base, head := make([]float64, n), make([]float64, n)
+				for j := range base {
+					base[j] = math.Exp(sigma * rng.NormFloat64())
+					head[j] = 0.95 * math.Exp(sigma*rng.NormFloat64())
+				}
+				o := DefaultStatOptions()
+				r := Compare(base, head, m, o)
+				if r.RankPWorse <= 0.01 {
+					mwu++
+				}
+				if r.PWorse <= 0.01 {
+					pooled++
+				}
+				if r.Outcome == Regression {
+					gateN++
+				}
+				o.Welch = true
+				if Compare(base, head, m, o).PWorse <= 0.01 {
+					welch++
+				}
+				o.Welch, o.Alpha = false, 0.01/30
+				if Compare(base, head, m, o).Outcome == Regression {
+					gate30++
+				}
+			}
+			if i == 0 {
+				b.Logf("n=%d: MWU alone %.1f%%, pooled t %.1f%%, Welch t %.1f%%, gate %.1f%%, gate at alpha/30 %.1f%%", n,
+					100*frac(mwu, reps), 100*frac(pooled, reps), 100*frac(welch, reps), 100*frac(gateN, reps), 100*frac(gate30, reps))
+			}
+		}
+	}
+}

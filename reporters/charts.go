@@ -273,33 +273,38 @@ func throughputVsBaselineChart(r *Run, checks []Check) *svgChart {
 }
 
 // throughputPerConfigChart: per config, the median output throughput over its trials, with the
-// trials as dots and their range as a whisker.
+// trials as dots and their range as a whisker; one group per workload when there are several.
 func throughputPerConfigChart(r *Run) *svgChart {
 	const key = "output_throughput"
-	var bars []hbar
-	for i := range r.Configs {
-		c := &r.Configs[i]
-		var vs []float64
-		for _, t := range c.Trials {
-			if v, ok := t.Metrics[key]; ok && finite(v) {
-				vs = append(vs, v)
+	wls := runWorkloads(r)
+	var groups []hgroup
+	for _, w := range wls {
+		g := hgroup{}
+		if len(wls) > 1 {
+			g.Label = "workload " + w
+		}
+		for i := range r.Configs {
+			c := &r.Configs[i]
+			vs := trialValues(c, map[string]bool{w: true}, key)
+			m, ok := median(vs)
+			if !ok {
+				continue
 			}
+			lo, hi := vs[0], vs[0]
+			for _, v := range vs {
+				lo, hi = math.Min(lo, v), math.Max(hi, v)
+			}
+			g.Bars = append(g.Bars, hbar{Label: c.Name, Segments: []hseg{{Value: m, Color: colNeutral, Name: "median"}},
+				Whisker: &[2]float64{lo, hi}, Dots: vs, Text: fmt.Sprintf("%s (n=%d)", fmtNum(m), len(vs))})
 		}
-		m, ok := median(vs)
-		if !ok {
-			continue
+		if len(g.Bars) > 0 {
+			groups = append(groups, g)
 		}
-		lo, hi := vs[0], vs[0]
-		for _, v := range vs {
-			lo, hi = math.Min(lo, v), math.Max(hi, v)
-		}
-		bars = append(bars, hbar{Label: c.Name, Segments: []hseg{{Value: m, Color: colNeutral, Name: "median"}},
-			Whisker: &[2]float64{lo, hi}, Dots: vs, Text: fmt.Sprintf("%s (n=%d)", fmtNum(m), len(vs))})
 	}
-	if len(bars) == 0 {
+	if len(groups) == 0 {
 		return nil
 	}
-	ch := hbarChart("Output throughput per config", "tok/s", []hgroup{{Bars: bars}}, []legendItem{{"median of trials", colNeutral}})
+	ch := hbarChart("Output throughput per config", "tok/s", groups, []legendItem{{"median of trials", colNeutral}})
 	ch.Note = "Dots: single trials; whiskers: their range."
 	return &ch
 }
@@ -363,8 +368,19 @@ func latencyCharts(r *Run) []svgChart {
 	var out []svgChart
 	for _, m := range []struct{ key, title string }{{"ttft", "TTFT"}, {"tpot", "TPOT"}, {"itl", "ITL"}} {
 		var groups []hgroup
-		for i := range r.Configs {
+		wls := runWorkloads(r)
+		for i, w := 0, 0; i < len(r.Configs) && w < max(len(wls), 1); {
 			c := &r.Configs[i]
+			label := c.Name
+			var only map[string]bool
+			if len(wls) > 1 {
+				label += " · " + wls[w]
+				only = map[string]bool{wls[w]: true}
+			}
+			// Next (config, workload) pair: workloads vary fastest.
+			if w++; w >= len(wls) {
+				w, i = 0, i+1
+			}
 			var bars []hbar
 			for _, p := range []struct {
 				keys  []string
@@ -376,14 +392,14 @@ func latencyCharts(r *Run) []svgChart {
 				{[]string{"p99_" + m.key + "_ms"}, "p99", colP99},
 			} {
 				for _, k := range p.keys {
-					if v, ok := trialMedian(c, k); ok {
+					if v, ok := median(trialValues(c, only, k)); ok {
 						bars = append(bars, hbar{Label: p.name, Segments: []hseg{{Value: v, Color: p.color, Name: p.name}}, Text: fmtNum(v) + " ms"})
 						break
 					}
 				}
 			}
 			if len(bars) > 0 {
-				groups = append(groups, hgroup{Label: c.Name, Bars: bars})
+				groups = append(groups, hgroup{Label: label, Bars: bars})
 			}
 		}
 		if len(groups) == 0 {

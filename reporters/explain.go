@@ -50,6 +50,10 @@ func Explain(r *Run, c *Check) string {
 		parts = append(parts, p)
 	}
 	parts = append(parts, memoryDiffs(cfg.Engine, ref.engine, refName)...)
+	parts = append(parts, schedulerDiffs(cfg.Engine, ref.engine)...)
+	if why := str(cfg.Engine, "custom_allreduce_disabled_reason"); why != "" && str(cfg.Engine, keyAllreduce) != str(ref.engine, keyAllreduce) {
+		parts = append(parts, "custom allreduce disabled: "+oneLine(why, 160))
+	}
 	if a, b := str(cfg.Engine, keyAllreduce), str(ref.engine, keyAllreduce); a != "" && a != b {
 		switch {
 		case b == "":
@@ -97,12 +101,15 @@ func comparison(r *Run, c *Check, cfg *Config) (*reference, string) {
 	}
 	// "custom-ar: output throughput -57% vs nccl": the longest config name after "vs ".
 	var best *Config
-	for i := range r.Configs {
-		o := &r.Configs[i]
-		if o == cfg || o.Name == "" {
-			continue
-		}
-		if containsWord(c.Message, "vs "+o.Name) || containsWord(c.Message, "vs. "+o.Name) {
+	for _, after := range afterVs(c.Message) {
+		for i := range r.Configs {
+			o := &r.Configs[i]
+			if o == cfg || o.Name == "" || !strings.HasPrefix(after, o.Name) {
+				continue
+			}
+			if rest := after[len(o.Name):]; rest != "" && isNameByte(rest[0]) {
+				continue // "vs nccl-2" does not name "nccl"
+			}
 			if best == nil || len(o.Name) > len(best.Name) {
 				best = o
 			}
@@ -117,19 +124,26 @@ func comparison(r *Run, c *Check, cfg *Config) (*reference, string) {
 	return nil, ""
 }
 
-// containsWord reports whether s contains sub followed by a non-name character or the end.
-func containsWord(s, sub string) bool {
-	for i := 0; ; {
-		j := strings.Index(s[i:], sub)
+// afterVs returns the text after each "vs " or "vs. " in s.
+func afterVs(s string) []string {
+	var out []string
+	for i := 0; i < len(s); {
+		j := strings.Index(s[i:], "vs")
 		if j < 0 {
-			return false
+			break
 		}
-		end := i + j + len(sub)
-		if end == len(s) || !isNameByte(s[end]) {
-			return true
+		k := i + j
+		i = k + 2
+		if k > 0 && isNameByte(s[k-1]) {
+			continue // "canvas "
 		}
-		i = i + j + 1
+		rest := s[i:]
+		rest = strings.TrimPrefix(rest, ".")
+		if strings.HasPrefix(rest, " ") {
+			out = append(out, strings.TrimLeft(rest, " "))
+		}
 	}
+	return out
 }
 
 func isNameByte(b byte) bool {
@@ -201,7 +215,8 @@ func memoryKeys(ms ...map[string]any) []string {
 
 // isTotalKey reports whether an engine key is a total rather than a component of the plan.
 func isTotalKey(k string) bool {
-	return strings.Contains(k, "total") || strings.Contains(k, "capacity") || strings.HasPrefix(k, "gpu_mem")
+	return strings.Contains(k, "total") || strings.Contains(k, "capacity") || strings.Contains(k, "peak") ||
+		strings.HasPrefix(k, "gpu_mem")
 }
 
 // memLabel names an engine memory key for people.
@@ -258,8 +273,10 @@ func latencyDiffs(head, ref *Config, skip string) []string {
 		if k.key == skip {
 			continue
 		}
-		h, okH := trialMedian(head, k.key)
-		b, okB := trialMedian(ref, k.key)
+		// Only workloads both configs ran: different workloads are not comparable.
+		shared := sharedWorkloads(head, ref)
+		h, okH := median(trialValues(head, shared, k.key))
+		b, okB := median(trialValues(ref, shared, k.key))
 		if okH && okB && b > 0 && math.Abs(h/b-1) >= 0.1 {
 			out = append(out, fmt.Sprintf("%s %s (%s -> %s ms)", k.label, fmtPct(h/b), fmtNum(b), fmtNum(h)))
 		}
@@ -269,13 +286,74 @@ func latencyDiffs(head, ref *Config, skip string) []string {
 
 // trialMedian returns the median over cfg's trials of a metric (all workloads).
 func trialMedian(cfg *Config, key string) (float64, bool) {
+	return median(trialValues(cfg, nil, key))
+}
+
+// trialValues returns the finite values of a metric over cfg's trials of the given workloads
+// (nil: all).
+func trialValues(cfg *Config, workloads map[string]bool, key string) []float64 {
 	var vs []float64
 	for _, t := range cfg.Trials {
+		if workloads != nil && !workloads[t.Workload] {
+			continue
+		}
 		if v, ok := t.Metrics[key]; ok && finite(v) {
 			vs = append(vs, v)
 		}
 	}
-	return median(vs)
+	return vs
+}
+
+// sharedWorkloads returns the workloads both configs have trials of.
+func sharedWorkloads(a, b *Config) map[string]bool {
+	inB := map[string]bool{}
+	for _, t := range b.Trials {
+		inB[t.Workload] = true
+	}
+	out := map[string]bool{}
+	for _, t := range a.Trials {
+		if inB[t.Workload] {
+			out[t.Workload] = true
+		}
+	}
+	return out
+}
+
+// runWorkloads returns the workloads of all trials of the run, in order of appearance.
+func runWorkloads(r *Run) []string {
+	var out []string
+	seen := map[string]bool{}
+	for i := range r.Configs {
+		for _, t := range r.Configs[i].Trials {
+			if !seen[t.Workload] {
+				seen[t.Workload] = true
+				out = append(out, t.Workload)
+			}
+		}
+	}
+	return out
+}
+
+// throughputTexts describes a config's median output throughput per workload (one entry
+// without a workload name when the run has a single workload).
+func throughputTexts(r *Run, cfg *Config) []string {
+	const key = "output_throughput"
+	wls := runWorkloads(r)
+	if len(wls) <= 1 {
+		vs := trialValues(cfg, nil, key)
+		if m, ok := median(vs); ok {
+			return []string{fmt.Sprintf("%s (n=%d)", fmtNum(m), len(vs))}
+		}
+		return nil
+	}
+	var out []string
+	for _, w := range wls {
+		vs := trialValues(cfg, map[string]bool{w: true}, key)
+		if m, ok := median(vs); ok {
+			out = append(out, fmt.Sprintf("%s: %s (n=%d)", w, fmtNum(m), len(vs)))
+		}
+	}
+	return out
 }
 
 func median(vs []float64) (float64, bool) {
@@ -299,4 +377,22 @@ func maxOf(vs []float64) float64 {
 		}
 	}
 	return m
+}
+
+// schedulerDiffs lists the capacity figures of the engine report that changed by 10% or more:
+// a smaller KV cache shows up as fewer requests running at once.
+func schedulerDiffs(head, ref map[string]any) []string {
+	var out []string
+	for _, k := range []struct{ key, label string }{
+		{"max_running_requests", "max running requests"},
+		{"max_concurrency", "max concurrency"},
+		{"spec_accept_length", "speculative accept length"},
+	} {
+		h, okH := num(head, k.key)
+		b, okB := num(ref, k.key)
+		if okH && okB && b > 0 && math.Abs(h/b-1) >= 0.1 {
+			out = append(out, fmt.Sprintf("%s %s (%s -> %s)", k.label, fmtPct(h/b), fmtNum(b), fmtNum(h)))
+		}
+	}
+	return out
 }

@@ -33,9 +33,15 @@ type htmlCheck struct {
 }
 
 type htmlConfig struct {
+	VsComparison, Equivalence                                                               []htmlBadge
 	Name, Allreduce, KVTokens, KVGiB, Throughput, Peak, LaunchError, LogPath, LogTail, Args string
 	Launches                                                                                int
 	Mem                                                                                     []string
+}
+
+// htmlBadge is a status badge with a short text.
+type htmlBadge struct {
+	Class, Status, Text string
 }
 
 type htmlGroup struct {
@@ -104,6 +110,7 @@ func buildPage(r *Run) *htmlPage {
 	for _, k := range memKeys {
 		p.MemCols = append(p.MemCols, memLabel(k)+" GiB")
 	}
+	sums := configSummaries(checks)
 	for i := range r.Configs {
 		c := &r.Configs[i]
 		hc := htmlConfig{
@@ -115,11 +122,17 @@ func buildPage(r *Run) *htmlPage {
 		for _, k := range memKeys {
 			hc.Mem = append(hc.Mem, mdNum(c.Engine, k))
 		}
-		if v, ok := trialMedian(c, "output_throughput"); ok {
-			hc.Throughput = fmt.Sprintf("%s (n=%d)", fmtNum(v), countTrials(c, "output_throughput"))
-		}
+		hc.Throughput = cleanText(strings.Join(throughputTexts(r, c), "; "))
 		if pk := maxOf(c.GPUPeakMiB); pk > 0 {
 			hc.Peak = fmtNum(pk)
+		}
+		if sm := sums[c.Name]; sm != nil {
+			for _, it := range sm.throughput {
+				hc.VsComparison = append(hc.VsComparison, htmlBadge{checkStatus(it.check), htmlStatus(it.check), cleanText(it.lead + it.name)})
+			}
+			for _, it := range sm.equivalence {
+				hc.Equivalence = append(hc.Equivalence, htmlBadge{checkStatus(it.check), htmlStatus(it.check), cleanText(it.lead + it.name)})
+			}
 		}
 		p.Configs = append(p.Configs, hc)
 	}
@@ -256,7 +269,7 @@ dl.meta dt{color:#666}dl.meta dd{margin:0;word-break:break-all}
 </head>
 <body><main>
 <h1><span class="badge {{.VerdictClass}}">{{.Verdict}}</span>{{.Title}}</h1>
-<div class="counts"><span><b>{{.Counts.Failed}}</b> failed</span><span><b>{{.Counts.Errors}}</b> errors</span><span><b>{{.Counts.Passed}}</b> passed</span><span><b>{{.Counts.Skipped}}</b> skipped</span><span class="muted">{{.Counts.Total}} checks</span></div>
+<div class="counts"><span><b>{{.Counts.Failed}}</b> failed</span><span><b>{{.Counts.Errors}}</b> {{if eq .Counts.Errors 1}}error{{else}}errors{{end}}</span><span><b>{{.Counts.Passed}}</b> passed</span><span><b>{{.Counts.Skipped}}</b> skipped</span><span class="muted">{{.Counts.Total}} checks</span></div>
 {{if .Interrupted}}<p class="failure error">The run was interrupted before every check ran: these results are partial.</p>{{end}}
 <details><summary>Run and testbed</summary><dl class="meta">{{range .Meta}}<dt>{{index . 0}}</dt><dd>{{index . 1}}</dd>{{end}}</dl></details>
 
@@ -282,8 +295,8 @@ dl.meta dt{color:#666}dl.meta dd{margin:0;word-break:break-all}
 {{end}}{{end}}
 
 {{if .Configs}}<h2>Configs</h2>
-<table><tr><th>config</th><th>launches</th><th>allreduce</th><th>KV tokens</th><th>KV GiB</th>{{range .MemCols}}<th>{{.}}</th>{{end}}<th>output tok/s (median)</th><th>peak GPU MiB</th></tr>
-{{range .Configs}}<tr{{if .LaunchError}} class="error"{{end}}><td><b>{{.Name}}</b>{{if .Args}}<br><code class="muted">{{.Args}}</code>{{end}}{{if .LaunchError}}<br><span class="pill error">LAUNCH FAILED</span> {{.LaunchError}}{{end}}</td><td class="num">{{.Launches}}</td><td>{{.Allreduce}}</td><td class="num">{{.KVTokens}}</td><td class="num">{{.KVGiB}}</td>{{range .Mem}}<td class="num">{{.}}</td>{{end}}<td class="num">{{.Throughput}}</td><td class="num">{{.Peak}}</td></tr>
+<table><tr><th>config</th><th>launches</th><th>allreduce</th><th>KV tokens</th><th>KV GiB</th>{{range .MemCols}}<th>{{.}}</th>{{end}}<th>output tok/s (median)</th><th>peak GPU MiB</th><th>throughput vs comparison (CI)</th><th>equivalence</th></tr>
+{{range .Configs}}<tr{{if .LaunchError}} class="error"{{end}}><td><b>{{.Name}}</b>{{if .Args}}<br><code class="muted">{{.Args}}</code>{{end}}{{if .LaunchError}}<br><span class="pill error">LAUNCH FAILED</span> {{.LaunchError}}{{end}}</td><td class="num">{{.Launches}}</td><td>{{.Allreduce}}</td><td class="num">{{.KVTokens}}</td><td class="num">{{.KVGiB}}</td>{{range .Mem}}<td class="num">{{.}}</td>{{end}}<td class="num">{{.Throughput}}</td><td class="num">{{.Peak}}</td><td>{{range .VsComparison}}<div><span class="pill {{.Class}}">{{.Status}}</span> {{.Text}}</div>{{end}}</td><td>{{range .Equivalence}}<div><span class="pill {{.Class}}">{{.Status}}</span> {{.Text}}</div>{{end}}</td></tr>
 {{end}}</table>{{end}}
 
 <h2>Checks</h2>

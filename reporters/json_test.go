@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -109,5 +110,31 @@ func TestReadResultsErrors(t *testing.T) {
 	}
 	if _, err := ReadResults(filepath.Join(t.TempDir(), "missing.json")); err == nil {
 		t.Fatal("missing file accepted")
+	}
+}
+
+func TestJSONRoundTripEdgeValues(t *testing.T) {
+	loc := time.FixedZone("CET", 3600)
+	for name, r := range map[string]*Run{
+		"zero":              {},
+		"empty collections": {Configs: []Config{{Name: "a", Trials: []Trial{{Metrics: map[string]float64{}}}, Engine: map[string]any{}}}, Checks: []Check{}},
+		"nested engine":     {Configs: []Config{{Name: "a", Engine: map[string]any{"errors": []any{map[string]any{"kind": "oom", "line": 3.0}}, "ready": true, "reason": nil}}}},
+		"zoned times":       {StartedAt: time.Date(2026, 1, 2, 3, 4, 5, 6, loc), FinishedAt: time.Date(2026, 1, 2, 4, 4, 5, 0, loc)},
+		"durations":         {Checks: []Check{{Name: "x", Duration: 1234567891 * time.Nanosecond, PValue: fp(0)}}},
+	} {
+		var b bytes.Buffer
+		if err := WriteJSON(&b, r); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		got, err := DecodeResults(b.Bytes())
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", name, err, b.String())
+		}
+		want := *r
+		want.Schema = Schema
+		// Empty and nil collections are the same JSON; everything else must be identical.
+		if d := cmp.Diff(&want, got, cmpopts.EquateEmpty()); d != "" {
+			t.Errorf("%s (-want +got):\n%s", name, d)
+		}
 	}
 }

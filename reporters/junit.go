@@ -14,8 +14,9 @@ import (
 
 // Limits that keep a JUnit file within what CI systems accept (GitLab: 30 MB per file).
 const (
-	junitMessageRunes = 500      // failure/error/skipped message attribute
-	junitBodyBytes    = 64 << 10 // failure/error body and system-out, per test case
+	junitMessageRunes  = 500      // failure/error/skipped message attribute
+	junitBodyBytes     = 64 << 10 // failure/error body and system-out, per test case
+	junitPropertyBytes = 4096     // one property value (engine.errors can be long)
 )
 
 type xTestsuites struct {
@@ -57,6 +58,7 @@ type xProperty struct {
 type xTestcase struct {
 	Name       string       `xml:"name,attr"`
 	Classname  string       `xml:"classname,attr"`
+	File       string       `xml:"file,attr,omitempty"`
 	Time       string       `xml:"time,attr"`
 	Properties *xProperties `xml:"properties,omitempty"`
 	Skipped    *xResult     `xml:"skipped,omitempty"`
@@ -184,7 +186,11 @@ func (x *xmlWriter) testsuite(s *xTestsuite) {
 }
 
 func (x *xmlWriter) testcase(c *xTestcase) {
-	x.open("    ", "testcase", "name", c.Name, "classname", c.Classname, "time", c.Time)
+	attrs := []string{"name", c.Name, "classname", c.Classname, "time", c.Time}
+	if c.File != "" {
+		attrs = append(attrs, "file", c.File)
+	}
+	x.open("    ", "testcase", attrs...)
 	if c.Properties == nil && c.Skipped == nil && c.Failure == nil && c.Error == nil && c.SystemOut == "" {
 		x.raw("/>\n")
 		return
@@ -347,7 +353,7 @@ func testcase(r *Run, c *Check, classname string) xTestcase {
 	if strings.TrimSpace(name) == "" {
 		name = "(unnamed " + c.Kind + " check)"
 	}
-	tc := xTestcase{Name: name, Classname: cleanText(classname), Time: seconds(c.Duration)}
+	tc := xTestcase{Name: name, Classname: cleanText(classname), File: cleanText(r.SpecPath), Time: seconds(c.Duration)}
 	props := checkProperties(c)
 	if len(props) > 0 {
 		tc.Properties = &xProperties{Props: props}
@@ -418,7 +424,7 @@ func checkProperties(c *Check) []xProperty {
 	var props []xProperty
 	add := func(k, v string) {
 		if v != "" {
-			props = append(props, xProperty{Name: k, Value: cleanText(v)})
+			props = append(props, xProperty{Name: k, Value: clip(cleanText(v), junitPropertyBytes)})
 		}
 	}
 	add("kind", c.Kind)
@@ -449,7 +455,7 @@ func runProperties(r *Run) []xProperty {
 	var props []xProperty
 	add := func(k, v string) {
 		if v != "" {
-			props = append(props, xProperty{Name: k, Value: cleanText(v)})
+			props = append(props, xProperty{Name: k, Value: clip(cleanText(v), junitPropertyBytes)})
 		}
 	}
 	add("spec", r.SpecName)
@@ -471,7 +477,7 @@ func configProperties(c *Config) []xProperty {
 	var props []xProperty
 	add := func(k, v string) {
 		if v != "" {
-			props = append(props, xProperty{Name: k, Value: cleanText(v)})
+			props = append(props, xProperty{Name: k, Value: clip(cleanText(v), junitPropertyBytes)})
 		}
 	}
 	add("config", c.Name)

@@ -86,7 +86,7 @@ func renderMarkdown(r *Run, maxBytes int) string {
 		}
 		blocks = append(blocks, "\n")
 	}
-	if t := mdConfigTable(r); t != "" {
+	if t := mdConfigTable(r, checks); t != "" {
 		blocks = append(blocks, t)
 	}
 	for _, g := range groupChecks(r, checks) {
@@ -151,7 +151,7 @@ func mdFailure(r *Run, c *Check) string {
 }
 
 // mdConfigTable is the overview: one row per config with its KV cache, memory plan and throughput.
-func mdConfigTable(r *Run) string {
+func mdConfigTable(r *Run, checks []Check) string {
 	if len(r.Configs) == 0 {
 		return ""
 	}
@@ -170,11 +170,12 @@ func mdConfigTable(r *Run) string {
 	for _, k := range extra {
 		fmt.Fprintf(&b, " %s GiB |", mdEscape(memLabel(k)))
 	}
-	b.WriteString(" output tok/s (median) | peak GPU MiB |\n|---|---:|---|---:|---:|---:|---:|---:|")
+	b.WriteString(" output tok/s (median) | peak GPU MiB | throughput vs comparison (CI) | equivalence |\n|---|---:|---|---:|---:|---:|---:|---:|")
 	for range extra {
 		b.WriteString("---:|")
 	}
-	b.WriteString("---:|---:|\n")
+	b.WriteString("---:|---:|---|---|\n")
+	sums := configSummaries(checks)
 	for i := range r.Configs {
 		c := &r.Configs[i]
 		name := mdEscape(c.Name)
@@ -186,28 +187,28 @@ func mdConfigTable(r *Run) string {
 		for _, k := range extra {
 			fmt.Fprintf(&b, " %s |", mdNum(c.Engine, k))
 		}
-		tput := "–"
-		if v, ok := trialMedian(c, "output_throughput"); ok {
-			tput = fmt.Sprintf("%s (%d trials)", fmtNum(v), countTrials(c, "output_throughput"))
+		var tps []string
+		for _, t := range throughputTexts(r, c) {
+			tps = append(tps, mdEscape(t))
 		}
+		tput := orDash(strings.Join(tps, "<br>"))
 		peak := "–"
 		if p := maxOf(c.GPUPeakMiB); p > 0 {
 			peak = fmtNum(p)
 		}
-		fmt.Fprintf(&b, " %s | %s |\n", tput, peak)
+		var vs, eq []string
+		if sm := sums[c.Name]; sm != nil {
+			for _, it := range sm.throughput {
+				vs = append(vs, statusIcon(it.check)+" "+it.lead+mdEscape(it.name))
+			}
+			for _, it := range sm.equivalence {
+				eq = append(eq, statusIcon(it.check)+" "+it.lead+mdEscape(it.name))
+			}
+		}
+		fmt.Fprintf(&b, " %s | %s | %s | %s |\n", tput, peak, orDash(strings.Join(vs, "<br>")), orDash(strings.Join(eq, "<br>")))
 	}
 	b.WriteString("\n")
 	return b.String()
-}
-
-func countTrials(c *Config, key string) int {
-	n := 0
-	for _, t := range c.Trials {
-		if v, ok := t.Metrics[key]; ok && finite(v) {
-			n++
-		}
-	}
-	return n
 }
 
 // mdCheckTable is the table of one suite's checks, with the statistics of statistical checks.
@@ -324,4 +325,58 @@ func indent(s, prefix string) string {
 		lines[i] = prefix + l
 	}
 	return strings.Join(lines, "\n")
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "–"
+	}
+	return s
+}
+
+// summaryItem is one check shown in a config's overview row.
+type summaryItem struct {
+	check *Check
+	lead  string // reckon's own text (numbers), safe as it is
+	name  string // the config or "baseline" it refers to (spec text)
+}
+
+// configSummary is what a config's overview row shows about its checks.
+type configSummary struct {
+	throughput  []summaryItem // statistical throughput checks: change and CI vs the comparison
+	equivalence []summaryItem // equivalence checks this config takes part in
+}
+
+// configSummaries collects, per config, its throughput comparisons and equivalence results.
+func configSummaries(checks []Check) map[string]*configSummary {
+	out := map[string]*configSummary{}
+	get := func(name string) *configSummary {
+		if out[name] == nil {
+			out[name] = &configSummary{}
+		}
+		return out[name]
+	}
+	for i := range checks {
+		c := &checks[i]
+		against := c.Against
+		if against == "" {
+			against = "baseline"
+		}
+		switch {
+		case c.Kind == KindEquivalence:
+			if c.Config != "" {
+				get(c.Config).equivalence = append(get(c.Config).equivalence, summaryItem{c, "vs ", against})
+			}
+			if c.Against != "" {
+				get(c.Against).equivalence = append(get(c.Against).equivalence, summaryItem{c, "reference for ", orDash(c.Config)})
+			}
+		case (c.Kind == KindThroughput || c.Kind == KindRelative && strings.Contains(c.Metric, "throughput")) && c.Config != "" && c.Ratio != nil:
+			text := fmtPct(*c.Ratio)
+			if c.CILow != nil && c.CIHigh != nil {
+				text += fmt.Sprintf(" [%s, %s]", fmtPct(*c.CILow), fmtPct(*c.CIHigh))
+			}
+			get(c.Config).throughput = append(get(c.Config).throughput, summaryItem{c, text + " vs ", against})
+		}
+	}
+	return out
 }

@@ -46,6 +46,7 @@ func sampleRun() *Run {
 				Engine: map[string]any{
 					"kv_cache_tokens": 1212416.0, "kv_cache_gib": 10.42, "weights_gib": 16.1,
 					"cuda_graph_gib": 1.18, "available_gpu_mem_gib": 2.05, "allreduce": "nccl",
+					"max_running_requests": 256.0, "peak_gpu_mem_gib": 29.4, "errors": []any{},
 				},
 				Trials: trials(5, 89.5, 180, 41, 39), NumericsFile: "out/numerics/nccl.json",
 				GPUPeakMiB: []float64{30120, 30116, 30118, 30121, 30119, 30117, 30120, 30118},
@@ -56,7 +57,8 @@ func sampleRun() *Run {
 				Engine: map[string]any{
 					"kv_cache_tokens": 104857.0, "kv_cache_gib": 0.90, "weights_gib": 16.1,
 					"cuda_graph_gib": 1.22, "available_gpu_mem_gib": 2.01, "allreduce": "custom",
-					"custom_ar_buffer_gib": 3.85,
+					"custom_ar_buffer_gib": 3.85, "max_running_requests": 30.0, "peak_gpu_mem_gib": 29.4,
+					"errors": []any{map[string]any{"kind": "other", "line": 12.0, "text": "warning: small KV cache"}},
 				},
 				Trials: trials(5, 38.3, 950, 96, 92), NumericsFile: "out/numerics/custom-ar.json",
 				GPUPeakMiB: []float64{30150, 30148, 30151, 30149, 30150, 30152, 30148, 30150},
@@ -102,7 +104,9 @@ func sampleRun() *Run {
 			{Name: "health", Kind: KindHealth, Config: "eagle3", Status: StatusError, Outcome: "error",
 				Message: "eagle3: engine exited with status 1 before it was ready (after 41s)",
 				Details: "command: refengine --tp 8 --speculative-algorithm EAGLE3"},
-			{Name: "greedy tokens custom-ar == nccl", Kind: KindEquivalence, Against: "nccl", Labels: []string{"numerics"}, Status: StatusPassed, Outcome: "pass",
+			{Name: "allreduce probe tp8", Kind: KindAllreduceProbe, Labels: []string{"numerics"}, Status: StatusPassed, Outcome: "pass",
+				Message: "allreduce probe: custom one-shot within 2 ulp of nccl at every size", Metrics: map[string]float64{"max_rel_err": 3.1e-3}},
+			{Name: "greedy tokens custom-ar == nccl", Kind: KindEquivalence, Config: "custom-ar", Against: "nccl", Labels: []string{"numerics"}, Status: StatusPassed, Outcome: "pass",
 				Message: "custom-ar vs nccl: 64/64 prompts identical greedy output; max |Δlogprob| 0.0021", Metrics: map[string]float64{"max_abs_logprob_diff": 0.0021, "prompts": 64}},
 		},
 	}

@@ -107,7 +107,7 @@ var badSpecs = []struct {
 		"two-documents.yaml:8:1: expected one YAML document, found 2 (remove the extra \"---\")",
 	}},
 	{"underpowered", []string{
-		"underpowered.yaml:18:5: checks[0]: this throughput check can never be significant: with at most 3 trials per side (workload \"decode\") the smallest p-value of a rank test is 0.05, above alpha 0.01; raise trials or max_trials (>= 5)",
+		"underpowered.yaml:18:5: checks[0]: this throughput check can never find a regression: with at most 2 trials per side (workload \"decode\") the smallest p-value of the rank test is 0.167, above its level 0.05; raise trials or max_trials (>= 3)",
 	}},
 	{"unknown-key", []string{
 		"unknown-key.yaml:5:3: engine: unknown key \"tp_sise\" (did you mean \"tp_size\"?)",

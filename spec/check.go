@@ -116,7 +116,7 @@ type Check struct {
 const (
 	DefaultMaxAbsLogprobDelta  = 1.0
 	DefaultMeanAbsLogprobDelta = 0.1
-	DefaultMinEffect           = 0.05
+	DefaultMinEffect           = 0.02
 	DefaultAlpha               = 0.01
 )
 

@@ -762,8 +762,13 @@ func listOrNone(names []string) string {
 	return strings.Join(names, ", ")
 }
 
-// checkPower rejects a statistical check that could never find a significant difference: with
-// n trials per side, the smallest one-sided p-value a rank test reaches is 1/C(2n, n).
+// RankGuardAlpha is the level of the rank test (Mann-Whitney U) that the gate requires, on top
+// of its t-test at alpha, before it calls a regression (gate.StatOptions.RankAlpha).
+const RankGuardAlpha = 0.05
+
+// checkPower rejects a statistical check that could never find a regression: with n trials per
+// side, the smallest one-sided p-value of the rank test is 1/C(2n, n), and it must reach
+// RankGuardAlpha (n >= 3).
 func (b *builder) checkPower(s *Spec, c *Check) {
 	var w *Workload
 	for _, x := range s.Workloads {
@@ -775,9 +780,9 @@ func (b *builder) checkPower(s *Spec, c *Check) {
 		return
 	}
 	n := w.MaxTrials
-	if minRankP(n) > c.Alpha {
-		b.errorf(b.checkNode[c], b.checkPath[c], "this %s check can never be significant: with at most %d trials per side (workload %q) the smallest p-value of a rank test is %s, above alpha %s; raise trials or max_trials (>= %d)",
-			c.Kind, n, w.Name, fmtNum(roundSig(minRankP(n))), fmtNum(c.Alpha), minTrialsFor(c.Alpha))
+	if minRankP(n) > RankGuardAlpha {
+		b.errorf(b.checkNode[c], b.checkPath[c], "this %s check can never find a regression: with at most %d trials per side (workload %q) the smallest p-value of the rank test is %s, above its level %s; raise trials or max_trials (>= %d)",
+			c.Kind, n, w.Name, fmtNum(roundSig(minRankP(n))), fmtNum(RankGuardAlpha), minTrialsFor(RankGuardAlpha))
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -155,7 +156,7 @@ func (fw *framework) launchConfig(ctx context.Context, cs *configState) {
 	if sp := l.Speculative; sp != nil {
 		lc.Speculative = &engine.Speculative{
 			Algorithm:      sp.Algorithm,
-			DraftModel:     sp.DraftModel,
+			DraftModelPath: sp.DraftModel,
 			NumSteps:       sp.NumSteps,
 			EagleTopK:      sp.EagleTopK,
 			NumDraftTokens: sp.NumDraftTokens,
@@ -320,6 +321,12 @@ func (fw *framework) runTrial(ctx context.Context, cs *configState, w *spec.Work
 		RequestTimeout: w.RequestTimeout.D(),
 		IgnoreEOS:      true,
 		Model:          cs.launch.Model,
+		Metadata: workload.Metadata{
+			Engine:   fw.spec.Engine.Kind,
+			Config:   cs.name,
+			Testbed:  fw.testbedKey,
+			Workload: workload.Workload{Name: w.Name},
+		},
 	}
 	res, err := workload.Run(ctx, fw.client(cs), opts)
 	if err != nil {
@@ -328,10 +335,6 @@ func (fw *framework) runTrial(ctx context.Context, cs *configState, w *spec.Work
 	if err := cs.infraError(); err != nil {
 		return err
 	}
-	res.Metadata.Engine = fw.spec.Engine.Kind
-	res.Metadata.Config = cs.name
-	res.Metadata.Workload = w.Name
-	res.Metadata.Testbed = fw.testbedKey
 	path := filepath.Join(fw.opts.OutDir, "trials", fmt.Sprintf("%s-%s-%d.json", cs.name, w.Name, i+1))
 	if err := workload.WriteResult(path, res); err != nil {
 		return err
@@ -368,7 +371,7 @@ func (fw *framework) wantsMoreTrials(cs *configState, w *spec.Workload, n int) b
 		}
 		plan := gate.DefaultSequentialPlan()
 		d, err := plan.Decide(base, head, m, fw.statOptions(c))
-		if err == nil && d.Continue {
+		if err == nil && d.NeedMore {
 			return true
 		}
 	}
@@ -413,7 +416,10 @@ func (fw *framework) checkpoint() {
 	snapshot.Interrupted = true // until finish says otherwise
 	snapshot.FinishedAt = time.Now().UTC()
 	fw.mu.Unlock()
-	if err := reporters.WriteJSONFile(filepath.Join(fw.opts.OutDir, "results.json"), &snapshot); err != nil {
+	err := reporters.WriteFileAtomic(filepath.Join(fw.opts.OutDir, "results.json"), func(w io.Writer) error {
+		return reporters.WriteJSON(w, &snapshot)
+	})
+	if err != nil {
 		fw.log.WithError(err).Warn("checkpoint results.json")
 	}
 }

@@ -3,7 +3,6 @@ package suites
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -207,7 +206,7 @@ func healthVerdict(cs *configState) gate.Verdict {
 	v.Outcome = gate.Pass
 	v.Message = fmt.Sprintf("%s: engine ready at %s", cs.name, cs.inst.BaseURL())
 	if r := cs.report; r != nil {
-		v.Message += fmt.Sprintf(", allreduce %s", r.Allreduce)
+		v.Message += fmt.Sprintf(", allreduce %s", r.AllReduce)
 		if r.KVCacheTokens != nil {
 			v.Message += fmt.Sprintf(", KV cache %d tokens", *r.KVCacheTokens)
 		}
@@ -264,14 +263,14 @@ func configVerdict(cs *configState, c *spec.Check) gate.Verdict {
 			return errVerdict(c, cs.name, err)
 		}
 		got := "unknown"
-		if cs.report != nil && cs.report.Allreduce != "" {
-			got = cs.report.Allreduce
+		if cs.report != nil && cs.report.AllReduce != "" {
+			got = cs.report.AllReduce
 		}
 		out := gate.ExpectEqual(c.Name, "allreduce", got, c.Expect.AllReduce)
 		out.Config = cs.name
 		out.Message = cs.name + ": " + out.Message
-		if cs.report != nil && cs.report.CustomAllreduceDisabledReason != nil && got != c.Expect.AllReduce {
-			out.Details = strings.TrimSpace(out.Details + "\nengine said: " + *cs.report.CustomAllreduceDisabledReason)
+		if cs.report != nil && cs.report.CustomAllReduceDisabledReason != nil && got != c.Expect.AllReduce {
+			out.Details = strings.TrimSpace(out.Details + "\nengine said: " + *cs.report.CustomAllReduceDisabledReason)
 		}
 		return out
 	}
@@ -312,9 +311,9 @@ func equivalenceVerdict(fw *framework, c *spec.Check) gate.Verdict {
 	}
 	tol := gate.EquivalenceTolerance{
 		TopK:                c.TopK,
-		MaxAbsLogprobDelta:  c.MaxAbsLogprobDelta,
-		MeanAbsLogprobDelta: c.MeanAbsLogprobDelta,
-		MinExactMatch:       c.MinExactMatch,
+		MaxAbsLogprob:  c.MaxAbsLogprobDelta,
+		MeanAbsLogprob: c.MeanAbsLogprobDelta,
+		MinExactMatch:  c.MinExactMatch,
 	}
 	if tol.TopK == 0 && fw.spec.Numerics != nil {
 		tol.TopK = fw.spec.Numerics.TopLogprobs
@@ -334,16 +333,9 @@ func probeVerdict(fw *framework, c *spec.Check) gate.Verdict {
 	if err := json.Unmarshal(b, &p); err != nil {
 		return errVerdict(c, "", fmt.Errorf("allreduce probe %s: %w", c.File, err))
 	}
-	tol := gate.DefaultProbeTolerances()
+	tol := gate.DefaultAllReduceTolerances(p.WorldSize)
 	for dt, v := range c.MaxRelErr {
-		t := tol[dt]
-		t.MaxRelErr = v
-		tol[dt] = t
-	}
-	for dt, v := range c.MaxAbsErr {
-		t := tol[dt]
-		t.MaxAbsErr = v
-		tol[dt] = t
+		tol[dt] = gate.Tolerance{MaxRelErr: v}
 	}
 	out := gate.AllReduceProbeCheck(&p, tol)
 	out.Check = c.Name
@@ -355,8 +347,7 @@ func probeVerdict(fw *framework, c *spec.Check) gate.Verdict {
 func (fw *framework) statVerdict(c *spec.Check) gate.Verdict {
 	fw.statOnce.Do(fw.computeStats)
 	if err := fw.statErrs[c.Name]; err != nil {
-		var nb *gate.ErrNoBaseline
-		if errors.As(err, &nb) || errors.Is(err, gate.ErrNoBaselineSentinel) {
+		if gate.IsNoBaseline(err) {
 			return gate.Verdict{Check: c.Name, Kind: string(c.Kind), Config: c.Config, Outcome: gate.NoBaseline, Message: err.Error()}
 		}
 		return errVerdict(c, c.Config, err)

@@ -169,8 +169,13 @@ def worker(rank, world, a):
     import torch
     import torch.distributed as dist
 
-    torch.cuda.set_device(rank % torch.cuda.device_count())
-    dev = torch.device("cuda", torch.cuda.current_device())
+    local = int(os.environ.get("LOCAL_RANK", rank))
+    if not torch.cuda.is_available() or local >= torch.cuda.device_count():
+        raise SystemExit(f"torch_allreduce_probe: rank {rank} needs GPU {local}, but "
+                         f"{torch.cuda.device_count()} CUDA device(s) are visible: start at most "
+                         "one process per GPU")
+    torch.cuda.set_device(local)
+    dev = torch.device("cuda", local)
     dist.init_process_group("nccl", rank=rank, world_size=world, device_id=dev,
                             timeout=datetime.timedelta(minutes=5))
     try:
@@ -303,12 +308,21 @@ def round_ref(ref64, dt_name):
     return odd.to(torch.bfloat16)
 
 
-def metrics(out, ref64, scale):
-    """(max_abs, max_rel) of out against ref64; rel = |x-ref| / max(|ref|, scale)."""
+def rel_err(d, mag):
+    """The contract's relative error: |out - ref| / (sum over ranks of |addend|). A correct sum in
+    any order stays below (n-1)*u (u: unit roundoff) however much the addends cancel. Where every
+    addend is zero the error must be zero too; a non-zero one counts as 1e300."""
+    import torch
+    safe = torch.where(mag > 0, mag, torch.ones_like(mag))
+    return torch.where(mag > 0, d / safe,
+                       torch.where(d == 0, torch.zeros_like(d), torch.full_like(d, 1e300)))
+
+
+def metrics(out, ref64, mag):
+    """(max_abs, max_rel) of out against the float64 reference."""
     import torch
     d = (out.to(torch.float64) - ref64).abs()
-    rel = d / torch.clamp(ref64.abs(), min=scale)
-    return d.max().item(), rel.max().item()
+    return d.max().item(), rel_err(d, mag).max().item()
 
 
 def run_case(rank, world, a, dev, symm, size, numel, dt_name, dt, kind):
@@ -317,11 +331,12 @@ def run_case(rank, world, a, dev, symm, size, numel, dt_name, dt, kind):
 
     mine = make_inputs(a, world, numel, dt_name, dt, kind, rank, dev)
     ref64 = torch.zeros(numel, dtype=torch.float64, device=dev)
+    mag = torch.zeros(numel, dtype=torch.float64, device=dev)  # sum of |addends|
     for r in range(world):
         x = mine if r == rank else make_inputs(a, world, numel, dt_name, dt, kind, r, dev)
         ref64 += x.to(torch.float64)
+        mag += x.to(torch.float64).abs()
     ref_dt = round_ref(ref64, dt_name)
-    scale = ref64.abs().mean().item() or 1.0
 
     outputs = {}
     entries = []
@@ -348,10 +363,10 @@ def run_case(rank, world, a, dev, symm, size, numel, dt_name, dt, kind):
             entries.append(entry)
             continue
         o = outputs[name]
-        abs_err, rel_err = metrics(o, ref64, scale)
+        abs_err, max_rel = metrics(o, ref64, mag)
         exact = bool(torch.equal(o, ref_dt))  # value equality: +0 == -0, NaN never exact
         same = ranks_identical(o, dist, dev)
-        stats = torch.tensor([abs_err, rel_err, 0.0 if exact else 1.0, 0.0 if same else 1.0, med],
+        stats = torch.tensor([abs_err, max_rel, 0.0 if exact else 1.0, 0.0 if same else 1.0, med],
                              dtype=torch.float64, device=dev)
         dist.all_reduce(stats, op=dist.ReduceOp.MAX)
         s = stats.tolist()
@@ -366,7 +381,7 @@ def run_case(rank, world, a, dev, symm, size, numel, dt_name, dt, kind):
             d = (outputs[an].to(torch.float64) - outputs[bn].to(torch.float64)).abs()
             ident = bool(torch.equal(outputs[an], outputs[bn]))
             stats = torch.tensor([d.max().item(),
-                                  (d / torch.clamp(ref64.abs(), min=scale)).max().item(),
+                                  rel_err(d, mag).max().item(),
                                   0.0 if ident else 1.0], dtype=torch.float64, device=dev)
             dist.all_reduce(stats, op=dist.ReduceOp.MAX)
             s = stats.tolist()
@@ -468,7 +483,12 @@ def main(argv=None):
             print(f"torch_allreduce_probe: warning: {k}={os.environ.get(k)} (NVLink multicast may be "
                   f"used; {k}={v} keeps it off)", file=sys.stderr)
     if a.nproc:
+        import torch
         import torch.multiprocessing as mp
+        if torch.cuda.device_count() < a.nproc:
+            print(f"torch_allreduce_probe: --nproc {a.nproc} but {torch.cuda.device_count()} CUDA "
+                  "device(s) are visible: one process per GPU", file=sys.stderr)
+            return 2
         os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
         os.environ.setdefault("MASTER_PORT", str(free_port()))
         mp.spawn(spawned, args=(a.nproc, a), nprocs=a.nproc, join=True)

@@ -68,6 +68,9 @@ func New(baseURL string, opts Options) *Client {
 // BaseURL returns the server address the client talks to.
 func (c *Client) BaseURL() string { return c.base }
 
+// Now reads the client's clock (time.Now unless Options.Now was given).
+func (c *Client) Now() time.Time { return c.now() }
+
 // Model returns the model name sent when a request names none.
 func (c *Client) Model() string { return c.model }
 

@@ -207,6 +207,8 @@ func TestStreamFailures(t *testing.T) {
 func TestStreamHTTPErrorAndTimeout(t *testing.T) {
 	srv := serve(t, func(w http.ResponseWriter, r *http.Request) {
 		if strings.Contains(r.URL.RawQuery, "slow") {
+			// Read the body so that the server notices when the client hangs up.
+			_, _ = io.Copy(io.Discard, r.Body)
 			<-r.Context().Done()
 			return
 		}

@@ -123,6 +123,7 @@ func (s *state) record(rank, t string) {
 	}
 	if m := poolEndRE.FindStringSubmatch(t); m != nil {
 		s.postKVAvail.Last(rank, gib(m[1], m[2]))
+		s.sawKVOrGraph = true
 	}
 	if m := graphBegRE.FindStringSubmatch(t); m != nil {
 		s.graphBegin.Last(rank, gib(m[1], m[2]))

@@ -20,7 +20,7 @@ var (
 	prefixRE    = regexp.MustCompile(`\(([A-Za-z_]\w*)([^()]*?)\bpid=(\d+)[^()]*\)(?:\s*(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+\d\d-\d\d\s+\d\d:\d\d:\d\d)?|(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+\d\d-\d\d\s+\d\d:\d\d:\d\d`)
 	rankInTagRE = regexp.MustCompile(`\brank=(\d+)`)
 
-	weightsRE     = regexp.MustCompile(`(?:Loading model weights took|Model loading took) (` + num + `) ?(` + unit + `)`)
+	weightsRE     = regexp.MustCompile(`(?:Loading model weights took|Model loading took|model weights take) (` + num + `) ?(` + unit + `)`)
 	kvTokensRE    = regexp.MustCompile(`GPU KV cache size: (` + num + `) tokens`)
 	blocksRE      = regexp.MustCompile(`(?:^|[#\s])(?:GPU|gpu|cuda|CUDA|xpu|XPU|hpu|HPU|npu|NPU|tpu|TPU) blocks: (` + num + `)|num_gpu_blocks is: (` + num + `)`)
 	blockSizeRE   = regexp.MustCompile(`\bblock_size['"]?\s*[=:]\s*(\d+)`)
@@ -31,7 +31,7 @@ var (
 	graphPoolRE   = regexp.MustCompile(`CUDA graph pool memory: (` + num + `) ?(` + unit + `) \(actual\)`)
 	maxSeqsRE     = regexp.MustCompile(`\bmax_num_seqs['"]?\s*[=:]\s*(\d+)`)
 	maxSeqLenRE   = regexp.MustCompile(`\bmax_seq_len=(\d+)`)
-	maxModelLenRE = regexp.MustCompile(`\bmax_model_len['"]?\s*[=:]\s*(\d+)`)
+	maxModelLenRE = regexp.MustCompile(`\bmax_model_len['"]?\s*[=:]\s*(\d+)|Using max model len (\d+)`)
 	concRE        = regexp.MustCompile(`Maximum concurrency for (` + num + `) tokens per request: (` + num + `)\s*x`)
 	meanAccRE     = regexp.MustCompile(`Mean acceptance length: (` + num + `)`)
 	draftedRE     = regexp.MustCompile(`Drafted: (` + num + `) tokens`)
@@ -113,7 +113,12 @@ func firstInt(dst **int64, re *regexp.Regexp, t string) {
 		return
 	}
 	if m := re.FindStringSubmatch(t); m != nil {
-		*dst = core.Int(int64(numOf(m[1])))
+		for _, v := range m[1:] {
+			if v != "" {
+				*dst = core.Int(int64(numOf(v)))
+				return
+			}
+		}
 	}
 }
 

@@ -202,13 +202,62 @@ func oneShot(bufs [][]float32, n, l int, p precision) {
 	}
 	for r := 0; r < n; r++ {
 		dst := bufs[r]
-		copy(dst, ws.stagingOf(0, l))
-		for peer := 1; peer < n; peer++ {
-			add(dst, ws.stagingOf(peer, l))
-		}
+		sumRankOrder(dst, ws, n, l)
 		if p == bf16 {
 			RoundBF16(dst) // one rounding of the float32 accumulator
 		}
+	}
+}
+
+// sumRankOrder sets dst[i] = (((s0[i] + s1[i]) + s2[i]) + ...) + s{n-1}[i] over the n staging
+// buffers in ws. Several peers are folded per pass (same order, fewer loads and stores of dst).
+func sumRankOrder(dst []float32, ws *workspace, n, l int) {
+	s := func(r int) []float32 { return ws.stagingOf(r, l) }
+	var p int
+	switch {
+	case n >= 4:
+		sum4(dst, s(0), s(1), s(2), s(3))
+		p = 4
+	case n == 3:
+		copy(dst, s(0))
+		add2(dst, s(1), s(2))
+		p = 3
+	default:
+		copy(dst, s(0))
+		p = 1
+	}
+	for ; n-p >= 4; p += 4 {
+		add4(dst, s(p), s(p+1), s(p+2), s(p+3))
+	}
+	for ; n-p >= 2; p += 2 {
+		add2(dst, s(p), s(p+1))
+	}
+	if p < n {
+		add(dst, s(p))
+	}
+}
+
+// sum4 sets dst[i] = ((a[i] + b[i]) + c[i]) + d[i].
+func sum4(dst, a, b, c, d []float32) {
+	a, b, c, d = a[:len(dst)], b[:len(dst)], c[:len(dst)], d[:len(dst)]
+	for i := range dst {
+		dst[i] = ((a[i] + b[i]) + c[i]) + d[i]
+	}
+}
+
+// add4 sets dst[i] = (((dst[i] + a[i]) + b[i]) + c[i]) + d[i].
+func add4(dst, a, b, c, d []float32) {
+	a, b, c, d = a[:len(dst)], b[:len(dst)], c[:len(dst)], d[:len(dst)]
+	for i := range dst {
+		dst[i] = (((dst[i] + a[i]) + b[i]) + c[i]) + d[i]
+	}
+}
+
+// add2 sets dst[i] = (dst[i] + a[i]) + b[i].
+func add2(dst, a, b []float32) {
+	a, b = a[:len(dst)], b[:len(dst)]
+	for i := range dst {
+		dst[i] = (dst[i] + a[i]) + b[i]
 	}
 }
 

@@ -1,9 +1,11 @@
 package collective
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -76,7 +78,7 @@ func TestRingSumsInRingOrder(t *testing.T) {
 }
 
 func TestOneShotSumsInRankOrder(t *testing.T) {
-	for _, tc := range []struct{ n, l int }{{2, 5}, {4, 4096}, {8, 1001}} {
+	for _, tc := range []struct{ n, l int }{{2, 5}, {3, 17}, {4, 4096}, {5, 9}, {6, 33}, {7, 100}, {8, 1001}, {11, 64}} {
 		in := makeBufs(uint64(tc.n*31+tc.l), tc.n, tc.l)
 		got := clone(in)
 		AllReduce(OneShot, got)
@@ -300,5 +302,41 @@ func BenchmarkAllReduce(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// TestConcurrentCalls: the engine may run several allreduces at once (one per TP group or layer
+// pipeline); pooled staging must not be shared between calls.
+func TestConcurrentCalls(t *testing.T) {
+	in := makeBufs(5, 4, 3000)
+	want := map[Algorithm][][]float32{}
+	for _, alg := range Algorithms {
+		w := clone(in)
+		AllReduce(alg, w)
+		want[alg] = w
+	}
+	var wg sync.WaitGroup
+	errs := make(chan string, 16)
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			alg := Algorithms[g%2]
+			for k := 0; k < 20; k++ {
+				got := clone(in)
+				AllReduce(alg, got)
+				for i := range got[0] {
+					if got[0][i] != want[alg][0][i] {
+						errs <- fmt.Sprintf("%s goroutine %d: element %d = %v, want %v", alg, g, i, got[0][i], want[alg][0][i])
+						return
+					}
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
 	}
 }

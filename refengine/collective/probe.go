@@ -110,25 +110,23 @@ func probeCase(o ProbeOptions, size int64, dt, inputs string) wire.AllReduceProb
 	n, l := o.WorldSize, int(size/dtypeBytes(dt))
 	in := makeInputs(o.Seed, n, l, dt, inputs)
 
+	// ref is the exact-as-float64 sum; mag is the sum of the magnitudes of the addends, the
+	// denominator of the relative errors (see relErr).
 	ref := make([]float64, l)
+	mag := make([]float64, l)
 	for r := 0; r < n; r++ {
 		for i, v := range in[r] {
 			ref[i] += float64(v)
+			mag[i] += math.Abs(float64(v))
 		}
 	}
-	refDT := make([]float32, l) // reference rounded to the dtype, for "exact"
-	var meanAbs float64
+	refDT := make([]float32, l) // reference rounded once to the dtype, for "exact"
 	for i, v := range ref {
 		if dt == "bfloat16" {
 			refDT[i] = BF16FromFloat64(v)
 		} else {
 			refDT[i] = float32(v)
 		}
-		meanAbs += math.Abs(v)
-	}
-	scale := meanAbs / float64(l)
-	if !(scale > 0) {
-		scale = 1
 	}
 
 	c := wire.AllReduceProbeCase{SizeBytes: size, Elements: int64(l), DType: dt, Inputs: inputs}
@@ -156,17 +154,8 @@ func probeCase(o ProbeOptions, size int64, dt, inputs string) wire.AllReduceProb
 			out[r] = append([]float32(nil), work[r]...)
 		}
 		outs[alg] = out
-		res := wire.AllReduceProbeAlgorithm{Name: string(alg), Exact: true, MedianUs: ptr(median(times))}
-		for r := 0; r < n; r++ {
-			for i, v := range out[r] {
-				d := math.Abs(float64(v) - ref[i])
-				res.MaxAbsErr = max(res.MaxAbsErr, d)
-				res.MaxRelErr = max(res.MaxRelErr, d/max(math.Abs(ref[i]), scale))
-				if math.Float32bits(v) != math.Float32bits(refDT[i]) && !(v == 0 && refDT[i] == 0) {
-					res.Exact = false
-				}
-			}
-		}
+		res := wire.AllReduceProbeAlgorithm{Name: string(alg), MedianUs: ptr(median(times))}
+		res.MaxAbsErr, res.MaxRelErr, res.Exact = score(out, ref, mag, refDT)
 		same := true
 		for r := 1; r < n && same; r++ {
 			for i := range out[r] {
@@ -181,15 +170,32 @@ func probeCase(o ProbeOptions, size int64, dt, inputs string) wire.AllReduceProb
 	}
 	for i := 0; i < len(Algorithms); i++ {
 		for j := i + 1; j < len(Algorithms); j++ {
-			c.Pairs = append(c.Pairs, comparePair(Algorithms[j], Algorithms[i], outs, ref, scale))
+			c.Pairs = append(c.Pairs, comparePair(Algorithms[j], Algorithms[i], outs, mag))
 		}
 	}
 	return c
 }
 
-// comparePair compares a's outputs with b's on every rank; relative differences are taken against
-// the reference sum, as the errors are.
-func comparePair(a, b Algorithm, outs map[Algorithm][][]float32, ref []float64, scale float64) wire.AllReduceProbePair {
+// score measures every rank's output against the float64 reference: the largest absolute and
+// relative error (relErr) and whether every element equals the reference rounded to the dtype.
+func score(out [][]float32, ref, mag []float64, refDT []float32) (maxAbs, maxRel float64, exact bool) {
+	exact = true
+	for r := range out {
+		for i, v := range out[r] {
+			d := math.Abs(float64(v) - ref[i])
+			maxAbs = max(maxAbs, d)
+			maxRel = max(maxRel, relErr(d, mag[i]))
+			if v != refDT[i] { // value comparison: +0 == -0, NaN never exact
+				exact = false
+			}
+		}
+	}
+	return maxAbs, maxRel, exact
+}
+
+// comparePair compares a's outputs with b's on every rank; relative differences use the same
+// denominator as the errors.
+func comparePair(a, b Algorithm, outs map[Algorithm][][]float32, mag []float64) wire.AllReduceProbePair {
 	pr := wire.AllReduceProbePair{A: string(a), B: string(b), Identical: true}
 	for r := range outs[a] {
 		for i, va := range outs[a][r] {
@@ -199,7 +205,7 @@ func comparePair(a, b Algorithm, outs map[Algorithm][][]float32, ref []float64, 
 			}
 			d := math.Abs(float64(va) - float64(vb))
 			pr.MaxAbsDiff = max(pr.MaxAbsDiff, d)
-			pr.MaxRelDiff = max(pr.MaxRelDiff, d/max(math.Abs(ref[i]), scale))
+			pr.MaxRelDiff = max(pr.MaxRelDiff, relErr(d, mag[i]))
 		}
 	}
 	return pr
@@ -232,6 +238,20 @@ func makeInputs(seed uint64, n, l int, dt, inputs string) [][]float32 {
 		}
 	}
 	return in
+}
+
+// relErr is the contract's relative error of one element: d = |out - ref| divided by mag, the sum
+// of the magnitudes of the n addends. Any summation order with unit roundoff u errs by at most
+// (n-1)·u·mag, so a correct algorithm stays below (n-1)·u however much the addends cancel. With
+// mag = 0 every addend is zero and so must the error be; a non-zero error then counts as 1e300.
+func relErr(d, mag float64) float64 {
+	if mag > 0 {
+		return d / mag
+	}
+	if d == 0 {
+		return 0
+	}
+	return 1e300
 }
 
 func median(xs []float64) float64 {
@@ -315,8 +335,10 @@ func RunProbeCLI(args []string, stdout, stderr io.Writer) int {
 	repeats := fs.Int("repeats", 5, "timed runs per algorithm and case (median reported)")
 	asJSON := fs.Bool("json", false, "print the reckon.allreduce-probe/v1 JSON instead of a table")
 	out := fs.String("out", "", "also write the JSON to this file (atomically)")
+	check := fs.String("check", "", "instead of probing, read a probe JSON file (from any probe, e.g. ci/probes/torch_allreduce_probe.py), validate it against the contract and report")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: refengine probe-allreduce --tp N --sizes LIST [--dtype LIST] [--inputs LIST] [--seed S] [--repeats K] [--json] [--out FILE]")
+		fmt.Fprintln(stderr, "       refengine probe-allreduce --check FILE [--json]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -328,6 +350,9 @@ func RunProbeCLI(args []string, stdout, stderr io.Writer) int {
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "probe-allreduce: unexpected argument %q\n", fs.Arg(0))
 		return 2
+	}
+	if *check != "" {
+		return runCheck(*check, *asJSON, stdout, stderr)
 	}
 	if *sizes == "" {
 		fmt.Fprintln(stderr, "probe-allreduce: --sizes is required (e.g. --sizes 1KiB,64KiB,1MiB)")
@@ -378,6 +403,37 @@ func RunProbeCLI(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// runCheck validates a probe file and reports like a probe run: 0 when the contract held, 1 on
+// violations, 2 when the file is unreadable or malformed.
+func runCheck(path string, asJSON bool, stdout, stderr io.Writer) int {
+	p, err := ReadProbe(path)
+	if err != nil {
+		fmt.Fprintf(stderr, "probe-allreduce --check: %v\n", err)
+		return 2
+	}
+	if asJSON {
+		data, err := json.MarshalIndent(p, "", "  ")
+		if err == nil {
+			_, err = stdout.Write(append(data, '\n'))
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "probe-allreduce --check: writing stdout: %v\n", err)
+			return 3
+		}
+	} else if err := WriteProbeTable(stdout, p); err != nil {
+		fmt.Fprintf(stderr, "probe-allreduce --check: writing stdout: %v\n", err)
+		return 3
+	}
+	if v := ContractViolations(p); len(v) > 0 {
+		for _, s := range v {
+			fmt.Fprintf(stderr, "probe-allreduce: FAIL %s\n", s)
+		}
+		return 1
+	}
+	fmt.Fprintf(stdout, "contract holds: %d cases, every algorithm exact on integer inputs and identical across ranks\n", len(p.Results))
+	return 0
+}
+
 // ContractViolations lists what the op-level contract forbids in p: an algorithm that is not
 // exact on integer inputs, or one that left ranks holding different values.
 func ContractViolations(p *wire.AllReduceProbe) []string {
@@ -402,7 +458,7 @@ func ContractViolations(p *wire.AllReduceProbe) []string {
 // WriteProbeTable renders p as a readable table: one row per algorithm and per pair.
 func WriteProbeTable(w io.Writer, p *wire.AllReduceProbe) error {
 	fmt.Fprintf(w, "allreduce probe: source=%s world_size=%d reference=%s device=%s\n", p.Source, p.WorldSize, p.Reference, p.Device)
-	fmt.Fprintln(w, "errors are against the float64 sum; rel = |x-ref| / max(|ref|, mean|ref|)")
+	fmt.Fprintln(w, "errors are against the float64 sum; rel = |x-ref| / sum of |addends| (a correct sum stays below (n-1)*unit roundoff)")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "size\tdtype\tinputs\talgorithm\tmax_abs_err\tmax_rel_err\texact\tranks_identical\tmedian_us\t")
 	for _, c := range p.Results {

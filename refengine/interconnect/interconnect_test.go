@@ -1,6 +1,8 @@
 package interconnect
 
 import (
+	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -128,5 +130,27 @@ func TestDescribe(t *testing.T) {
 	}
 	if d := Default(PCIe).Describe(); !strings.Contains(d, "bus=2GB/s") || !strings.Contains(d, "transfer=8us") {
 		t.Errorf("pcie Describe lacks its constants: %q", d)
+	}
+}
+
+// TestDocsShowDescribe pins docs/interconnect.md to the code: its example start-up line must be
+// what Describe prints for the default PCIe model, and its constants table must hold the defaults.
+func TestDocsShowDescribe(t *testing.T) {
+	data, err := os.ReadFile("../../docs/interconnect.md")
+	if err != nil {
+		t.Fatalf("reading the model's documentation: %v", err)
+	}
+	doc := string(data)
+	if d := Default(PCIe).Describe(); !strings.Contains(doc, d) {
+		t.Errorf("docs/interconnect.md does not show the current start-up line:\n%s", d)
+	}
+	nv, pc := Default(NVLink), Default(PCIe)
+	for _, row := range []string{
+		fmt.Sprintf("| nvlink | %g | – | %g | – |", nv.LinkGBps, nv.LatencyUs),
+		fmt.Sprintf("| pcie | %g | %g | %g | %g |", pc.LinkGBps, pc.BusGBps, pc.LatencyUs, pc.TransferUs),
+	} {
+		if !strings.Contains(doc, row) {
+			t.Errorf("docs/interconnect.md constants table lacks %q", row)
+		}
 	}
 }

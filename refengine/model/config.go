@@ -30,6 +30,10 @@ type Config struct {
 	// ResidualScale scales the output projections of attention and MLP, so that each layer adds a
 	// modest update to the residual stream (keeps deep random models well conditioned).
 	ResidualScale float64 `json:"residual_scale"`
+	// ResidualDecay multiplies the residual scale from one layer to the next (layer l uses
+	// ResidualScale·ResidualDecay^l; 0 means 1): early layers shape the output, later layers refine
+	// it, which is what lets a shallow draft model agree with the target most of the time.
+	ResidualDecay float64 `json:"residual_decay,omitempty"`
 	// LogitScale is the standard deviation of the logits for a unit-RMS final hidden state.
 	LogitScale float64 `json:"logit_scale"`
 	// DraftLayers is the number of layers of the derived speculative-decoding draft model.
@@ -88,6 +92,9 @@ func (c *Config) applyDefaults() {
 	}
 	if c.ResidualScale == 0 {
 		c.ResidualScale = 0.5
+	}
+	if c.ResidualDecay == 0 {
+		c.ResidualDecay = 1
 	}
 	if c.LogitScale == 0 {
 		c.LogitScale = 4

@@ -1,6 +1,9 @@
 package model
 
-import "strconv"
+import (
+	"fmt"
+	"strconv"
+)
 
 // Byte-level tokenizer: ids 0..255 are the bytes themselves; BOS and EOS follow.
 const (
@@ -32,8 +35,11 @@ func Decode(ids []int) string {
 // TokenText is the text of a single token: its byte, or a name for special tokens.
 func TokenText(id int) string {
 	switch {
-	case id >= 0 && id < 256:
+	case id >= 0 && id < 128:
 		return string([]byte{byte(id)})
+	case id >= 128 && id < 256:
+		// not valid UTF-8 on its own: byte-fallback name, unique per token
+		return fmt.Sprintf("<0x%02X>", id)
 	case id == BOS:
 		return "<s>"
 	case id == EOS:

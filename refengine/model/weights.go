@@ -37,6 +37,7 @@ func Generate(cfg Config) *Weights {
 	g := func(name string, n int, std float64) []float32 { return gaussian(cfg.Seed, name, n, std) }
 	w.Embed = g("embed", V*H, 1)
 	inStd := 1 / math.Sqrt(float64(H))
+	rs := cfg.ResidualScale
 	for l := 0; l < cfg.Layers; l++ {
 		p := "layer" + itoa(l) + "."
 		w.Layers = append(w.Layers, Layer{
@@ -44,18 +45,26 @@ func Generate(cfg Config) *Weights {
 			Wq:       g(p+"wq", H*cfg.Heads*hd, inStd),
 			Wk:       g(p+"wk", H*cfg.KVHeads*hd, inStd),
 			Wv:       g(p+"wv", H*cfg.KVHeads*hd, inStd),
-			Wo:       g(p+"wo", cfg.Heads*hd*H, cfg.ResidualScale/math.Sqrt(float64(cfg.Heads*hd))),
+			Wo:       g(p+"wo", cfg.Heads*hd*H, rs/math.Sqrt(float64(cfg.Heads*hd))),
 			MLPNorm:  norm(cfg.Seed, p+"mlp_norm", H),
 			Wg:       g(p+"wg", H*F, inStd),
 			Wu:       g(p+"wu", H*F, inStd),
-			Wd:       g(p+"wd", F*H, cfg.ResidualScale/math.Sqrt(float64(F))),
+			Wd:       g(p+"wd", F*H, rs/math.Sqrt(float64(F))),
 		})
+		rs *= cfg.ResidualDecay
 	}
 	w.FinalNorm = norm(cfg.Seed, "final_norm", H)
 	w.LMHead = g("lm_head", H*V, cfg.LogitScale/math.Sqrt(float64(H)))
 	// BOS is never generated; EOS is less likely than an average byte, so that greedy
 	// continuations run for a while before they stop.
+	// Control bytes and bytes >= 0x80 are rarely generated (their LM-head columns are scaled
+	// down), so that the byte-level model writes readable ASCII.
 	for k := 0; k < H; k++ {
+		for v := 0; v < 256; v++ {
+			if !printable(v) {
+				w.LMHead[k*V+v] *= 0.25
+			}
+		}
 		w.LMHead[k*V+BOS] = 0
 		w.LMHead[k*V+EOS] *= 0.6
 	}
@@ -131,3 +140,5 @@ func itoa(i int) string {
 	}
 	return string(b[p:])
 }
+
+func printable(b int) bool { return b == '\n' || (b >= 32 && b < 127) }

@@ -56,8 +56,8 @@ type Event struct {
 	FinishReason string
 	// MatchedStop is the stop string that ended the request; StopAt is the byte offset in the
 	// generated text where it begins (the text must be cut there).
-	MatchedStop string
-	StopAt      int
+	MatchedStop                    string
+	StopAt                         int
 	PromptTokens, CompletionTokens int
 	Err                            error
 	// SpecVerifies counts the verification steps of a speculative request.

@@ -18,18 +18,18 @@ import (
 
 // Config configures a Scheduler.
 type Config struct {
-	MaxRunning       int // --max-running-requests
-	ChunkedPrefill   int // tokens per prefill step
-	ContextLen       int
-	DecodeLogEvery   int // decode steps between "Decode batch" lines (0 = never)
-	CUDAGraphMaxBS   int // batch sizes up to this run "in a graph" (reported only)
-	DisableGraph     bool
-	RandomSeed       int64
-	Slowdown         float64 // --fault-slowdown: each step takes this many times longer (>=1)
-	LeakBytesPerReq  int64   // --fault-leak-mb-per-request, in bytes: KV pages lost per finished request
-	KVBytesPerToken  int64   // to convert leaked bytes into pages
-	Spec             *SpecConfig
-	Logf             func(format string, args ...any) // rank-0 log line printer
+	MaxRunning      int // --max-running-requests
+	ChunkedPrefill  int // tokens per prefill step
+	ContextLen      int
+	DecodeLogEvery  int // decode steps between "Decode batch" lines (0 = never)
+	CUDAGraphMaxBS  int // batch sizes up to this run "in a graph" (reported only)
+	DisableGraph    bool
+	RandomSeed      int64
+	Slowdown        float64 // --fault-slowdown: each step takes this many times longer (>=1)
+	LeakBytesPerReq int64   // --fault-leak-mb-per-request, in bytes: KV pages lost per finished request
+	KVBytesPerToken int64   // to convert leaked bytes into pages
+	Spec            *SpecConfig
+	Logf            func(format string, args ...any) // rank-0 log line printer
 }
 
 // SpecConfig configures speculative decoding (topk 1: a chain of draft tokens).
@@ -80,6 +80,10 @@ type Stats struct {
 	SpecVerifies          int64 // verify steps (per sequence)
 	DecodeSteps           int64
 	PrefillSteps          int64
+	// CommTime is the modelled communication time added to steps; FaultDelay the extra time the
+	// slowdown fault added.
+	CommTime   time.Duration
+	FaultDelay time.Duration
 }
 
 // TokenUsage is the fraction of the KV pool in use.
@@ -231,8 +235,14 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	s.winStart = time.Now()
 	for {
 		s.mu.Lock()
+		idle := false
 		for !s.closed && len(s.waiting) == 0 && len(s.running) == 0 {
+			idle = true
 			s.cond.Wait()
+		}
+		if idle { // the decode-log window measures busy time only
+			s.winStart = time.Now()
+			s.winTokens = 0
 		}
 		if s.closed {
 			all := append(s.running, s.waiting...)
@@ -324,10 +334,16 @@ func (s *Scheduler) step(ctx context.Context) error {
 // pace adds the modelled communication time and the slowdown fault to the step: it sleeps once
 // the accumulated debt is worth a sleep, so the average step time is right.
 func (s *Scheduler) pace(ctx context.Context, compute time.Duration) {
-	s.debt += s.group.TakeCommTime()
+	comm := s.group.TakeCommTime()
+	var extra time.Duration
 	if s.cfg.Slowdown > 1 {
-		s.debt += time.Duration(float64(compute) * (s.cfg.Slowdown - 1))
+		extra = time.Duration(float64(compute) * (s.cfg.Slowdown - 1))
 	}
+	s.debt += comm + extra
+	s.mu.Lock()
+	s.st.CommTime += comm
+	s.st.FaultDelay += extra
+	s.mu.Unlock()
 	if s.debt < 500*time.Microsecond {
 		return
 	}

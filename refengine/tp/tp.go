@@ -88,9 +88,9 @@ type Group struct {
 }
 
 type rank struct {
-	id     int
-	shards [2]*model.Shard
-	kv     [2]*kvcache.Store
+	id                                 int
+	shards                             [2]*model.Shard
+	kv                                 [2]*kvcache.Store
 	x, h, o, att, qkv, gu, act, sc, lg []float32
 }
 
@@ -329,12 +329,7 @@ func (rk *rank) attend(kv *kvcache.Store, layer int, pages []int32, pos int, q, 
 			cnt := min(ps, n-j0)
 			for jj := 0; jj < cnt; jj++ {
 				kvec := kv.K[base+jj*s.KVHeads*hd : base+jj*s.KVHeads*hd+hd]
-				kvec = kvec[:len(qv)]
-				var d float32
-				for i, a := range qv {
-					d += a * kvec[i]
-				}
-				d *= scale
+				d := dot(qv, kvec) * scale
 				sc[j0+jj] = d
 				if d > mx {
 					mx = d
@@ -357,11 +352,7 @@ func (rk *rank) attend(kv *kvcache.Store, layer int, pages []int32, pos int, q, 
 			cnt := min(ps, n-j0)
 			for jj := 0; jj < cnt; jj++ {
 				p := sc[j0+jj] * inv
-				vvec := kv.V[base+jj*s.KVHeads*hd : base+jj*s.KVHeads*hd+hd]
-				vvec = vvec[:len(ov)]
-				for i := range ov {
-					ov[i] += p * vvec[i]
-				}
+				axpy(ov, p, kv.V[base+jj*s.KVHeads*hd:base+jj*s.KVHeads*hd+hd])
 			}
 		}
 	}
@@ -473,4 +464,49 @@ func hashUnit(a, b uint64) float64 {
 	z *= 0x94d049bb133111eb
 	z ^= z >> 31
 	return float64(z>>11)/float64(1<<52) - 1
+}
+
+// dot is the dot product of two equal-length head vectors (unrolled for head size 16).
+func dot(a, b []float32) float32 {
+	if len(a) == 16 && len(b) == 16 {
+		x := (*[16]float32)(a)
+		y := (*[16]float32)(b)
+		return ((x[0]*y[0] + x[1]*y[1]) + (x[2]*y[2] + x[3]*y[3])) + ((x[4]*y[4] + x[5]*y[5]) + (x[6]*y[6] + x[7]*y[7])) +
+			(((x[8]*y[8] + x[9]*y[9]) + (x[10]*y[10] + x[11]*y[11])) + ((x[12]*y[12] + x[13]*y[13]) + (x[14]*y[14] + x[15]*y[15])))
+	}
+	b = b[:len(a)]
+	var d float32
+	for i, v := range a {
+		d += v * b[i]
+	}
+	return d
+}
+
+// axpy adds p·v to o (equal lengths; unrolled for head size 16).
+func axpy(o []float32, p float32, v []float32) {
+	if len(o) == 16 && len(v) == 16 {
+		x := (*[16]float32)(o)
+		y := (*[16]float32)(v)
+		x[0] += p * y[0]
+		x[1] += p * y[1]
+		x[2] += p * y[2]
+		x[3] += p * y[3]
+		x[4] += p * y[4]
+		x[5] += p * y[5]
+		x[6] += p * y[6]
+		x[7] += p * y[7]
+		x[8] += p * y[8]
+		x[9] += p * y[9]
+		x[10] += p * y[10]
+		x[11] += p * y[11]
+		x[12] += p * y[12]
+		x[13] += p * y[13]
+		x[14] += p * y[14]
+		x[15] += p * y[15]
+		return
+	}
+	v = v[:len(o)]
+	for i := range o {
+		o[i] += p * v[i]
+	}
 }

@@ -111,3 +111,92 @@ func TestFaultAllReduceErrorIsVisible(t *testing.T) {
 	}
 	_ = collective.Ring
 }
+
+func logitsFor(t *testing.T, w *model.Weights, opts Options, prompt []int) [][]float32 {
+	t.Helper()
+	g, pages := newGroup(t, w, opts, len(prompt))
+	out, err := g.Forward(Target, []SeqInput{{Tokens: prompt, Pages: pages, Logits: LogitsAll}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func maxDiff(a, b [][]float32) (abs, rel float64) {
+	var den float64
+	for i := range a {
+		for j := range a[i] {
+			abs = math.Max(abs, math.Abs(float64(a[i][j])-float64(b[i][j])))
+			den = math.Max(den, math.Abs(float64(b[i][j])))
+		}
+	}
+	return abs, abs / den
+}
+
+// TestRingVsOneShotRoundingLevel: the two algorithms sum in different orders, so the logits
+// differ, but only at rounding level (float32: ~1e-7 relative; bf16: the bf16 step).
+func TestRingVsOneShotRoundingLevel(t *testing.T) {
+	c := tinyConfig(t)
+	w := model.Generate(c)
+	prompt := model.Encode("Ring and one-shot allreduce sum in different orders; how far apart are the logits?")
+	ref := model.ReferenceForward(w, prompt)
+	for _, bf16 := range []bool{false, true} {
+		for _, tpn := range []int{2, 4, 8} {
+			ring := logitsFor(t, w, Options{TP: tpn, BF16: bf16}, prompt)
+			one := logitsFor(t, w, Options{TP: tpn, BF16: bf16, Custom: true}, prompt)
+			abs, rel := maxDiff(ring, one)
+			eRing, eOne := maxRelErr(ring, ref), maxRelErr(one, ref)
+			t.Logf("bf16=%v tp=%d: ring vs one-shot max abs %.3g rel %.3g; vs float64 ref: ring %.3g one-shot %.3g", bf16, tpn, abs, rel, eRing, eOne)
+			limit := 1e-5
+			if bf16 {
+				limit = 0.05
+			}
+			if rel > limit || eRing > limit || eOne > limit {
+				t.Errorf("bf16=%v tp=%d: differences beyond rounding level (limit %g)", bf16, tpn, limit)
+			}
+			if tpn > 2 && abs == 0 {
+				t.Errorf("bf16=%v tp=%d: ring and one-shot gave bit-identical logits; their summation orders should differ", bf16, tpn)
+			}
+		}
+	}
+}
+
+// TestDeterministicAllReduceIsBatchInvariant: a sequence's logits do not depend on the other
+// sequences of the batch when the allreduce runs row by row; one-shot is batch-invariant anyway.
+func TestDeterministicAllReduceIsBatchInvariant(t *testing.T) {
+	c := tinyConfig(t)
+	w := model.Generate(c)
+	a := model.Encode("first sequence of the batch")
+	b := model.Encode("a second, longer sequence that shares the batch with the first one")
+	for _, opts := range []Options{{TP: 4, Deterministic: true}, {TP: 4, Custom: true}} {
+		alone := logitsFor(t, w, opts, a)
+		g, _ := newGroup(t, w, opts, 0)
+		al := kvcache.NewAllocator(64, 16)
+		pa, _ := al.Grow(nil, len(a))
+		pb, _ := al.Grow(nil, len(b))
+		g.AttachKV(Target, 64, 16)
+		both, err := g.Forward(Target, []SeqInput{{Tokens: b, Pages: pb, Logits: LogitsNone}, {Tokens: a, Pages: pa, Logits: LogitsAll}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if abs, _ := maxDiff(alone, both); abs != 0 {
+			t.Errorf("opts %+v: logits changed by %.3g when batched with another sequence", opts, abs)
+		}
+	}
+}
+
+func TestForwardRejectsBadInput(t *testing.T) {
+	c := tinyConfig(t)
+	w := model.Generate(c)
+	g, pages := newGroup(t, w, Options{TP: 2}, 8)
+	for name, in := range map[string]SeqInput{
+		"empty":      {Pages: pages},
+		"bad token":  {Tokens: []int{1, 999}, Pages: pages},
+		"few pages":  {Tokens: make([]int, 40), Pages: pages[:1]},
+		"beyond max": {Tokens: []int{1}, Start: c.MaxPositions, Pages: pages},
+	} {
+		if _, err := g.Forward(Target, []SeqInput{in}); err == nil {
+			t.Errorf("%s: want an error", name)
+		}
+	}
+}

@@ -11,27 +11,34 @@ const maxErrors = 200
 // maxErrorText caps LogError.Text.
 const maxErrorText = 400
 
-// prefixREs match the line prefixes of both engines and of uvicorn, in the order they nest.
+// prefixREs match the line prefixes of both engines, of uvicorn, and the decorations that
+// log collectors and issue trackers add (docker/CI timestamps, compose service names, table
+// borders, markdown emphasis), in the order they nest. Each consumes at most one space after
+// the prefix so that traceback indentation survives.
 var prefixREs = []*regexp.Regexp{
+	// paste decorations: "**", "> ", table borders, compose "vllm-1  | ", buildkite "  | "
+	regexp.MustCompile(`^\s*(?:\*\*|>+ ?|\x{2502} ?|\| ?|[\w.-]+\s+\| ?)`),
+	// container/CI timestamps: "2026-03-11T17:57:09.855212259Z ", "[2025-12-13T19:54:35Z] "
+	regexp.MustCompile(`^\s*\[?\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]? ?`),
 	// vLLM process tags: (VllmWorker rank=1 pid=123), (EngineCore_DP0 pid=9), (RayWorkerWrapper pid=1, ip=...)
-	regexp.MustCompile(`^\s*\((?:[A-Za-z_][\w]*)(?:\s+[^()]*)?pid=\d+[^()]*\)\s*`),
+	regexp.MustCompile(`^\s*\((?:[A-Za-z_][\w]*)(?:\s+[^()]*)?pid=\d+[^()]*\) ?`),
 	// vLLM level + timestamp + location: "INFO 03-22 18:40:47 [file.py:137] " or "INFO 12-13 02:09:14 file.py:10] "
-	regexp.MustCompile(`^\s*(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+\d\d-\d\d\s+\d\d:\d\d:\d\d(?:[.,]\d+)?\s*(?:\[[^\]]*\]\s*|[\w.\-]+:\d+\]\s*)?`),
+	regexp.MustCompile(`^\s*(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+\d\d-\d\d\s+\d\d:\d\d:\d\d(?:[.,]\d+)?(?: \[[^\]]*\] ?| [\w.\-]+:\d+\] ?| ?)`),
 	// SGLang: "[2025-06-12 22:41:35 TP0] ", "[22:41:35 TP0] ", "[2025-11-04 05:27:13 DP0 TP0 EP0] "
-	regexp.MustCompile(`^\s*\[(?:\d{4}-\d\d-\d\d[ T])?\d\d:\d\d:\d\d(?:[.,]\d+)?(?:\s+[^\]]*)?\]\s*`),
+	regexp.MustCompile(`^\s*\[(?:\d{4}-\d\d-\d\d[ T])?\d\d:\d\d:\d\d(?:[.,]\d+)?(?:\s+[^\]]*)?\] ?`),
 	// SGLang v0.1–0.2: "[gpu_id=0] "
-	regexp.MustCompile(`^\s*\[gpu(?:_id)?=\d+\]\s*`),
+	regexp.MustCompile(`^\s*\[gpu(?:_id)?=\d+\] ?`),
 	// uvicorn / python logging: "INFO:     ", "ERROR:root:"
 	regexp.MustCompile(`^\s*(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):(?:[\w.]+:)?\s*`),
 }
 
 // StripPrefix removes the engine/uvicorn prefixes (rank tags, levels, timestamps, source
-// locations) from the start of a log line.
+// locations) and paste decorations from the start of a log line.
 func StripPrefix(line string) string {
-	for range 3 {
+	for range 4 {
 		before := line
 		for _, re := range prefixREs {
-			if loc := re.FindStringIndex(line); loc != nil {
+			if loc := re.FindStringIndex(line); loc != nil && loc[1] > 0 {
 				line = line[loc[1]:]
 			}
 		}
@@ -48,7 +55,7 @@ var (
 	frameRE      = regexp.MustCompile(`^\s*File "[^"]*", line \d+`)
 	// exceptionRE finds "SomeError: message" / "pkg.SomeException" at the start of the
 	// (prefix-stripped) text or after a space.
-	exceptionRE = regexp.MustCompile(`(?:^|[\s:])((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Failure|Abort))(?::\s|:$|$)`)
+	exceptionRE = regexp.MustCompile(`(?:^|[\s:])((?:[A-Za-z_]\w*\.)*\w*(?:Error|Exception|Exit|Interrupt|Failure|Abort))(?::\s|:$|$)`)
 	digitsRE    = regexp.MustCompile(`\d+(?:\.\d+)?`)
 )
 
@@ -60,30 +67,48 @@ type rule struct {
 
 // rules are tried in order; the first match classifies the line.
 var rules = []rule{
-	{KindKVTooSmall, regexp.MustCompile(`No available memory for the cache blocks|larger than the maximum number of tokens that can be stored in KV cache|KV cache is needed, which is larger than the available KV cache memory|Not enough memory\. Please try to increase --mem-fraction-static|(?i:insufficient (?:gpu )?memory for (?:the )?kv cache)|(?i:kv cache (?:is )?too small)|max_total_num_tokens(?: is|=)\s*(?:0|-\d+)\b`), nil},
+	{KindKVTooSmall, regexp.MustCompile(`No available memory for the cache blocks|larger than the maximum number of tokens that can be stored in KV cache|KV cache is needed, which is larger than the available KV cache memory|Not enough memory\. Please try to increase --mem-fraction-static|(?i:insufficient (?:gpu )?memory for (?:the )?kv cache)|(?i:kv cache (?:is )?too small)|max_total_num_tokens(?: is|=)\s*(?:0|-\d+)\b|profiled value -\d+`), nil},
 	{KindCustomAllReduce, regexp.MustCompile(`custom_all_reduce[\w.]*\.cuh?:\d+|(?i:custom[ _]?all[ _-]?reduce\w*).*(?i:error|failed|failure|exception|invalid argument|not supported between)|(?:register_graph_buffers|get_graph_buffer_ipc_meta|_gather_ipc_meta|register_buffer).*(?i:error|failed|invalid argument)`), regexp.MustCompile(`is disabled (?:because|due to)|To silence this warning`)},
-	{KindOOM, regexp.MustCompile(`(?i:cuda out of memory|OutOfMemoryError|CUDA error: out of memory|cudaErrorMemoryAllocation|\bout of memory\b|failed to allocate memory|\bOOM\b(?: error| when|-killed| killed))`), nil},
 	{KindGraphCapture, regexp.MustCompile(`(?i:capture cuda graph failed|cuda ?graph capture (?:failed|error)|graph capture failed|failed to capture (?:cuda )?graph|cudaErrorStreamCapture\w*|operation not permitted when stream is capturing|during capture|capture_cuda_graph.*error|CUDA graph.*(?:capture|capturing).*(?:failed|error))`), nil},
+	{KindOOM, regexp.MustCompile(`(?i:cuda out of memory|OutOfMemoryError|CUDA error: out of memory|cudaErrorMemoryAllocation|\bout of memory\b|failed to allocate memory|\bOOM\b(?: error| when|-killed| killed))`), nil},
 	{KindNCCL, regexp.MustCompile(`NCCL error|nccl(?:Internal|UnhandledCuda|System|InvalidUsage|InvalidArgument|Remote)Error|NCCL WARN|ProcessGroupNCCL.*(?i:timeout|timed out|error|abort)|Watchdog caught collective operation timeout|DistBackendError|NCCL communicator was aborted|NCCL_ERROR|ncclCommInitRank failed`), nil},
-	{KindCUDA, regexp.MustCompile(`CUDA error|CUDA driver error|CUDART error|(?i:cuda failure)|cudaError[A-Z]\w*|CUBLAS_STATUS_(?:[A-RT-Z]\w*|S[A-TV-Z]\w*)|CUDNN_STATUS_(?:[A-RT-Z]\w*)|illegal memory access|device-side assert|no CUDA-capable device|CUDA kernel errors|Xid \d+`), nil},
+	{KindCUDA, regexp.MustCompile(`CUDA error|CUDA driver error|CUDART error|(?i:cuda failure)|cudaError[A-Z]\w*|CUBLAS_STATUS_(?:[A-RT-Z]\w*|S[A-TV-Z]\w*)|CUDNN_STATUS_(?:[A-RT-Z]\w*)|illegal memory access|device-side assert(?:ion)? triggered|no CUDA-capable device|Xid \d+`), nil},
+	{KindOther, regexp.MustCompile(`exceeds the maximum allowed length|Received sigquit from a child|child process.*(?:died|exited|failed)|died unexpectedly`), nil},
 }
 
-// Classify returns the error kind of a line, or "" when it is not an error line. Level-only
-// errors ("ERROR ..." without a known pattern) and bare exception lines are "other".
+// Classify returns the error kind of a line, or "" when it is not an error line. Patterns are
+// matched on the line without its prefix; traceback frames and indented code are never errors
+// by themselves. Error-level lines without a known pattern, and bare exception lines, are
+// "other".
 func Classify(line string) string {
+	body := StripPrefix(line)
+	if frameRE.MatchString(body) {
+		return ""
+	}
 	for _, r := range rules {
-		if r.re.MatchString(line) && (r.not == nil || !r.not.MatchString(line)) {
+		if r.re.MatchString(body) && (r.not == nil || !r.not.MatchString(body)) {
 			return r.kind
 		}
+	}
+	if isIndentedOrEmpty(body) {
+		return ""
 	}
 	if errorLevelRE.MatchString(line) {
 		return KindOther
 	}
-	body := StripPrefix(line)
 	if m := exceptionRE.FindStringSubmatchIndex(body); m != nil && m[0] == 0 && !isNoiseException(body) {
 		return KindOther
 	}
 	return ""
+}
+
+// isIndentedOrEmpty reports traceback code lines ("    x = f()", "    ^^^^") and blank text.
+func isIndentedOrEmpty(body string) bool {
+	t := strings.TrimSpace(body)
+	if t == "" || strings.Trim(t, "^~ ") == "" {
+		return true
+	}
+	return body[0] == ' ' || body[0] == '\t'
 }
 
 // isNoiseException filters lines that look like exceptions but are not: warnings categories,
@@ -116,10 +141,16 @@ func (c *ErrorCollector) Line(n int, line string) {
 		// "Scheduler hit an exception: Traceback ..." carries nothing more on this line.
 		return
 	}
+	body := StripPrefix(line)
+	isFrame := frameRE.MatchString(body)
+	if !c.tbPending && isFrame {
+		// A traceback whose header is not in the log (an excerpt, or a rank's output cut).
+		c.tbPending, c.tbLine, c.tbText, c.tbAge = true, n, line, 0
+		return
+	}
 	if c.tbPending {
 		c.tbAge++
-		body := StripPrefix(line)
-		if frameRE.MatchString(body) {
+		if isFrame || isIndentedOrEmpty(body) {
 			return
 		}
 		if m := exceptionRE.FindStringSubmatchIndex(body); m != nil && !isNoiseException(body) && isExceptionStart(body, m[2]) {

@@ -1,0 +1,449 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/reckon-ci/reckon/gate"
+)
+
+func init() { rootCmd.AddCommand(newCompareCmd()) }
+
+// defaultGated are the metrics whose regressions decide compare's exit code unless --gate says
+// otherwise. Holm-Bonferroni runs over these only: correcting over every printed metric would
+// cost all the power.
+var defaultGated = []string{"output_throughput", "median_ttft_ms", "median_tpot_ms"}
+
+type compareOptions struct {
+	base, head []string
+	json       bool
+	alpha      float64
+	minEffect  float64
+	gate       string
+	twoSided   bool
+}
+
+func newCompareCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "compare --base FILE... --head FILE... [--json] [--alpha A] [--min-effect PCT] [--gate LIST]",
+		Short: "Compare benchmark trials of two versions or configs, benchstat-style, with a verdict per metric",
+		Long: `compare reads trial result files (one trial per file, in any format reckon import reads: vLLM
+bench serve --save-result JSON, SGLang bench_serving JSONL, where each line is one trial, reckon's
+own trial JSON) for a base and a head, and prints per metric the medians, the ratio head/base with
+its confidence interval, the p-value and a verdict: regression, improvement, no_change or
+inconclusive (with how many more trials per side would likely decide).
+
+A regression needs a one-sided t-test on log values at --alpha, a Mann-Whitney U rank test at
+0.05, and a median change of at least --min-effect percent in the bad direction (each metric's
+direction is known: throughput higher is better, latency lower is better). The metrics listed in
+--gate (default output_throughput, median_ttft_ms, median_tpot_ms; "all" for every metric with a
+known direction) are Holm-Bonferroni corrected together and decide the exit code; the others are
+printed for information. See docs/statistics.md.
+
+Exit code: 0 no gated regression, 1 a gated regression, 2 bad input.`,
+		Example: `  reckon compare --base main/run*.json --head pr/run*.json
+  reckon compare --base a1.json a2.json a3.json --head b1.json b2.json b3.json --json
+  reckon compare --base=a1.json,a2.json --head=b1.json,b2.json --min-effect 5 --gate all`,
+		DisableFlagParsing: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts, help, err := parseCompareArgs(args)
+			if help {
+				return cmd.Help()
+			}
+			if err != nil {
+				return withExitCode(2, err)
+			}
+			return runCompare(cmd.OutOrStdout(), cmd.ErrOrStderr(), opts)
+		},
+	}
+	return cmd
+}
+
+// parseCompareArgs parses compare's arguments by hand: --base and --head take every following
+// argument up to the next flag, so that shell globs work (--base main/*.json --head pr/*.json).
+func parseCompareArgs(args []string) (compareOptions, bool, error) {
+	var o compareOptions
+	fs := pflag.NewFlagSet("compare", pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.BoolVar(&o.json, "json", false, "print JSON instead of a table")
+	fs.Float64Var(&o.alpha, "alpha", 0.01, "one-sided significance level of a regression (before Holm)")
+	fs.Float64Var(&o.minEffect, "min-effect", 2, "minimum change of the median, in percent, that counts as a regression or improvement")
+	fs.StringVar(&o.gate, "gate", strings.Join(defaultGated, ","), `comma-separated metrics that decide the exit code, or "all"`)
+	fs.BoolVar(&o.twoSided, "two-sided", false, "test both directions at alpha/2 each")
+	fs.String("log-format", "text", "log format")
+	fs.String("log-level", "info", "log level")
+	help := fs.BoolP("help", "h", false, "help")
+	var rest []string
+	var into *[]string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--base" || a == "--head":
+			into = &o.base
+			if a == "--head" {
+				into = &o.head
+			}
+		case strings.HasPrefix(a, "--base=") || strings.HasPrefix(a, "--head="):
+			into = nil
+			list := &o.base
+			if strings.HasPrefix(a, "--head=") {
+				list = &o.head
+			}
+			for _, p := range strings.Split(a[len("--base="):], ",") {
+				if p != "" {
+					*list = append(*list, p)
+				}
+			}
+		case strings.HasPrefix(a, "-") && a != "-":
+			into = nil
+			rest = append(rest, a)
+			// Flags with a separate value consume it.
+			if f := fs.Lookup(strings.TrimLeft(strings.SplitN(a, "=", 2)[0], "-")); f != nil && f.Value.Type() != "bool" && !strings.Contains(a, "=") && i+1 < len(args) {
+				i++
+				rest = append(rest, args[i])
+			}
+		case into != nil:
+			*into = append(*into, a)
+		default:
+			return o, false, fmt.Errorf("unexpected argument %q: trial files follow --base or --head", a)
+		}
+	}
+	if err := fs.Parse(rest); err != nil {
+		return o, false, err
+	}
+	if *help {
+		return o, true, nil
+	}
+	if len(o.base) == 0 || len(o.head) == 0 {
+		return o, false, errors.New("compare needs trial files for both --base and --head")
+	}
+	if !(o.alpha > 0 && o.alpha < 0.5) {
+		return o, false, fmt.Errorf("--alpha %v: expected 0 < alpha < 0.5", o.alpha)
+	}
+	if !(o.minEffect >= 0 && o.minEffect < 100) {
+		return o, false, fmt.Errorf("--min-effect %v: expected a percentage in [0, 100)", o.minEffect)
+	}
+	return o, false, nil
+}
+
+// compareRow is one metric of compare's --json output.
+type compareRow struct {
+	Metric     string   `json:"metric"`
+	Direction  string   `json:"direction"`
+	BaseMedian *float64 `json:"base_median"`
+	HeadMedian *float64 `json:"head_median"`
+	Ratio      *float64 `json:"ratio"`
+	CILow      *float64 `json:"ci_low"`
+	CIHigh     *float64 `json:"ci_high"`
+	PValue     *float64 `json:"p_value"`
+	Verdict    string   `json:"verdict"`
+	Gated      bool     `json:"gated"`
+	NBase      int      `json:"n_base"`
+	NHead      int      `json:"n_head"`
+	Reason     string   `json:"reason"`
+	MoreTrials int      `json:"more_trials,omitempty"`
+}
+
+func numPtr(x float64) *float64 {
+	if math.IsNaN(x) || math.IsInf(x, 0) {
+		return nil
+	}
+	return &x
+}
+
+func runCompare(w, errw io.Writer, o compareOptions) error {
+	base, err := loadTrialSet(o.base)
+	if err != nil {
+		return withExitCode(2, fmt.Errorf("--base: %w", err))
+	}
+	head, err := loadTrialSet(o.head)
+	if err != nil {
+		return withExitCode(2, fmt.Errorf("--head: %w", err))
+	}
+	gated := map[string]bool{}
+	gateAll := strings.TrimSpace(o.gate) == "all"
+	for _, g := range strings.Split(o.gate, ",") {
+		if g = strings.TrimSpace(g); g != "" && g != "all" {
+			if _, ok := gate.MetricFor(g); !ok {
+				return withExitCode(2, fmt.Errorf("--gate: metric %q has no known direction", g))
+			}
+			gated[g] = true
+		}
+	}
+	opts := gate.DefaultStatOptions()
+	opts.Alpha, opts.MinEffect, opts.TwoSided = o.alpha, o.minEffect/100, o.twoSided
+	if o.minEffect == 0 {
+		opts.MinEffect = 1e-12
+	}
+	names := commonMetrics(base, head)
+	if len(names) == 0 {
+		return withExitCode(2, errors.New("the base and head trials share no metric with a known direction"))
+	}
+	results := make([]*gate.StatResult, len(names))
+	var family []*gate.StatResult
+	isGated := make([]bool, len(names))
+	for i, name := range names {
+		m, _ := gate.MetricFor(name)
+		r := gate.Compare(column(base, name), column(head, name), m, opts)
+		results[i] = &r
+		isGated[i] = gateAll || gated[name]
+		if isGated[i] {
+			family = append(family, &r)
+		}
+	}
+	for g := range gated {
+		if !contains(names, g) {
+			fmt.Fprintf(errw, "reckon compare: gated metric %s is not in every trial file; not judged\n", g)
+		}
+	}
+	gate.Holm(family, o.alpha)
+	rows := make([]compareRow, len(names))
+	regressions := 0
+	for i, r := range results {
+		rows[i] = compareRow{Metric: r.Metric, Direction: string(r.Direction), BaseMedian: numPtr(r.BaseMedian), HeadMedian: numPtr(r.HeadMedian),
+			Ratio: numPtr(r.Ratio), CILow: numPtr(r.CILow), CIHigh: numPtr(r.CIHigh), PValue: numPtr(r.PValue), Verdict: string(r.Outcome),
+			Gated: isGated[i], NBase: r.NBase, NHead: r.NHead, Reason: r.Reason, MoreTrials: r.MoreTrials}
+		if isGated[i] && r.Outcome == gate.Regression {
+			regressions++
+		}
+	}
+	if o.json {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(map[string]any{"metrics": rows, "regressions": regressions}); err != nil {
+			return withExitCode(3, err)
+		}
+	} else {
+		printCompareTable(w, results, isGated, len(base), len(head), o)
+	}
+	if regressions > 0 {
+		return withExitCode(1, nil)
+	}
+	return nil
+}
+
+func printCompareTable(w io.Writer, results []*gate.StatResult, gated []bool, nb, nh int, o compareOptions) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	arrow := map[gate.Direction]string{gate.HigherIsBetter: "↑", gate.LowerIsBetter: "↓"}
+	var notes []string
+	width := 0
+	for _, r := range results {
+		width = max(width, len(r.Metric)+1)
+	}
+	fmt.Fprintf(tw, "%-*s\t\tbase median\thead median\tchange\tratio [CI]\tp\tn\tverdict\t\n", width, "metric")
+	for i, r := range results {
+		mark := ""
+		if gated[i] {
+			mark = "*"
+		}
+		name := fmt.Sprintf("%-*s", width, r.Metric+mark)
+		verdict := strings.ReplaceAll(string(r.Outcome), "_", " ")
+		if r.Outcome == gate.Undecided && r.MoreTrials > 0 {
+			verdict += fmt.Sprintf(" (+%d)", r.MoreTrials)
+		}
+		if r.Outcome == gate.StatError {
+			fmt.Fprintf(tw, "%s\t%s\t\t\t\t\t\t%d/%d\terror: %s\t\n", name, arrow[r.Direction], r.NBase, r.NHead, r.Reason)
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%.3f [%.3f, %.3f]\t%s\t%d/%d\t%s\t\n", name, arrow[r.Direction],
+			fmtVal(r.BaseMedian), fmtVal(r.HeadMedian), pct(r.Change), r.Ratio, r.CILow, r.CIHigh, pval(r.PValue), r.NBase, r.NHead, verdict)
+		if gated[i] && (r.Outcome == gate.Regression || r.Outcome == gate.Undecided) {
+			notes = append(notes, fmt.Sprintf("%s: %s: %s", r.Metric, r.Outcome, r.Reason))
+		}
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "\n%d base vs %d head trials; * gated (Holm-Bonferroni over %d metrics at alpha %g, min effect %g%%); ↑ higher is better, ↓ lower is better; CI ≈ 95%% (Hodges-Lehmann/Moses); (+N) more trials per side would likely decide\n",
+		nb, nh, countTrue(gated), o.alpha, o.minEffect)
+	for _, n := range notes {
+		fmt.Fprintln(w, n)
+	}
+}
+
+func countTrue(b []bool) int {
+	n := 0
+	for _, x := range b {
+		if x {
+			n++
+		}
+	}
+	return n
+}
+
+func contains(xs []string, s string) bool {
+	for _, x := range xs {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func fmtVal(x float64) string {
+	switch a := math.Abs(x); {
+	case a >= 1000:
+		return strconv.FormatFloat(x, 'f', 1, 64)
+	case a >= 1:
+		return strconv.FormatFloat(x, 'f', 2, 64)
+	default:
+		return strconv.FormatFloat(x, 'g', 3, 64)
+	}
+}
+
+func pct(f float64) string {
+	if math.IsNaN(f) {
+		return "?"
+	}
+	return fmt.Sprintf("%+.1f%%", 100*f)
+}
+
+func pval(p float64) string {
+	if p < 0.001 {
+		return fmt.Sprintf("%.0e", p)
+	}
+	return fmt.Sprintf("%.3f", p)
+}
+
+// commonMetrics returns the metrics with a known direction present in every trial, sorted with
+// throughput first.
+func commonMetrics(sets ...[]map[string]float64) []string {
+	count := map[string]int{}
+	total := 0
+	for _, set := range sets {
+		for _, t := range set {
+			total++
+			for k := range t {
+				count[k]++
+			}
+		}
+	}
+	var out []string
+	for k, c := range count {
+		if _, ok := gate.MetricFor(k); ok && c == total {
+			out = append(out, k)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		mi, _ := gate.MetricFor(out[i])
+		mj, _ := gate.MetricFor(out[j])
+		if mi.Direction != mj.Direction {
+			return mi.Direction == gate.HigherIsBetter
+		}
+		return out[i] < out[j]
+	})
+	return out
+}
+
+func column(trials []map[string]float64, metric string) []float64 {
+	out := make([]float64, 0, len(trials))
+	for _, t := range trials {
+		out = append(out, t[metric])
+	}
+	return out
+}
+
+// loadTrialSet reads every file; each holds one trial (JSONL: one trial per line).
+func loadTrialSet(paths []string) ([]map[string]float64, error) {
+	var out []map[string]float64
+	for _, p := range paths {
+		ts, err := importTrials(p)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ts...)
+	}
+	return out, nil
+}
+
+// jsonErrPos renders a JSON decoding error with its line and column.
+func jsonErrPos(data []byte, err error) string {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	off := int64(-1)
+	switch {
+	case errors.As(err, &se):
+		off = se.Offset
+	case errors.As(err, &te):
+		off = te.Offset
+	}
+	if off < 0 {
+		return " " + err.Error()
+	}
+	if off > int64(len(data)) {
+		off = int64(len(data))
+	}
+	line := bytes.Count(data[:off], []byte("\n")) + 1
+	col := off - int64(bytes.LastIndexByte(data[:off], '\n'))
+	return fmt.Sprintf("%d:%d: %v", line, col, err)
+}
+
+// importTrials reads one result file and returns its trials' numeric metrics (vLLM key names).
+// It reads a JSON object (vLLM --save-result, reckon trial files: numeric top-level fields, or a
+// "metrics" object) or JSON lines (SGLang bench_serving appends one object per run).
+var importTrials = func(path string) ([]map[string]float64, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading trial: %w", err)
+	}
+	trimmed := bytes.TrimSpace(data)
+	if len(trimmed) == 0 {
+		return nil, fmt.Errorf("%s: empty file", path)
+	}
+	var objs []map[string]any
+	var one map[string]any
+	if err := json.Unmarshal(trimmed, &one); err == nil {
+		objs = append(objs, one)
+	} else if first, _, _ := bytes.Cut(trimmed, []byte("\n")); !json.Valid(bytes.TrimSpace(first)) {
+		// Not JSON lines either: report the whole-document error where it is.
+		return nil, fmt.Errorf("%s:%s (expected a vLLM result JSON object or SGLang JSONL)", path, jsonErrPos(trimmed, err))
+	} else {
+		sc := bufio.NewScanner(bytes.NewReader(trimmed))
+		sc.Buffer(make([]byte, 1<<20), 256<<20)
+		line := 0
+		for sc.Scan() {
+			line++
+			l := bytes.TrimSpace(sc.Bytes())
+			if len(l) == 0 {
+				continue
+			}
+			var o map[string]any
+			if err := json.Unmarshal(l, &o); err != nil {
+				return nil, fmt.Errorf("%s:%d: not a JSON object (expected a vLLM result JSON or SGLang JSONL): %v", path, line, err)
+			}
+			objs = append(objs, o)
+		}
+		if err := sc.Err(); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	var out []map[string]float64
+	for i, o := range objs {
+		src := o
+		if m, ok := o["metrics"].(map[string]any); ok {
+			src = m
+		}
+		t := map[string]float64{}
+		for k, v := range src {
+			if f, ok := v.(float64); ok {
+				t[k] = f
+			}
+		}
+		if len(t) == 0 {
+			return nil, fmt.Errorf("%s: trial %d has no numeric metrics", path, i+1)
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}

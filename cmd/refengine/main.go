@@ -1,0 +1,25 @@
+// Command refengine is the reference engine: a small but real tensor-parallel transformer server
+// that speaks SGLang's command line, HTTP API and log format, so that reckon's sglang adapter can
+// drive it unchanged. `refengine probe-allreduce ...` runs the op-level allreduce probe instead.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/reckon-ci/reckon/refengine/collective"
+	"github.com/reckon-ci/reckon/refengine/server"
+)
+
+func main() {
+	args := os.Args[1:]
+	if len(args) > 0 && args[0] == "probe-allreduce" {
+		os.Exit(collective.RunProbeCLI(args[1:], os.Stdout, os.Stderr))
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	code := server.Main(ctx, args, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}

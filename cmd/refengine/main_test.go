@@ -1,0 +1,156 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/reckon-ci/reckon/wire"
+)
+
+// buildBinary compiles cmd/refengine once for the tests of this package.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "refengine")
+	goTool := filepath.Join(os.Getenv("GOROOT"), "bin", "go")
+	if _, err := os.Stat(goTool); err != nil {
+		goTool = "go"
+	}
+	cmd := exec.Command(goTool, "build", "-o", bin, ".")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+var uvicorn = regexp.MustCompile(`Uvicorn running on (http://[^ ]+) `)
+
+// TestProcessLifecycle launches the binary, waits for /health (a readiness poll on the endpoint
+// and the log), serves a request, then SIGTERMs it with a long request in flight: the process
+// must exit 0 and the in-flight request must end.
+func TestProcessLifecycle(t *testing.T) {
+	bin := buildBinary(t)
+	model, _ := filepath.Abs("../../fixtures/models/tiny.json")
+
+	// unknown flag: exit 2 with a clear message
+	out, err := exec.Command(bin, "--no-such-flag").CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "no-such-flag") {
+		t.Errorf("unknown flag: err %v, output %q; want exit 2 naming the flag", err, out)
+	}
+
+	cmd := exec.Command(bin, "--model-path", model, "--tp-size", "2", "--port", "0")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	lines := make(chan string, 1000)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	var base string
+	var logText strings.Builder
+	guard := time.After(60 * time.Second)
+	for base == "" {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("engine exited before listening:\n%s", logText.String())
+			}
+			logText.WriteString(l + "\n")
+			if m := uvicorn.FindStringSubmatch(l); m != nil {
+				base = m[1]
+			}
+		case <-guard:
+			t.Fatalf("no Uvicorn line:\n%s", logText.String())
+		}
+	}
+	// readiness: the ready line, then /health 200
+	for ready := false; !ready; {
+		select {
+		case l := <-lines:
+			logText.WriteString(l + "\n")
+			ready = strings.Contains(l, "The server is fired up and ready to roll!")
+		case <-guard:
+			t.Fatalf("not ready:\n%s", logText.String())
+		}
+	}
+	resp, err := http.Get(base + "/health")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("/health after ready: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	go func() { // keep draining the log
+		for l := range lines {
+			logText.WriteString(l + "\n")
+		}
+	}()
+
+	body, _ := json.Marshal(map[string]any{"prompt": "in flight", "max_tokens": 3000, "temperature": 0, "ignore_eos": true, "stream": true})
+	stream, err := http.Post(base+"/v1/completions", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Body.Close()
+	rd := bufio.NewReader(stream.Body)
+	if _, err := rd.ReadString('\n'); err != nil { // the first chunk: the request is running
+		t.Fatal(err)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	rest, _ := io.ReadAll(rd)
+	waitErr := make(chan error, 1)
+	go func() { waitErr <- cmd.Wait() }()
+	select {
+	case err := <-waitErr:
+		if err != nil {
+			t.Errorf("exit after SIGTERM: %v (want status 0)", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("engine still running 30 s after SIGTERM")
+	}
+	if !bytes.Contains(rest, []byte("[DONE]")) {
+		t.Errorf("in-flight stream did not end cleanly: ...%q", tail(string(rest), 300))
+	}
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+// TestProbeAllreduceDispatch: `refengine probe-allreduce` reaches the probe and prints the
+// contract JSON.
+func TestProbeAllreduceDispatch(t *testing.T) {
+	bin := buildBinary(t)
+	out, err := exec.Command(bin, "probe-allreduce", "--tp", "2", "--sizes", "1KiB", "--dtype", "float32", "--inputs", "integer", "--json").Output()
+	if err != nil {
+		t.Fatalf("probe-allreduce: %v\n%s", err, out)
+	}
+	var p wire.AllReduceProbe
+	if err := json.Unmarshal(out, &p); err != nil || p.Schema != wire.AllReduceProbeSchema || p.WorldSize != 2 || len(p.Results) == 0 {
+		t.Errorf("probe output %s: %v", out, err)
+	}
+}

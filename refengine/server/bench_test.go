@@ -1,0 +1,102 @@
+package server
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// BenchmarkThroughput measures output tokens/s of the default model over HTTP at concurrency 1,
+// 8 and 32, tp 1 and 4 (prompts of 128 tokens, 128 output tokens, ignore_eos).
+func BenchmarkThroughput(b *testing.B) {
+	for _, tpn := range []int{1, 4} {
+		for _, c := range []int{1, 8, 32} {
+			b.Run(fmt.Sprintf("tp%d/c%d", tpn, c), func(b *testing.B) {
+				ts := start(b, nil, true, "--tp-size", fmt.Sprint(tpn))
+				b.ResetTimer()
+				var tps float64
+				for i := 0; i < b.N; i++ {
+					tps = ts.load(b, c, 2*c, 128, 128)
+				}
+				b.ReportMetric(tps, "out_tok/s")
+			})
+		}
+	}
+}
+
+// BenchmarkTimeToReady measures the time from Build to a 200 from /health.
+func BenchmarkTimeToReady(b *testing.B) {
+	for _, tpn := range []int{1, 4} {
+		b.Run(fmt.Sprintf("tp%d", tpn), func(b *testing.B) {
+			var total time.Duration
+			for i := 0; i < b.N; i++ {
+				t0 := time.Now()
+				ts := start(b, nil, true, "--tp-size", fmt.Sprint(tpn))
+				total += time.Since(t0)
+				_ = ts.stop()
+			}
+			b.ReportMetric(total.Seconds()/float64(b.N), "s_to_ready")
+		})
+	}
+}
+
+// BenchmarkAllReduceMatrix is the field's matrix: {nccl, custom} x {nvlink, pcie} x tp {2, 8}:
+// KV tokens per rank and output tokens/s (concurrency 16, 128-token prompts, 64 output tokens).
+// Custom on PCIe with tp 8 is forced with REFENGINE_FORCE_CUSTOM_AR=1 (SGLang would refuse it).
+func BenchmarkAllReduceMatrix(b *testing.B) {
+	for _, topo := range []string{"nvlink", "pcie"} {
+		for _, tpn := range []int{2, 8} {
+			for _, backend := range []string{"nccl", "custom"} {
+				b.Run(fmt.Sprintf("%s/tp%d/%s", topo, tpn, backend), func(b *testing.B) {
+					args := []string{"--tp-size", fmt.Sprint(tpn), "--topology", topo}
+					env := map[string]string{}
+					if backend == "nccl" {
+						args = append(args, "--disable-custom-all-reduce")
+					} else {
+						env[ForceCustomAREnv] = "1"
+					}
+					ts := start(b, env, true, args...)
+					if ts.e.Backend != backend {
+						b.Fatalf("backend %s, want %s", ts.e.Backend, backend)
+					}
+					b.ResetTimer()
+					var tps float64
+					for i := 0; i < b.N; i++ {
+						tps = ts.load(b, 16, 32, 128, 64)
+					}
+					b.ReportMetric(tps, "out_tok/s")
+					b.ReportMetric(float64(ts.e.Alloc.CapacityTokens()), "kv_tokens")
+					b.ReportMetric(float64(ts.e.kvBytes(0))/(1<<30), "kv_GiB")
+				})
+			}
+		}
+	}
+}
+
+// BenchmarkSpeculative compares EAGLE3 with plain decoding (tp 2, 128-token prompts, 128 output
+// tokens) at concurrency 1 and 8, on nvlink and pcie (where the modelled allreduce latency
+// dominates a decode step and speculation pays).
+func BenchmarkSpeculative(b *testing.B) {
+	for _, topo := range []string{"nvlink", "pcie"} {
+		for _, c := range []int{1, 8} {
+			for _, spec := range []bool{false, true} {
+				name := fmt.Sprintf("%s/c%d/plain", topo, c)
+				args := []string{"--tp-size", "2", "--topology", topo}
+				if spec {
+					name = fmt.Sprintf("%s/c%d/eagle3", topo, c)
+					args = append(args, "--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3", "--speculative-num-draft-tokens", "4")
+				}
+				b.Run(name, func(b *testing.B) {
+					ts := start(b, nil, true, args...)
+					b.ResetTimer()
+					var tps float64
+					for i := 0; i < b.N; i++ {
+						tps = ts.load(b, c, 2*c, 128, 128)
+					}
+					b.ReportMetric(tps, "out_tok/s")
+					b.ReportMetric(ts.e.Sched.Stats().AvgAcceptLength(), "accept_len")
+				})
+			}
+		}
+	}
+}

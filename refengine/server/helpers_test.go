@@ -1,0 +1,188 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/reckon-ci/reckon/wire"
+)
+
+// syncBuffer is a goroutine-safe log sink.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func modelPath(t testing.TB) string {
+	_, file, _, _ := runtime.Caller(0)
+	p := filepath.Join(filepath.Dir(file), "..", "..", "fixtures", "models", "tiny.json")
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("model fixture: %v", err)
+	}
+	return p
+}
+
+// testServer is an in-process engine serving HTTP on a free port.
+type testServer struct {
+	e    *Engine
+	url  string
+	log  *syncBuffer
+	stop func() error
+	// exited is closed when Serve has returned on its own; exitErr is then its result.
+	exited  chan struct{}
+	exitErr error
+}
+
+// start builds an engine from args (plus the model path) and serves it; with wait it polls
+// /health until 200.
+func start(t testing.TB, env map[string]string, wait bool, args ...string) *testServer {
+	t.Helper()
+	args = append([]string{"--model-path", modelPath(t), "--port", "0"}, args...)
+	opts, err := ParseFlags(args, io.Discard)
+	if err != nil {
+		t.Fatalf("flags %v: %v", args, err)
+	}
+	lb := &syncBuffer{}
+	e, err := Build(opts, NewLogger(lb, opts.TPSize), func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatalf("build: %v\n%s", err, lb.String())
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ts := &testServer{e: e, url: "http://" + ln.Addr().String(), log: lb, exited: make(chan struct{})}
+	go func() {
+		ts.exitErr = e.Serve(ctx, ln)
+		close(ts.exited)
+	}()
+	ts.stop = func() error {
+		cancel()
+		<-ts.exited
+		return ts.exitErr
+	}
+	t.Cleanup(func() { _ = ts.stop() })
+	if wait {
+		ts.waitReady(t)
+	}
+	return ts
+}
+
+func (ts *testServer) waitReady(t testing.TB) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get(ts.url + "/health")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return
+			}
+		}
+		// readiness poll: wait for the next scheduler step rather than a fixed sleep
+		runtime.Gosched()
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("engine not ready within 30 s; log:\n%s", ts.log.String())
+}
+
+func (ts *testServer) post(t testing.TB, path string, body any) (int, []byte) {
+	t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case string:
+		rd = strings.NewReader(b)
+	default:
+		data, err := json.Marshal(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rd = bytes.NewReader(data)
+	}
+	resp, err := http.Post(ts.url+path, "application/json", rd)
+	if err != nil {
+		t.Fatalf("POST %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, data
+}
+
+func (ts *testServer) get(t testing.TB, path string) (int, []byte) {
+	t.Helper()
+	resp, err := http.Get(ts.url + path)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, data
+}
+
+// complete sends a completion request and decodes the answer (fails on non-200).
+func (ts *testServer) complete(t testing.TB, req map[string]any) wire.CompletionResponse {
+	t.Helper()
+	code, data := ts.post(t, "/v1/completions", req)
+	if code != 200 {
+		t.Fatalf("completion %v: HTTP %d: %s", req, code, data)
+	}
+	var out wire.CompletionResponse
+	if err := json.Unmarshal(data, &out); err != nil {
+		t.Fatalf("decode %s: %v", data, err)
+	}
+	return out
+}
+
+// load runs n requests at the given concurrency and returns output tokens per second.
+func (ts *testServer) load(t testing.TB, concurrency, n, promptLen, outLen int) float64 {
+	t.Helper()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	total := 0
+	jobs := make(chan int)
+	startT := time.Now()
+	for w := 0; w < concurrency; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				prompt := strings.Repeat(fmt.Sprintf("req %d: lorem ipsum dolor sit amet ", i), promptLen/30+1)[:promptLen]
+				out := ts.complete(t, map[string]any{"prompt": prompt, "max_tokens": outLen, "temperature": 0, "ignore_eos": true})
+				mu.Lock()
+				total += out.Usage.CompletionTokens
+				mu.Unlock()
+			}
+		}()
+	}
+	for i := 0; i < n; i++ {
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+	return float64(total) / time.Since(startT).Seconds()
+}

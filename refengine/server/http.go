@@ -1,0 +1,722 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/reckon-ci/reckon/refengine/memplan"
+	"github.com/reckon-ci/reckon/refengine/model"
+	"github.com/reckon-ci/reckon/refengine/sched"
+	"github.com/reckon-ci/reckon/wire"
+)
+
+// maxTopLogprobs is the largest number of alternatives a request may ask for.
+const maxTopLogprobs = 20
+
+// maxBodyBytes bounds request bodies.
+const maxBodyBytes = 8 << 20
+
+// Handler is the engine's HTTP API.
+func (e *Engine) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /health", e.health)
+	mux.HandleFunc("GET /health_generate", e.health)
+	mux.HandleFunc("GET /v1/models", e.models)
+	mux.HandleFunc("POST /v1/completions", e.completions)
+	mux.HandleFunc("POST /generate", e.generate)
+	mux.HandleFunc("GET /get_server_info", e.serverInfo)
+	mux.HandleFunc("GET /server_info", e.serverInfo)
+	mux.HandleFunc("GET /get_model_info", e.modelInfo)
+	mux.HandleFunc("GET /model_info", e.modelInfo)
+	mux.HandleFunc("GET /flush_cache", e.flushCache)
+	mux.HandleFunc("POST /flush_cache", e.flushCache)
+	mux.HandleFunc("GET /metrics", e.metrics)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "NotFoundError", fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path))
+	})
+	return mux
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, typ, msg string) {
+	writeJSON(w, status, wire.ErrorResponse{Error: wire.ErrorBody{Message: msg, Type: typ, Code: status}})
+}
+
+func badRequest(w http.ResponseWriter, format string, args ...any) {
+	writeError(w, http.StatusBadRequest, "BadRequestError", fmt.Sprintf(format, args...))
+}
+
+func (e *Engine) health(w http.ResponseWriter, _ *http.Request) {
+	if !e.ready.Load() {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+func (e *Engine) modelName() string {
+	if e.Opts.ServedModelName != "" {
+		return e.Opts.ServedModelName
+	}
+	return e.Opts.ModelPath
+}
+
+func (e *Engine) models(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, wire.ModelList{Object: "list", Data: []wire.ModelCard{{ID: e.modelName(), Object: "model", OwnedBy: "sglang", MaxLen: e.ContextLen}}})
+}
+
+func (e *Engine) modelInfo(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"model_path": e.Opts.ModelPath, "tokenizer_path": e.Opts.ModelPath, "is_generation": true,
+		"preferred_sampling_params": nil, "weight_version": "default"})
+}
+
+func (e *Engine) flushCache(w http.ResponseWriter, _ *http.Request) {
+	w.WriteHeader(http.StatusOK)
+	fmt.Fprintln(w, "Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting requests, the operation will not be performed.)")
+}
+
+// ServerInfo is what /get_server_info reports (also used by tests).
+func (e *Engine) ServerInfo() map[string]any {
+	st := e.Sched.Stats()
+	p := e.Plans[0]
+	mem := map[string]any{
+		"weight":           round4(memplan.GiB(p.Weights)),
+		"kvcache":          round4(memplan.GiB(e.kvBytes(0))),
+		"token_capacity":   e.Alloc.CapacityTokens(),
+		"cuda_graph":       round4(memplan.GiB(p.GraphReserve)),
+		"custom_allreduce": round4(memplan.GiB(p.CustomAR)),
+		"activations":      round4(memplan.GiB(p.Activations)),
+		"fault_reserve":    round4(memplan.GiB(p.FaultReserve)),
+		"leaked_tokens":    st.LeakedTokens,
+		"leaked":           round4(memplan.GiB(int64(st.LeakedTokens) * e.kvBytes(0) / int64(max(1, e.Alloc.CapacityTokens())))),
+	}
+	internal := map[string]any{
+		"memory_usage":                          mem,
+		"max_total_num_tokens":                  e.Alloc.CapacityTokens(),
+		"allreduce_backend":                     e.Backend,
+		"last_gen_throughput":                   st.LastGenThroughput,
+		"avg_spec_accept_length":                nil,
+		"effective_max_running_requests_per_dp": e.MaxRunning,
+		"token_usage":                           st.TokenUsage(),
+		"num_running_reqs":                      st.Running,
+		"num_queue_reqs":                        st.Queued,
+		"modelled_comm_time_s":                  st.CommTime.Seconds(),
+		"fault_delay_s":                         st.FaultDelay.Seconds(),
+		"generation_tokens_total":               st.GenerationTokensTotal,
+	}
+	info := map[string]any{
+		"model_path": e.Opts.ModelPath, "served_model_name": e.modelName(), "tp_size": e.Opts.TPSize,
+		"host": e.Opts.Host, "port": e.Opts.Port, "dtype": e.Opts.DType, "mem_fraction_static": e.Opts.MemFractionStatic,
+		"device_memory": e.Opts.DeviceMemory, "topology": e.Opts.Topology,
+		"max_running_requests": e.MaxRunning, "chunked_prefill_size": e.Opts.ChunkedPrefill,
+		"max_prefill_tokens": e.Opts.MaxPrefillTokens, "context_length": e.ContextLen, "page_size": e.Opts.PageSize,
+		"cuda_graph_max_bs": e.Opts.CUDAGraphMaxBS, "disable_cuda_graph": e.Opts.DisableCUDAGraph,
+		"disable_custom_all_reduce": e.Opts.DisableCustomAR, "random_seed": e.Opts.RandomSeed,
+		"enable_deterministic_inference": e.Opts.Deterministic,
+		"speculative_algorithm":          nil, "version": Version,
+		"allreduce_backend": e.Backend, "custom_allreduce_disabled_reason": nilIfEmpty(e.CustomDisabledReason),
+		"custom_allreduce_max_bytes": e.CustomMaxBytes,
+		"interconnect":               e.Interconnect.Describe(),
+		"memory_usage":               mem, "max_total_num_tokens": e.Alloc.CapacityTokens(),
+		"last_gen_throughput": st.LastGenThroughput,
+		"faults": map[string]any{"allreduce_error": e.Opts.FaultAllReduceError, "reserve_mb": e.Opts.FaultReserveMB,
+			"slowdown": e.Opts.FaultSlowdown, "crash_after": e.Opts.FaultCrashAfter, "hang_startup": e.Opts.FaultHangStartup,
+			"leak_mb_per_request": e.Opts.FaultLeakMBPerReq},
+		"internal_states": []map[string]any{internal},
+	}
+	if e.Opts.SpecAlgorithm != "" {
+		al := st.AvgAcceptLength()
+		info["speculative_algorithm"] = strings.ToUpper(e.Opts.SpecAlgorithm)
+		info["speculative_num_steps"] = e.Opts.SpecNumSteps
+		info["speculative_eagle_topk"] = e.Opts.SpecEagleTopK
+		info["speculative_num_draft_tokens"] = e.Opts.SpecNumDraftTokens
+		info["avg_spec_accept_length"] = al
+		internal["avg_spec_accept_length"] = al
+	}
+	return info
+}
+
+func nilIfEmpty(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+func round4(x float64) float64 { return float64(int64(x*1e4+0.5)) / 1e4 }
+
+func (e *Engine) serverInfo(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, e.ServerInfo())
+}
+
+func (e *Engine) metrics(w http.ResponseWriter, _ *http.Request) {
+	st := e.Sched.Stats()
+	lbl := fmt.Sprintf(`{model_name=%q}`, e.modelName())
+	var b strings.Builder
+	m := func(name, typ, help string, v any) {
+		fmt.Fprintf(&b, "# HELP sglang:%s %s\n# TYPE sglang:%s %s\nsglang:%s%s %v\n", name, help, name, typ, name, lbl, v)
+	}
+	m("num_running_reqs", "gauge", "The number of running requests.", st.Running)
+	m("num_queue_reqs", "gauge", "The number of requests in the waiting queue.", st.Queued)
+	m("num_used_tokens", "gauge", "The number of used KV cache tokens.", st.UsedTokens+st.LeakedTokens)
+	m("max_total_num_tokens", "gauge", "KV cache token capacity.", st.CapacityTokens)
+	m("token_usage", "gauge", "The token usage (fraction of the KV cache in use).", fmt.Sprintf("%.6f", st.TokenUsage()))
+	m("gen_throughput", "gauge", "The generation throughput (token/s) of the last decode log window.", fmt.Sprintf("%.3f", st.LastGenThroughput))
+	m("spec_accept_length", "gauge", "The average acceptance length of speculative decoding.", fmt.Sprintf("%.4f", st.AvgAcceptLength()))
+	m("generation_tokens_total", "counter", "Number of generation tokens processed.", st.GenerationTokensTotal)
+	m("prompt_tokens_total", "counter", "Number of prefill tokens processed.", st.PromptTokensTotal)
+	m("num_requests_total", "counter", "Number of requests received.", st.RequestsTotal)
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write([]byte(b.String()))
+}
+
+func newID(prefix string) string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+// parsePrompts decodes an OpenAI prompt: a string, a list of token ids, a list of strings or a
+// list of token-id lists.
+func parsePrompts(raw json.RawMessage, vocab int) ([][]int, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, errors.New(`"prompt" is required`)
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return [][]int{model.Encode(s)}, nil
+	}
+	var ids []int
+	if json.Unmarshal(raw, &ids) == nil {
+		if len(ids) == 0 {
+			return nil, errors.New(`"prompt" is an empty list`)
+		}
+		return [][]int{ids}, checkIDs(ids, vocab, 0)
+	}
+	var ss []string
+	if json.Unmarshal(raw, &ss) == nil {
+		if len(ss) == 0 {
+			return nil, errors.New(`"prompt" is an empty list`)
+		}
+		out := make([][]int, len(ss))
+		for i, s := range ss {
+			out[i] = model.Encode(s)
+		}
+		return out, nil
+	}
+	var idss [][]int
+	if json.Unmarshal(raw, &idss) == nil {
+		if len(idss) == 0 {
+			return nil, errors.New(`"prompt" is an empty list`)
+		}
+		for i, ids := range idss {
+			if err := checkIDs(ids, vocab, i); err != nil {
+				return nil, err
+			}
+		}
+		return idss, nil
+	}
+	return nil, errors.New(`"prompt" must be a string, a list of strings, a list of token ids or a list of token-id lists`)
+}
+
+func checkIDs(ids []int, vocab, idx int) error {
+	for i, t := range ids {
+		if t < 0 || t >= vocab {
+			return fmt.Errorf(`"prompt"[%d]: token id %d at index %d is out of range [0, %d)`, idx, t, i, vocab)
+		}
+	}
+	return nil
+}
+
+func parseStop(raw json.RawMessage) ([]string, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return []string{s}, nil
+	}
+	var ss []string
+	if err := json.Unmarshal(raw, &ss); err != nil {
+		return nil, errors.New(`"stop" must be a string or a list of strings`)
+	}
+	return ss, nil
+}
+
+func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	if err := dec.Decode(v); err != nil {
+		badRequest(w, "invalid JSON body: %v", err)
+		return false
+	}
+	return true
+}
+
+// submitted is one prompt's request with its position in the answer.
+type submitted struct {
+	idx    int
+	prompt []int
+	req    *sched.Request
+}
+
+func (e *Engine) submit(w http.ResponseWriter, reqs []*sched.Request) bool {
+	for i, rq := range reqs {
+		_ = i
+		if err := e.Sched.Submit(rq); err != nil {
+			// Requests already queued (reqs[:i]) end with the HTTP request's context.
+			var tl *sched.InputTooLongError
+			if errors.As(err, &tl) {
+				badRequest(w, "%s", tl.Error())
+			} else {
+				badRequest(w, "%v", err)
+			}
+			return false
+		}
+	}
+	return true
+}
+
+func (e *Engine) completions(w http.ResponseWriter, r *http.Request) {
+	var req wire.CompletionRequest
+	if !decodeBody(w, r, &req) {
+		return
+	}
+	prompts, err := parsePrompts(req.Prompt, e.Cfg.Vocab)
+	if err != nil {
+		badRequest(w, "%v", err)
+		return
+	}
+	stop, err := parseStop(req.Stop)
+	if err != nil {
+		badRequest(w, "%v", err)
+		return
+	}
+	maxTok := 16
+	if req.MaxTokens != nil {
+		maxTok = *req.MaxTokens
+	}
+	if maxTok < 0 {
+		badRequest(w, `"max_tokens" must be >= 0, got %d`, maxTok)
+		return
+	}
+	temp := 1.0
+	if req.Temperature != nil {
+		temp = *req.Temperature
+	}
+	if temp < 0 {
+		badRequest(w, `"temperature" must be >= 0, got %v`, temp)
+		return
+	}
+	topP := 1.0
+	if req.TopP != nil {
+		topP = *req.TopP
+	}
+	if !(topP > 0 && topP <= 1) {
+		badRequest(w, `"top_p" must be in (0, 1], got %v`, topP)
+		return
+	}
+	topk := -1
+	if req.Logprobs != nil {
+		topk = *req.Logprobs
+		if topk < 0 || topk > maxTopLogprobs {
+			badRequest(w, `"logprobs" must be between 0 and %d, got %d`, maxTopLogprobs, topk)
+			return
+		}
+	}
+	minTok := 0
+	if req.MinTokens != nil {
+		minTok = *req.MinTokens
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	id := newID("cmpl-")
+	subs := make([]submitted, len(prompts))
+	reqs := make([]*sched.Request, len(prompts))
+	for i, p := range prompts {
+		rq := &sched.Request{ID: fmt.Sprintf("%s-%d", id, i), Prompt: p, MaxNew: maxTok, Temperature: temp, TopP: topP,
+			Seed: req.Seed, IgnoreEOS: req.IgnoreEOS, MinNew: minTok, Stop: stop, Logprobs: topk >= 0, TopLogprobs: max(topk, 0),
+			PromptLogprobs: req.Echo && topk >= 0, Ctx: ctx}
+		reqs[i] = rq
+		subs[i] = submitted{idx: i, prompt: p, req: rq}
+	}
+	if !e.submit(w, reqs) {
+		return
+	}
+	defer e.requestServed()
+	created := time.Now().Unix()
+	if req.Stream {
+		e.streamCompletions(w, r, id, created, &req, subs, stop)
+		return
+	}
+	resp := wire.CompletionResponse{ID: id, Object: "text_completion", Created: created, Model: e.modelName()}
+	usage := &wire.Usage{}
+	for _, s := range subs {
+		res := collect(s.req)
+		if res.err != nil {
+			writeError(w, http.StatusInternalServerError, "InternalServerError", res.err.Error())
+			return
+		}
+		ch := wire.CompletionChoice{Index: s.idx, TokenIDs: res.tokens, PromptTokenIDs: s.prompt}
+		text := res.text()
+		var lp *wire.Logprobs
+		if topk >= 0 {
+			lp = &wire.Logprobs{Tokens: []string{}, TokenLogprobs: []*float64{}, TopLogprobs: []map[string]float64{}, TextOffset: []int{}}
+		}
+		off := 0
+		if req.Echo {
+			ptxt := model.Decode(s.prompt)
+			if lp != nil {
+				addPromptLogprobs(lp, s.prompt, res.prompt, &off)
+			}
+			text = ptxt + text
+		}
+		if lp != nil {
+			n := res.keptTokens()
+			for i := 0; i < n && i < len(res.pos); i++ {
+				addLogprob(lp, res.pos[i], &off)
+			}
+		}
+		ch.Text = text
+		ch.Logprobs = lp
+		fr := res.reason
+		ch.FinishReason = &fr
+		resp.Choices = append(resp.Choices, ch)
+		usage.PromptTokens += len(s.prompt)
+		usage.CompletionTokens += len(res.tokens)
+	}
+	usage.TotalTokens = usage.PromptTokens + usage.CompletionTokens
+	resp.Usage = usage
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func addPromptLogprobs(lp *wire.Logprobs, prompt []int, pos []sched.Position, off *int) {
+	for i, t := range prompt {
+		txt := model.TokenText(t)
+		lp.Tokens = append(lp.Tokens, txt)
+		lp.TextOffset = append(lp.TextOffset, *off)
+		*off += model.TokenBytes(t)
+		if i == 0 || i-1 >= len(pos) {
+			lp.TokenLogprobs = append(lp.TokenLogprobs, nil)
+			lp.TopLogprobs = append(lp.TopLogprobs, nil)
+			continue
+		}
+		p := pos[i-1]
+		v := p.Logprob
+		lp.TokenLogprobs = append(lp.TokenLogprobs, &v)
+		lp.TopLogprobs = append(lp.TopLogprobs, topMap(p))
+	}
+}
+
+func addLogprob(lp *wire.Logprobs, p sched.Position, off *int) {
+	lp.Tokens = append(lp.Tokens, model.TokenText(p.Token))
+	v := p.Logprob
+	lp.TokenLogprobs = append(lp.TokenLogprobs, &v)
+	lp.TopLogprobs = append(lp.TopLogprobs, topMap(p))
+	lp.TextOffset = append(lp.TextOffset, *off)
+	*off += model.TokenBytes(p.Token)
+}
+
+func topMap(p sched.Position) map[string]float64 {
+	m := make(map[string]float64, len(p.Top))
+	for _, c := range p.Top {
+		m[model.TokenText(c.Token)] = c.Logprob
+	}
+	return m
+}
+
+// result is a finished request.
+type result struct {
+	tokens   []int
+	pos      []sched.Position
+	prompt   []sched.Position
+	reason   string
+	stop     string
+	stopAt   int
+	verifies int
+	err      error
+}
+
+func collect(r *sched.Request) *result {
+	res := &result{stopAt: -1}
+	for ev := range r.Events() {
+		switch {
+		case ev.Prompt != nil:
+			res.prompt = ev.Prompt
+		case ev.Generated:
+			res.tokens = append(res.tokens, ev.Token)
+			if ev.Pos != nil {
+				res.pos = append(res.pos, *ev.Pos)
+			}
+		case ev.Done:
+			res.reason, res.stop, res.stopAt, res.err, res.verifies = ev.FinishReason, ev.MatchedStop, ev.StopAt, ev.Err, ev.SpecVerifies
+		}
+	}
+	if res.reason == "" {
+		res.reason = "abort"
+	}
+	return res
+}
+
+// text is the generated text, cut at the stop string.
+func (r *result) text() string {
+	t := model.Decode(r.tokens)
+	if r.stopAt >= 0 && r.stopAt <= len(t) {
+		t = t[:r.stopAt]
+	}
+	return t
+}
+
+// keptTokens is the number of generated tokens whose text is (at least partly) kept.
+func (r *result) keptTokens() int {
+	if r.stopAt < 0 {
+		return len(r.tokens)
+	}
+	b := 0
+	for i, t := range r.tokens {
+		if b >= r.stopAt {
+			return i
+		}
+		b += model.TokenBytes(t)
+	}
+	return len(r.tokens)
+}
+
+// safeCut moves n back so that b[:n] does not end inside a UTF-8 sequence.
+func safeCut(b []byte, n int) int {
+	for k := 1; k <= 3 && n-k >= 0; k++ {
+		c := b[n-k]
+		if c < 0x80 {
+			return n
+		}
+		if c >= 0xC0 { // lead byte: is its sequence complete within b[:n]?
+			if utf8.FullRune(b[n-k : n]) {
+				return n
+			}
+			return n - k
+		}
+	}
+	return n
+}
+
+func (e *Engine) streamCompletions(w http.ResponseWriter, r *http.Request, id string, created int64, req *wire.CompletionRequest, subs []submitted, stop []string) {
+	fl, _ := w.(http.Flusher)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	var mu sync.Mutex
+	send := func(v any) {
+		b, _ := json.Marshal(v)
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Fprintf(w, "data: %s\n\n", b)
+		if fl != nil {
+			fl.Flush()
+		}
+	}
+	hold := 0
+	for _, s := range stop {
+		hold = max(hold, len(s)-1)
+	}
+	wantLP := req.Logprobs != nil
+	var wg sync.WaitGroup
+	var usageMu sync.Mutex
+	usage := wire.Usage{}
+	for _, s := range subs {
+		wg.Add(1)
+		go func(s submitted) {
+			defer wg.Done()
+			chunk := func(text string, lp *wire.Logprobs, fr *string, ids []int) {
+				send(wire.CompletionResponse{ID: id, Object: "text_completion", Created: created, Model: e.modelName(),
+					Choices: []wire.CompletionChoice{{Index: s.idx, Text: text, Logprobs: lp, FinishReason: fr, TokenIDs: ids}}})
+			}
+			off := 0
+			if req.Echo {
+				var lp *wire.Logprobs
+				if wantLP {
+					lp = &wire.Logprobs{}
+				}
+				var prompt []sched.Position
+				// prompt logprobs arrive first when asked
+				if wantLP {
+					ev, ok := <-s.req.Events()
+					if ok && ev.Prompt != nil {
+						prompt = ev.Prompt
+					}
+					addPromptLogprobs(lp, s.prompt, prompt, &off)
+				}
+				chunk(model.Decode(s.prompt), lp, nil, nil)
+			}
+			var text []byte
+			sent := 0
+			n := 0
+			for ev := range s.req.Events() {
+				switch {
+				case ev.Generated:
+					n++
+					text = append(text, []byte(model.Decode([]int{ev.Token}))...)
+					upto := safeCut(text, max(sent, len(text)-hold))
+					var lp *wire.Logprobs
+					if wantLP && ev.Pos != nil {
+						lp = &wire.Logprobs{}
+						addLogprob(lp, *ev.Pos, &off)
+					}
+					chunk(string(text[sent:upto]), lp, nil, []int{ev.Token})
+					sent = upto
+				case ev.Done:
+					end := len(text)
+					if ev.StopAt >= 0 && ev.StopAt <= end {
+						end = ev.StopAt
+					}
+					rest := ""
+					if end > sent {
+						rest = string(text[sent:end])
+					}
+					fr := ev.FinishReason
+					chunk(rest, nil, &fr, nil)
+					usageMu.Lock()
+					usage.PromptTokens += len(s.prompt)
+					usage.CompletionTokens += n
+					usageMu.Unlock()
+				}
+			}
+		}(s)
+	}
+	wg.Wait()
+	if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
+		usage.TotalTokens = usage.PromptTokens + usage.CompletionTokens
+		send(wire.CompletionResponse{ID: id, Object: "text_completion", Created: created, Model: e.modelName(), Choices: []wire.CompletionChoice{}, Usage: &usage})
+	}
+	mu.Lock()
+	fmt.Fprint(w, "data: [DONE]\n\n")
+	if fl != nil {
+		fl.Flush()
+	}
+	mu.Unlock()
+}
+
+func (e *Engine) generate(w http.ResponseWriter, r *http.Request) {
+	var req wire.GenerateRequest
+	if !decodeBody(w, r, &req) {
+		return
+	}
+	var prompt []int
+	switch {
+	case len(req.InputIDs) > 0:
+		if err := checkIDs(req.InputIDs, e.Cfg.Vocab, 0); err != nil {
+			badRequest(w, "%s", strings.Replace(err.Error(), `"prompt"[0]`, `"input_ids"`, 1))
+			return
+		}
+		prompt = req.InputIDs
+	case req.Text != "":
+		prompt = model.Encode(req.Text)
+	default:
+		badRequest(w, `either "text" or "input_ids" is required`)
+		return
+	}
+	sp := req.SamplingParams
+	maxNew := 128
+	if sp.MaxNewTokens != nil {
+		maxNew = *sp.MaxNewTokens
+	}
+	if maxNew < 0 {
+		badRequest(w, `"max_new_tokens" must be >= 0, got %d`, maxNew)
+		return
+	}
+	temp := 1.0
+	if sp.Temperature != nil {
+		temp = *sp.Temperature
+	}
+	if temp < 0 {
+		badRequest(w, `"temperature" must be >= 0, got %v`, temp)
+		return
+	}
+	if req.TopLogprobsNum < 0 || req.TopLogprobsNum > maxTopLogprobs {
+		badRequest(w, `"top_logprobs_num" must be between 0 and %d, got %d`, maxTopLogprobs, req.TopLogprobsNum)
+		return
+	}
+	inputLP := req.ReturnLogprob && req.LogprobStart != nil && *req.LogprobStart >= 0
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	rid := newID("")
+	rq := &sched.Request{ID: rid, Prompt: prompt, MaxNew: maxNew, Temperature: temp, IgnoreEOS: sp.IgnoreEOS, Stop: sp.Stop,
+		Logprobs: req.ReturnLogprob, TopLogprobs: req.TopLogprobsNum, PromptLogprobs: inputLP, Ctx: ctx}
+	if !e.submit(w, []*sched.Request{rq}) {
+		return
+	}
+	defer e.requestServed()
+	start := time.Now()
+	if req.Stream {
+		fl, _ := w.(http.Flusher)
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		var toks []int
+		for ev := range rq.Events() {
+			if ev.Generated {
+				toks = append(toks, ev.Token)
+			}
+			if ev.Generated || ev.Done {
+				res := &result{tokens: toks, stopAt: -1, reason: ev.FinishReason}
+				if ev.Done {
+					res.stopAt = ev.StopAt
+				}
+				out := wire.GenerateResponse{Text: res.text(), OutputIDs: toks, MetaInfo: wire.GenerateMeta{ID: rid, PromptTokens: len(prompt), CompletionTokens: len(toks), E2ELatency: time.Since(start).Seconds()}}
+				if ev.Done {
+					out.MetaInfo.FinishReason = map[string]any{"type": ev.FinishReason}
+				}
+				b, _ := json.Marshal(out)
+				fmt.Fprintf(w, "data: %s\n\n", b)
+				if fl != nil {
+					fl.Flush()
+				}
+			}
+		}
+		fmt.Fprint(w, "data: [DONE]\n\n")
+		return
+	}
+	res := collect(rq)
+	meta := wire.GenerateMeta{ID: rid, PromptTokens: len(prompt), CompletionTokens: len(res.tokens), E2ELatency: time.Since(start).Seconds(), SpecVerifyCount: res.verifies}
+	fr := map[string]any{"type": res.reason}
+	if res.stop != "" {
+		fr["matched"] = res.stop
+	}
+	if res.reason == "length" {
+		fr["length"] = len(res.tokens)
+	}
+	meta.FinishReason = fr
+	if req.ReturnLogprob {
+		for _, p := range res.pos {
+			meta.OutputTokenLogprobs = append(meta.OutputTokenLogprobs, []any{p.Logprob, p.Token, nil})
+			var top [][]any
+			for _, c := range p.Top {
+				top = append(top, []any{c.Logprob, c.Token, nil})
+			}
+			meta.OutputTopLogprobs = append(meta.OutputTopLogprobs, top)
+		}
+		if inputLP {
+			start := *req.LogprobStart
+			for i := start; i < len(prompt); i++ {
+				if i == 0 {
+					meta.InputTokenLogprobs = append(meta.InputTokenLogprobs, []any{nil, prompt[0], nil})
+				} else if i-1 < len(res.prompt) {
+					meta.InputTokenLogprobs = append(meta.InputTokenLogprobs, []any{res.prompt[i-1].Logprob, prompt[i], nil})
+				}
+			}
+		}
+	}
+	writeJSON(w, http.StatusOK, wire.GenerateResponse{Text: res.text(), OutputIDs: res.tokens, MetaInfo: meta})
+}

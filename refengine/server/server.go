@@ -1,0 +1,472 @@
+// Package server is the reference engine's process: it parses SGLang-style flags, builds the
+// tensor-parallel model, computes the memory plan, allocates the KV pool, prints SGLang-format
+// start-up lines, and serves SGLang's HTTP API (OpenAI completions, /generate, server info,
+// metrics) until SIGTERM.
+package server
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/reckon-ci/reckon/refengine/interconnect"
+	"github.com/reckon-ci/reckon/refengine/kvcache"
+	"github.com/reckon-ci/reckon/refengine/memplan"
+	"github.com/reckon-ci/reckon/refengine/model"
+	"github.com/reckon-ci/reckon/refengine/sched"
+	"github.com/reckon-ci/reckon/refengine/tp"
+)
+
+// Version is reported by /get_server_info.
+const Version = "refengine-0.1"
+
+// ForceCustomAREnv forces the custom allreduce where SGLang would refuse it (PCIe, tp > 2).
+const ForceCustomAREnv = "REFENGINE_FORCE_CUSTOM_AR"
+
+// customTokens is the size of the standard custom-allreduce buffer in tokens of hidden-size
+// float32 (SGLang's 8 MiB buffer holds a few hundred to a thousand tokens of a large model).
+const customTokens = 512
+
+// graphBytesPerBSHidden: the graph reserve per captured batch-size slot is this many float32
+// vectors of hidden size (SGLang reserves about 2 MB per batch size at hidden 8192).
+const graphVectorsPerBS = 64
+
+// Engine is a started reference engine (model, memory plan, scheduler), ready to serve HTTP.
+type Engine struct {
+	Opts    *Options
+	Cfg     model.Config
+	Log     *Logger
+	Group   *tp.Group
+	Sched   *sched.Scheduler
+	Alloc   *kvcache.Allocator
+	Plans   []memplan.Plan // per rank
+	Backend string         // "custom" or "nccl"
+	// CustomDisabledReason is set when the custom allreduce was requested but refused.
+	CustomDisabledReason string
+	CustomMaxBytes       int64
+	ContextLen           int
+	MaxRunning           int
+	GraphBytes           int64
+	Interconnect         interconnect.Model
+	started              time.Time
+	ready                atomic.Bool
+	served               atomic.Int64
+	fatal                chan error
+	fatalOnce            sync.Once
+	getenv               func(string) string
+}
+
+// Build constructs the engine from opts, printing the start-up log to the logger.
+func Build(opts *Options, lg *Logger, getenv func(string) string) (*Engine, error) {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	e := &Engine{Opts: opts, Log: lg, started: time.Now(), fatal: make(chan error, 1), getenv: getenv}
+	cfg, err := model.LoadConfig(opts.ModelPath)
+	if err != nil {
+		return nil, err
+	}
+	if err := cfg.CheckTP(opts.TPSize); err != nil {
+		return nil, fmt.Errorf("--tp-size: %w", err)
+	}
+	e.Cfg = cfg
+	e.ContextLen = cfg.MaxPositions
+	if opts.ContextLength > 0 && opts.ContextLength < e.ContextLen {
+		e.ContextLen = opts.ContextLength
+	}
+	lg.Info("%s", serverArgsLine(opts))
+	topo, err := interconnect.Parse(opts.Topology)
+	if err != nil {
+		return nil, err
+	}
+	e.Interconnect = interconnect.Default(topo)
+	lg.Info("%s", e.Interconnect.Describe())
+
+	// Allreduce selection, as SGLang's CustomAllreduce does it.
+	n := opts.TPSize
+	H := cfg.Hidden
+	forced := false
+	custom := false
+	switch {
+	case n == 1:
+	case opts.DisableCustomAR:
+	case topo == interconnect.PCIe && n > 2:
+		if getenv(ForceCustomAREnv) == "1" {
+			custom, forced = true, true
+		} else {
+			e.CustomDisabledReason = "Custom allreduce is disabled because it's not supported on more than two PCIe-only GPUs. To silence this warning, specify disable_custom_all_reduce=True explicitly."
+		}
+	default:
+		custom = true
+	}
+	var customARBytes int64
+	if custom {
+		e.Backend = "custom"
+		if forced {
+			largest := int64(max(opts.ChunkedPrefill, opts.MaxPrefillTokens))
+			e.CustomMaxBytes = largest * int64(H) * 4
+			customARBytes = e.CustomMaxBytes * 2 * int64(n)
+		} else {
+			e.CustomMaxBytes = customTokens * int64(H) * 4
+			customARBytes = 3 * e.CustomMaxBytes
+		}
+	} else {
+		e.Backend = "nccl"
+	}
+
+	t0 := time.Now()
+	target := model.Generate(cfg)
+	var draft *model.Weights
+	spec := opts.SpecAlgorithm != ""
+	if spec {
+		draft = target.Draft()
+	}
+	group, err := tp.NewGroup(target, draft, tp.Options{
+		TP: n, BF16: opts.DType == "bfloat16", Custom: custom, CustomMaxBytes: e.CustomMaxBytes,
+		Interconnect: e.Interconnect, FaultAllReduceError: opts.FaultAllReduceError, Deterministic: opts.Deterministic,
+	})
+	if err != nil {
+		return nil, err
+	}
+	loadElapsed := time.Since(t0).Seconds()
+	e.Group = group
+
+	dtypeName := "torch.float32"
+	if opts.DType == "bfloat16" {
+		dtypeName = "torch.bfloat16"
+	}
+	// Per-rank memory plan.
+	numDraft := 1
+	if spec {
+		numDraft = opts.SpecNumDraftTokens
+	}
+	bsList := graphBatchSizes(opts.CUDAGraphMaxBS)
+	var graphTarget, graphDraft int64
+	if !opts.DisableCUDAGraph {
+		per := int64(opts.CUDAGraphMaxBS) * int64(H) * 4 * graphVectorsPerBS
+		graphTarget = per * int64(numDraft)
+		if spec {
+			graphDraft = per
+		}
+	}
+	e.GraphBytes = graphTarget + graphDraft
+	minTokens := -1
+	for r := 0; r < n; r++ {
+		ts := group.Shard(tp.Target, r)
+		w := ts.Bytes()
+		var dw int64
+		kvPerTok := kvcache.BytesPerToken(len(ts.Layers), ts.KVHeads, cfg.HeadDim())
+		if spec {
+			ds := group.Shard(tp.Draft, r)
+			dw = 4 * ds.LayerParams()
+			kvPerTok += kvcache.BytesPerToken(len(ds.Layers), ds.KVHeads, cfg.HeadDim())
+		}
+		qkvN := (ts.QHeads + 2*ts.KVHeads) * cfg.HeadDim()
+		act := int64(opts.ChunkedPrefill) * int64(3*H+qkvN+ts.QHeads*cfg.HeadDim()+3*ts.FFN) * 4
+		p, err := memplan.Compute(memplan.Input{
+			DeviceBytes: opts.DeviceMemory, MemFractionStatic: opts.MemFractionStatic,
+			Weights: w + dw, CustomAR: customARBytes, GraphReserve: graphTarget + graphDraft, Activations: act,
+			FaultReserve: int64(opts.FaultReserveMB * (1 << 20)), KVBytesPerToken: kvPerTok, PageSize: opts.PageSize,
+			MaxTotalTokens: opts.MaxTotalTokens,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("TP%d: %w", r, err)
+		}
+		e.Plans = append(e.Plans, p)
+		if minTokens < 0 || p.KVTokens < minTokens {
+			minTokens = p.KVTokens
+		}
+		_ = dw
+	}
+	pages := minTokens / opts.PageSize
+	// Logs, rank by rank, in SGLang's order.
+	for r := 0; r < n; r++ {
+		p := e.Plans[r]
+		lg.Rank(r, "Init torch distributed begin.")
+		if e.CustomDisabledReason != "" {
+			lg.Rank(r, "%s", e.CustomDisabledReason)
+		}
+		if forced {
+			lg.Rank(r, "%s=1: custom allreduce forced on %d PCIe-only GPUs; IPC workspace sized for the largest prefill (%d tokens x hidden %d x 4 bytes = %.2f MB per buffer, x %d buffers) = %s",
+				ForceCustomAREnv, n, max(opts.ChunkedPrefill, opts.MaxPrefillTokens), H, float64(e.CustomMaxBytes)/(1<<20), 2*n, memplan.GiBString(customARBytes))
+		}
+		lg.Rank(r, "Init torch distributed ends. mem usage=%s", memplan.GiBString(customARBytes))
+		avail := opts.DeviceMemory - customARBytes
+		lg.Rank(r, "Load weight begin. avail mem=%s", memplan.GiBString(avail))
+		tw := group.Shard(tp.Target, r).Bytes()
+		avail -= tw
+		lg.Rank(r, "Load weight end. elapsed=%.2f s, type=%s, dtype=%s, avail mem=%s, mem usage=%s.", loadElapsed, archName(cfg), dtypeName, memplan.GiBString(avail), memplan.GiBString(tw))
+		if spec {
+			dw := 4 * group.Shard(tp.Draft, r).LayerParams()
+			lg.Rank(r, "Load weight begin. avail mem=%s", memplan.GiBString(avail))
+			avail -= dw
+			lg.Rank(r, "Load weight end. elapsed=%.2f s, type=RefEngineEagleDraft, dtype=%s, avail mem=%s, mem usage=%s.", 0.0, dtypeName, memplan.GiBString(avail), memplan.GiBString(dw))
+		}
+		ts := group.Shard(tp.Target, r)
+		kvT := int64(pages*opts.PageSize) * kvcache.BytesPerToken(len(ts.Layers), ts.KVHeads, cfg.HeadDim())
+		avail -= p.Activations + p.FaultReserve
+		if p.FaultReserve > 0 {
+			lg.Rank(r, "Fault injection: reserving %s per rank (--fault-reserve-mb %g).", memplan.GiBString(p.FaultReserve), opts.FaultReserveMB)
+		}
+		lg.Rank(r, "KV Cache is allocated. dtype: torch.float32, #tokens: %d, K size: %s, V size: %s", pages*opts.PageSize, memplan.GiBString(kvT/2), memplan.GiBString(kvT/2))
+		avail -= kvT
+		if spec {
+			ds := group.Shard(tp.Draft, r)
+			kvD := int64(pages*opts.PageSize) * kvcache.BytesPerToken(len(ds.Layers), ds.KVHeads, cfg.HeadDim())
+			lg.Rank(r, "KV Cache is allocated. dtype: torch.float32, #tokens: %d, K size: %s, V size: %s", pages*opts.PageSize, memplan.GiBString(kvD/2), memplan.GiBString(kvD/2))
+			avail -= kvD
+		}
+		lg.Rank(r, "Memory pool end. avail mem=%s", memplan.GiBString(avail))
+		if r == 0 && custom {
+			lg.Rank(r, "Registering %d cuda graph addresses", 2*cfg.Layers*len(bsList))
+		}
+		if !opts.DisableCUDAGraph {
+			bs := formatInts(bsList)
+			lg.Rank(r, "Capture target %s CUDA graph begin. backend=full, num_tokens_per_req=%d, bs=%s, avail mem=%s", map[bool]string{false: "decode", true: "verify"}[spec], numDraft, bs, memplan.GiBString(avail))
+			avail -= graphTarget
+			lg.Rank(r, "Capture target %s CUDA graph end. elapsed=%.2f s, mem usage=%s, avail mem=%s.", map[bool]string{false: "decode", true: "verify"}[spec], 0.0, memplan.GiBString(graphTarget), memplan.GiBString(avail))
+			if spec {
+				lg.Rank(r, "Capture draft decode CUDA graph begin. backend=full, num_tokens_per_req=1, bs=%s, avail mem=%s", bs, memplan.GiBString(avail))
+				avail -= graphDraft
+				lg.Rank(r, "Capture draft decode CUDA graph end. elapsed=%.2f s, mem usage=%s, avail mem=%s.", 0.0, memplan.GiBString(graphDraft), memplan.GiBString(avail))
+			}
+		}
+	}
+	group.AttachKV(tp.Target, pages, opts.PageSize)
+	if spec {
+		group.AttachKV(tp.Draft, pages, opts.PageSize)
+	}
+	e.Alloc = kvcache.NewAllocator(pages, opts.PageSize)
+	e.MaxRunning = min(opts.MaxRunning, pages)
+	p0 := e.Plans[0]
+	switch e.Backend {
+	case "custom":
+		lg.Info("Allreduce backend: custom (one-shot; tensors up to %.3f MB, larger ones use nccl ring), topology=%s, tp_size=%d", float64(e.CustomMaxBytes)/(1<<20), topo, n)
+	default:
+		lg.Info("Allreduce backend: nccl (ring), topology=%s, tp_size=%d", topo, n)
+	}
+	lg.Info("Memory plan per rank (modelled device %s, mem_fraction_static=%.3f): static=%s, weights=%s, custom_allreduce=%s, graph_reserve=%s, activations=%s, fault_reserve=%s, kv_cache=%s, available=%s",
+		memplan.GiBString(opts.DeviceMemory), opts.MemFractionStatic, memplan.GiBString(p0.Static), memplan.GiBString(p0.Weights),
+		memplan.GiBString(p0.CustomAR), memplan.GiBString(p0.GraphReserve), memplan.GiBString(p0.Activations),
+		memplan.GiBString(p0.FaultReserve), memplan.GiBString(e.kvBytes(0)), memplan.GiBString(e.available(0)))
+	lg.Info("max_total_num_tokens=%d, chunked_prefill_size=%d, max_prefill_tokens=%d, max_running_requests=%d, context_len=%d, available_gpu_mem=%.4f GB",
+		pages*opts.PageSize, opts.ChunkedPrefill, opts.MaxPrefillTokens, e.MaxRunning, e.ContextLen, memplan.GiB(e.available(0)))
+
+	var sc *sched.SpecConfig
+	if spec {
+		sc = &sched.SpecConfig{Algorithm: strings.ToUpper(opts.SpecAlgorithm), NumSteps: opts.SpecNumSteps, TopK: opts.SpecEagleTopK, NumDraftTokens: opts.SpecNumDraftTokens}
+	}
+	var kvPerTok int64
+	for _, m := range []tp.ModelID{tp.Target, tp.Draft} {
+		if s := group.KVStore(m, 0); s != nil {
+			kvPerTok += kvcache.BytesPerToken(s.Layers, s.KVHeads, s.HeadDim)
+		}
+	}
+	e.Sched = sched.New(sched.Config{
+		MaxRunning: e.MaxRunning, ChunkedPrefill: opts.ChunkedPrefill, ContextLen: e.ContextLen,
+		DecodeLogEvery: opts.DecodeLogInterval, CUDAGraphMaxBS: opts.CUDAGraphMaxBS, DisableGraph: opts.DisableCUDAGraph,
+		RandomSeed: opts.RandomSeed, Slowdown: opts.FaultSlowdown, LeakBytesPerReq: int64(opts.FaultLeakMBPerReq * (1 << 20)),
+		KVBytesPerToken: kvPerTok, Spec: sc, Logf: lg.Info,
+	}, group, e.Alloc)
+	return e, nil
+}
+
+// kvBytes is rank r's really allocated KV bytes (target + draft).
+func (e *Engine) kvBytes(r int) int64 {
+	var b int64
+	for _, m := range []tp.ModelID{tp.Target, tp.Draft} {
+		if s := e.Group.KVStore(m, r); s != nil {
+			b += s.Bytes()
+		}
+	}
+	return b
+}
+
+// available is rank r's modelled free device memory after start-up.
+func (e *Engine) available(r int) int64 {
+	p := e.Plans[r]
+	return p.DeviceBytes - p.Weights - p.CustomAR - p.GraphReserve - p.Activations - p.FaultReserve - e.kvBytes(r)
+}
+
+func archName(c model.Config) string {
+	if len(c.Architectures) > 0 {
+		return c.Architectures[0]
+	}
+	return "RefEngineForCausalLM"
+}
+
+func graphBatchSizes(maxBS int) []int {
+	var out []int
+	for _, b := range []int{1, 2, 4, 8, 12, 16, 24, 32} {
+		if b <= maxBS {
+			out = append(out, b)
+		}
+	}
+	for b := 40; b <= maxBS; b += 8 {
+		out = append(out, b)
+	}
+	if len(out) == 0 || out[len(out)-1] != maxBS {
+		out = append(out, maxBS)
+	}
+	sort.Ints(out)
+	return out
+}
+
+func formatInts(xs []int) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = fmt.Sprint(x)
+	}
+	return "[" + strings.Join(parts, ", ") + "]"
+}
+
+func pyBool(b bool) string {
+	if b {
+		return "True"
+	}
+	return "False"
+}
+
+func serverArgsLine(o *Options) string {
+	spec := "None"
+	if o.SpecAlgorithm != "" {
+		spec = "'" + strings.ToUpper(o.SpecAlgorithm) + "'"
+	}
+	return fmt.Sprintf("server_args=ServerArgs(model_path='%s', tp_size=%d, host='%s', port=%d, dtype='%s', mem_fraction_static=%g, max_running_requests=%d, chunked_prefill_size=%d, max_prefill_tokens=%d, page_size=%d, cuda_graph_max_bs=%d, disable_cuda_graph=%s, disable_custom_all_reduce=%s, enable_deterministic_inference=%s, random_seed=%d, speculative_algorithm=%s, speculative_num_steps=%d, speculative_eagle_topk=%d, speculative_num_draft_tokens=%d, device_memory=%d, topology='%s')",
+		o.ModelPath, o.TPSize, o.Host, o.Port, o.DType, o.MemFractionStatic, o.MaxRunning, o.ChunkedPrefill, o.MaxPrefillTokens, o.PageSize,
+		o.CUDAGraphMaxBS, pyBool(o.DisableCUDAGraph), pyBool(o.DisableCustomAR), pyBool(o.Deterministic), o.RandomSeed, spec,
+		o.SpecNumSteps, o.SpecEagleTopK, o.SpecNumDraftTokens, o.DeviceMemory, o.Topology)
+}
+
+// Main is the engine's entry point: it parses args, starts the engine, serves until ctx is done
+// (SIGTERM/SIGINT in cmd/refengine), and returns the process exit code: 0 after a clean
+// shutdown, 1 when the engine failed or crashed (fault injection), 2 for a bad command line.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	opts, err := ParseFlags(args, stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintf(stderr, "refengine: %v\n", strings.TrimPrefix(err.Error(), "usage: "))
+		return 2
+	}
+	lg := NewLogger(stderr, opts.TPSize)
+	e, err := Build(opts, lg, nil)
+	if err != nil {
+		lg.Info("Scheduler hit an exception: %v", err)
+		return 1
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(opts.Host, fmt.Sprint(opts.Port)))
+	if err != nil {
+		lg.Info("ERROR: [Errno 98] error while attempting to bind on address (%s, %d): address already in use (%v)", opts.Host, opts.Port, err)
+		return 1
+	}
+	if err := e.Serve(ctx, ln); err != nil {
+		return 1
+	}
+	return 0
+}
+
+// Serve runs the scheduler and the HTTP server on ln until ctx is done (clean shutdown, nil) or
+// the engine fails (the error).
+func (e *Engine) Serve(ctx context.Context, ln net.Listener) error {
+	schedCtx, cancelSched := context.WithCancel(context.Background())
+	defer cancelSched()
+	schedDone := make(chan error, 1)
+	go func() { schedDone <- e.Sched.Run(schedCtx) }()
+	srv := &http.Server{Handler: e.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	httpDone := make(chan error, 1)
+	go func() { httpDone <- srv.Serve(ln) }()
+	addr := ln.Addr().(*net.TCPAddr)
+	e.Log.Raw("INFO:     Started server process [%d]", os.Getpid())
+	e.Log.Raw("INFO:     Waiting for application startup.")
+	e.Log.Raw("INFO:     Application startup complete.")
+	e.Log.Raw("INFO:     Uvicorn running on http://%s (Press CTRL+C to quit)", net.JoinHostPort(e.Opts.Host, fmt.Sprint(addr.Port)))
+	if !e.Opts.FaultHangStartup {
+		go e.warmup(ctx)
+	} else {
+		e.Log.Info("Fault injection: --fault-hang-startup: the server will never become ready.")
+	}
+	var failure error
+	select {
+	case <-ctx.Done():
+		e.Log.Info("Received shutdown signal; stopping (in-flight requests get up to 2 s to finish).")
+	case err := <-schedDone:
+		failure = fmt.Errorf("scheduler stopped: %v", err)
+		e.Log.Info("Scheduler hit an exception: %v", err)
+		schedDone <- err
+	case err := <-httpDone:
+		failure = fmt.Errorf("http server stopped: %v", err)
+		httpDone <- err
+	case err := <-e.fatal:
+		failure = err
+	}
+	e.ready.Store(false)
+	shCtx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
+	defer cancel()
+	grace := time.AfterFunc(2*time.Second, func() { e.Sched.Close() })
+	defer grace.Stop()
+	if failure != nil {
+		e.Sched.Close()
+		srv.Close()
+	} else {
+		_ = srv.Shutdown(shCtx)
+	}
+	cancelSched()
+	select {
+	case <-schedDone:
+	case <-shCtx.Done():
+	}
+	if failure == nil {
+		e.Log.Info("Shutdown complete.")
+	}
+	return failure
+}
+
+// warmup sends one short request through the whole path, then declares the server ready.
+func (e *Engine) warmup(ctx context.Context) {
+	one := 1
+	zero := 0.0
+	req := &sched.Request{ID: "warmup", Prompt: model.Encode("The capital city of France is"), MaxNew: one, Temperature: zero, Ctx: ctx}
+	if err := e.Sched.Submit(req); err != nil {
+		e.Log.Info("Warmup failed: %v", err)
+		return
+	}
+	for range req.Events() {
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	e.ready.Store(true)
+	e.Log.Info("The server is fired up and ready to roll!")
+}
+
+// Ready reports whether the server has finished its warmup.
+func (e *Engine) Ready() bool { return e.ready.Load() }
+
+// requestServed counts finished requests and triggers the crash fault.
+func (e *Engine) requestServed() {
+	n := e.served.Add(1)
+	if c := e.Opts.FaultCrashAfter; c > 0 && n == int64(c) {
+		e.fatalOnce.Do(func() {
+			e.Log.Info("%s", "Scheduler hit an exception: Traceback (most recent call last):\n"+
+				"  File \"refengine/sched/sched.go\", line 1, in Scheduler.Run\n"+
+				"    s.step(ctx)\n"+
+				"  File \"refengine/server/server.go\", line 1, in Engine.requestServed\n"+
+				"    fault injection\n"+
+				fmt.Sprintf("RuntimeError: refengine fault injection: --fault-crash-after %d reached (%d requests served)", c, n))
+			e.Log.Info("Received sigquit from a child process. It usually means the child failed.")
+			e.fatal <- fmt.Errorf("fault injection: crashed after %d requests", n)
+		})
+	}
+}

@@ -1,0 +1,67 @@
+package reporters
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestExplainTellsTheStory(t *testing.T) {
+	r := sampleRun()
+	c := &r.Checks[3] // custom-ar output_throughput vs nccl
+	got := Explain(r, c)
+	for _, want := range []string{
+		"KV cache -91% (10.42 -> 0.90 GiB, 1212416 -> 104857 tokens)",
+		"custom AR buffers 3.85 GiB (none in nccl)",
+		"allreduce custom (nccl config: nccl)",
+		"median TPOT +134% (41 -> 96 ms)",
+		"max running requests -88% (256 -> 30)",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("explanation %q lacks %q", got, want)
+		}
+	}
+	if strings.HasPrefix(got, "KV cache") == false {
+		t.Errorf("the KV change must come first: %q", got)
+	}
+	// Weights and CUDA graphs barely differ: they are not mentioned.
+	if strings.Contains(got, "weights") || strings.Contains(got, "CUDA graphs") || strings.Contains(got, "peak gpu") {
+		t.Errorf("insignificant differences mentioned: %q", got)
+	}
+}
+
+func TestExplainFindsTheComparison(t *testing.T) {
+	r := sampleRun()
+	c := r.Checks[3]
+	c.Against = ""
+	if got := Explain(r, &c); !strings.Contains(got, "none in nccl") {
+		t.Errorf("comparison from the message (vs nccl) not found: %q", got)
+	}
+	c.Message = "custom-ar: output throughput -57% vs nccl-2"
+	if got := Explain(r, &c); strings.Contains(got, "nccl") || !strings.HasPrefix(got, "KV cache 0.90 GiB") {
+		t.Errorf("\"vs nccl-2\" must not match config nccl: %q", got)
+	}
+	// Against the stored baseline's engine report.
+	g := r.config("graph-bs-160")
+	g.BaselineEngine["cuda_graph_gib"] = 0.5
+	bc := Check{Name: "tput", Kind: KindThroughput, Config: "graph-bs-160", Status: StatusFailed, Message: "graph-bs-160: output throughput -12% vs baseline"}
+	got := Explain(r, &bc)
+	if !strings.Contains(got, "CUDA graphs +250% (0.50 -> 1.75 GiB)") || !strings.Contains(got, "KV cache -0.1%") {
+		t.Errorf("baseline comparison: %q", got)
+	}
+	if Explain(r, &Check{Config: "nope"}) != "" || Explain(nil, nil) != "" {
+		t.Error("explanation for an unknown config")
+	}
+}
+
+func TestRenderersPreferTheGateExplanation(t *testing.T) {
+	r := sampleRun()
+	r.Checks[3].Explanation = "gate says: PCIe custom allreduce"
+	md := renderMarkdown(r, MaxMarkdownBytes)
+	if !strings.Contains(md, "gate says: PCIe custom allreduce") || strings.Contains(md, "none in nccl") {
+		t.Errorf("Markdown ignored Check.Explanation:\n%s", md)
+	}
+	// Passing checks get no computed explanation.
+	if e := explanation(r, &r.Checks[0]); e != "" {
+		t.Errorf("passing check explained: %q", e)
+	}
+}

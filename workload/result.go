@@ -1,0 +1,315 @@
+// Package workload drives a serving engine with load (closed-loop concurrency or open-loop
+// Poisson/gamma arrivals), measures serving metrics with the definitions of vLLM's `bench serve`
+// and SGLang's `bench_serving` (docs/metrics.md), runs numerics probes, and reads the result files
+// of other tools (vLLM, SGLang, GenAI-Perf/AIPerf, nccl-tests) into the same Result type.
+package workload
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+)
+
+// ResultSchema is the value of Result.Schema written by this version of reckon.
+const ResultSchema = "reckon.result/v1"
+
+// Result is one benchmark run, measured by reckon or imported from another tool. Metric fields
+// use the key names of vLLM's `bench serve --save-result` JSON. Latencies are in milliseconds,
+// throughputs per second, Duration in seconds.
+//
+// A metric the source did not report is listed in Missing (its field is then zero and Metrics
+// leaves it out): nothing is guessed.
+type Result struct {
+	Schema   string   `json:"schema"`
+	Metadata Metadata `json:"metadata"`
+
+	Duration          float64 `json:"duration"`
+	Completed         int     `json:"completed"`
+	Failed            int     `json:"failed"`
+	TotalInputTokens  int     `json:"total_input_tokens"`
+	TotalOutputTokens int     `json:"total_output_tokens"`
+
+	RequestThroughput     float64 `json:"request_throughput"`
+	RequestGoodput        float64 `json:"request_goodput"`
+	OutputThroughput      float64 `json:"output_throughput"`
+	TotalTokenThroughput  float64 `json:"total_token_throughput"`
+	MaxOutputTokensPerS   float64 `json:"max_output_tokens_per_s"`
+	MaxConcurrency        int     `json:"max_concurrency"`
+	MaxConcurrentRequests int     `json:"max_concurrent_requests"`
+	PeakInFlight          int     `json:"peak_in_flight"`
+	Concurrency           float64 `json:"concurrency"`
+	SpecAcceptLength      float64 `json:"spec_accept_length"`
+
+	MeanTTFTMs   float64 `json:"mean_ttft_ms"`
+	MedianTTFTMs float64 `json:"median_ttft_ms"`
+	StdTTFTMs    float64 `json:"std_ttft_ms"`
+	P90TTFTMs    float64 `json:"p90_ttft_ms"`
+	P95TTFTMs    float64 `json:"p95_ttft_ms"`
+	P99TTFTMs    float64 `json:"p99_ttft_ms"`
+
+	MeanTPOTMs   float64 `json:"mean_tpot_ms"`
+	MedianTPOTMs float64 `json:"median_tpot_ms"`
+	StdTPOTMs    float64 `json:"std_tpot_ms"`
+	P90TPOTMs    float64 `json:"p90_tpot_ms"`
+	P95TPOTMs    float64 `json:"p95_tpot_ms"`
+	P99TPOTMs    float64 `json:"p99_tpot_ms"`
+
+	MeanITLMs   float64 `json:"mean_itl_ms"`
+	MedianITLMs float64 `json:"median_itl_ms"`
+	StdITLMs    float64 `json:"std_itl_ms"`
+	P90ITLMs    float64 `json:"p90_itl_ms"`
+	P95ITLMs    float64 `json:"p95_itl_ms"`
+	P99ITLMs    float64 `json:"p99_itl_ms"`
+
+	MeanE2ELMs   float64 `json:"mean_e2el_ms"`
+	MedianE2ELMs float64 `json:"median_e2el_ms"`
+	StdE2ELMs    float64 `json:"std_e2el_ms"`
+	P90E2ELMs    float64 `json:"p90_e2el_ms"`
+	P95E2ELMs    float64 `json:"p95_e2el_ms"`
+	P99E2ELMs    float64 `json:"p99_e2el_ms"`
+
+	// Missing lists the metric keys above that the source did not report (or that this run did
+	// not measure, such as request_goodput without --goodput).
+	Missing []string `json:"missing,omitempty"`
+	// Warnings: everything a reader should know (unknown keys in an imported file, definitions
+	// that differ from vLLM's, failed requests' first errors).
+	Warnings []string `json:"warnings,omitempty"`
+	// Extra holds further numeric metrics of the source under their own names (for example
+	// input_throughput, p25_ttft_ms).
+	Extra map[string]float64 `json:"extra,omitempty"`
+	// NCCL is set for nccl-tests output.
+	NCCL *NCCLResult `json:"nccl,omitempty"`
+	// Details holds per-request data (with Options.Details, or vLLM --save-detailed files).
+	Details *Details `json:"details,omitempty"`
+}
+
+// Metadata says what was measured, where, and by which tool.
+type Metadata struct {
+	Engine       string            `json:"engine,omitempty"`
+	Config       string            `json:"config,omitempty"`
+	Testbed      string            `json:"testbed,omitempty"`
+	Model        string            `json:"model,omitempty"`
+	Seed         int64             `json:"seed"`
+	Workload     Workload          `json:"workload"`
+	Tool         string            `json:"tool"`
+	ToolVersion  string            `json:"tool_version,omitempty"`
+	SourceFormat string            `json:"source_format"`
+	SourceFile   string            `json:"source_file,omitempty"`
+	Date         string            `json:"date,omitempty"`
+	Labels       map[string]string `json:"labels,omitempty"`
+}
+
+// Workload describes the load that produced a result. RequestRate 0 means "all requests at
+// once" (vLLM's inf).
+type Workload struct {
+	Name           string             `json:"name,omitempty"`
+	Dataset        string             `json:"dataset,omitempty"`
+	NumPrompts     int                `json:"num_prompts,omitempty"`
+	RequestRate    float64            `json:"request_rate"`
+	Burstiness     float64            `json:"burstiness,omitempty"`
+	MaxConcurrency int                `json:"max_concurrency,omitempty"`
+	InputLen       int                `json:"input_len,omitempty"`
+	OutputLen      int                `json:"output_len,omitempty"`
+	RangeRatio     float64            `json:"range_ratio,omitempty"`
+	Warmup         int                `json:"warmup,omitempty"`
+	IgnoreEOS      bool               `json:"ignore_eos"`
+	Temperature    float64            `json:"temperature"`
+	Goodput        map[string]float64 `json:"goodput,omitempty"`
+}
+
+// Details holds per-request data with vLLM's key names and units (seconds).
+type Details struct {
+	InputLens  []int       `json:"input_lens"`
+	OutputLens []int       `json:"output_lens"`
+	TTFTs      []float64   `json:"ttfts"`
+	ITLs       [][]float64 `json:"itls"`
+	Latencies  []float64   `json:"latencies"`
+	StartTimes []float64   `json:"start_times"`
+	Errors     []string    `json:"errors"`
+}
+
+// NCCLResult is nccl-tests output: one row per message size and the footer.
+type NCCLResult struct {
+	Collective     string    `json:"collective,omitempty"`
+	Rows           []NCCLRow `json:"rows"`
+	AvgBusBWGBps   float64   `json:"avg_busbw_gbps"`
+	AvgBusBWStatus string    `json:"avg_busbw_status,omitempty"` // "OK", "FAILED" or ""
+	// OutOfBounds is the "# Out of bounds values" count when printed (-1: not printed).
+	OutOfBounds int `json:"out_of_bounds"`
+	// WrongTotal sums #wrong over rows where it was checked (N/A rows are not counted).
+	WrongTotal int `json:"wrong_total"`
+	// Validated is false when every #wrong was N/A (validation off).
+	Validated bool `json:"validated"`
+}
+
+// NCCLRow is one size's measurement, out-of-place and in-place.
+type NCCLRow struct {
+	SizeBytes  int64        `json:"size_bytes"`
+	Count      int64        `json:"count"`
+	Type       string       `json:"type"`
+	RedOp      string       `json:"redop,omitempty"`
+	Root       *int         `json:"root,omitempty"`
+	OutOfPlace NCCLMeasure  `json:"out_of_place"`
+	InPlace    *NCCLMeasure `json:"in_place,omitempty"`
+}
+
+// NCCLMeasure is one measurement of a row. Wrong is nil when nccl-tests printed N/A (no
+// validation); Error is the max relative error of older nccl-tests versions.
+type NCCLMeasure struct {
+	TimeUs    float64  `json:"time_us"`
+	AlgBWGBps float64  `json:"algbw_gbps"`
+	BusBWGBps float64  `json:"busbw_gbps"`
+	Wrong     *int64   `json:"wrong"`
+	Error     *float64 `json:"error,omitempty"`
+}
+
+// metricFields lists the numeric fields of Result with their JSON key.
+func (r *Result) metricFields() []struct {
+	key string
+	v   reflect.Value
+} {
+	var out []struct {
+		key string
+		v   reflect.Value
+	}
+	rv := reflect.ValueOf(r).Elem()
+	rt := rv.Type()
+	for i := 0; i < rt.NumField(); i++ {
+		f := rt.Field(i)
+		switch f.Type.Kind() {
+		case reflect.Float64, reflect.Int:
+		default:
+			continue
+		}
+		key, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		out = append(out, struct {
+			key string
+			v   reflect.Value
+		}{key, rv.Field(i)})
+	}
+	return out
+}
+
+// MetricKeys returns the key names of every metric field of Result, in declaration order.
+func MetricKeys() []string {
+	var r Result
+	var keys []string
+	for _, f := range r.metricFields() {
+		keys = append(keys, f.key)
+	}
+	return keys
+}
+
+// Metrics returns every numeric metric the result holds, by vLLM key name (plus Extra, and for
+// nccl-tests avg_busbw_gbps, max_busbw_gbps and wrong_total). Missing metrics are left out.
+func (r *Result) Metrics() map[string]float64 {
+	missing := make(map[string]bool, len(r.Missing))
+	for _, k := range r.Missing {
+		missing[k] = true
+	}
+	m := make(map[string]float64)
+	if r.NCCL == nil {
+		for _, f := range r.metricFields() {
+			if missing[f.key] {
+				continue
+			}
+			if f.v.Kind() == reflect.Int {
+				m[f.key] = float64(f.v.Int())
+			} else {
+				m[f.key] = f.v.Float()
+			}
+		}
+	} else {
+		m["avg_busbw_gbps"] = r.NCCL.AvgBusBWGBps
+		m["wrong_total"] = float64(r.NCCL.WrongTotal)
+		maxBus := 0.0
+		for _, row := range r.NCCL.Rows {
+			maxBus = math.Max(maxBus, row.OutOfPlace.BusBWGBps)
+			if row.InPlace != nil {
+				maxBus = math.Max(maxBus, row.InPlace.BusBWGBps)
+			}
+		}
+		if len(r.NCCL.Rows) > 0 {
+			m["max_busbw_gbps"] = maxBus
+		}
+		for _, k := range r.Missing {
+			delete(m, k)
+		}
+	}
+	for k, v := range r.Extra {
+		if !missing[k] {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+// setMissing records key as not reported (once).
+func (r *Result) setMissing(key string) {
+	for _, k := range r.Missing {
+		if k == key {
+			return
+		}
+	}
+	r.Missing = append(r.Missing, key)
+}
+
+// warnf appends a warning.
+func (r *Result) warnf(format string, args ...any) {
+	r.Warnings = append(r.Warnings, fmt.Sprintf(format, args...))
+}
+
+// WriteResult writes r as indented JSON to path atomically (a temporary file in the same
+// directory, then rename), creating the directory when needed.
+func WriteResult(path string, r *Result) error {
+	if r.Schema == "" {
+		r.Schema = ResultSchema
+	}
+	sort.Strings(r.Missing)
+	data, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return fmt.Errorf("write result %s: encoding: %w", path, err)
+	}
+	data = append(data, '\n')
+	return writeFileAtomic(path, data)
+}
+
+func writeFileAtomic(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	tmp := f.Name()
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return fmt.Errorf("write %s: sync: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Chmod(tmp, 0o644); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("write %s: rename: %w", path, err)
+	}
+	return nil
+}
