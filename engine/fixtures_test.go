@@ -89,6 +89,8 @@ var fixtures = []fixture{
 		[]errAt{{"traceback", 2, "cuda_graph.py"}}},
 	{"vllm", "v1_docker_ts_workerproc_failed_2026_03", engine.Report{AllReduce: "unknown"},
 		[]errAt{{"other", 4, "WorkerProc failed to start"}, {"traceback", 5, "Traceback"}}},
+	{"vllm", "v1_journald_v100_pynccl_only_2025_08", engine.Report{AllReduce: "nccl", CustomAllReduceDisabledReason: s(pcie)}, nil},
+	{"vllm", "v1_journald_config_dump_tp4_2025_02", engine.Report{AllReduce: "unknown", ContextLen: i(32678)}, nil},
 	{"vllm", "v0_10_2_tp2_config_dump_2025_09", engine.Report{AllReduce: "unknown", ContextLen: i(32768)}, nil},
 }
 

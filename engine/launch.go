@@ -441,7 +441,7 @@ func (i *Instance) pump(r *os.File) {
 	for {
 		n, err := r.Read(buf)
 		if n > 0 {
-			if _, werr := i.logFile.Write(buf[:n]); werr != nil {
+			if _, werr := i.logFile.Write(buf[:n]); werr != nil && !errors.Is(werr, os.ErrClosed) {
 				i.log.WithError(werr).Warn("writing engine log")
 			}
 			data := buf[:n]
@@ -519,7 +519,7 @@ func (i *Instance) waitReady(ctx context.Context, opts LaunchOptions) error {
 			// Let the output pipe drain so that the tail holds the engine's last words.
 			select {
 			case <-i.readerDone:
-			case <-time.After(2 * time.Second):
+			case <-time.After(500 * time.Millisecond): // orphans may hold the pipe open
 			}
 			if addrInUseRE.MatchString(i.LogTail(80)) {
 				return fail("port", fmt.Errorf("port %d: %w", i.cfg.Port, ErrPortInUse))

@@ -20,8 +20,8 @@ type CalibrationConfig struct {
 	// NullReps is the number of simulated no-change comparisons per cell (at least 1,000; the
 	// false-alarm rate is near 1%, so 20,000 pin it to about ±0.15%). 0 means Reps.
 	NullReps int
-	Seed uint64
-	Opts StatOptions
+	Seed     uint64
+	Opts     StatOptions
 	// Sequential, when set, adds rows for the sequential plan.
 	Sequential *SequentialPlan
 	// Samples, when set, replaces synthetic noise: trials are resampled (with replacement) from

@@ -8,8 +8,8 @@ import (
 // Holm applies the Holm-Bonferroni step-down correction across the statistical checks a run
 // gates (not across every printed metric: that would only cost power) and re-decides each
 // result at the family level alpha. Error results are left out of the family. The worse and
-// better directions are adjusted separately. In sequential mode pass the plan's nominal level
-// (SequentialPlan.NominalAlpha) as alpha.
+// better directions are adjusted separately. alpha <= 0 keeps each result's own level (as set by
+// Compare from StatOptions.Alpha, e.g. SequentialPlan.Options' nominal level).
 func Holm(results []*StatResult, alpha float64) {
 	var fam []*StatResult
 	for _, r := range results {

@@ -98,35 +98,61 @@ type SequentialDecision struct {
 	Result StatResult `json:"result"`
 }
 
-// Decide is the helper the suites call after each batch of trials: it compares head against base
-// at the plan's nominal level and says whether more trials are needed (and how many per side
-// in total at the next look). A stored baseline does not grow: then only head needs more
-// trials, and the bound on false alarms is conservative (looks are more correlated).
+// Options returns o set up for this plan: Alpha is the plan's nominal per-look level and
+// MaxTrials its last look. Judge the final comparison of a sequential check with these options
+// (and Holm with alpha 0, which keeps each result's level), so that the verdict agrees with the
+// decisions taken at the looks.
+func (p SequentialPlan) Options(o StatOptions) StatOptions {
+	o.Alpha = p.NominalAlpha()
+	if len(p.Looks) > 0 {
+		o.MaxTrials = p.Max()
+	}
+	return o
+}
+
+// Decide is the helper the suites call after each batch of trials. Head is the side that grows
+// (a stored baseline does not; in a same-run A/B both sides grow together), so the number of
+// trials so far is len(head). Between looks it asks for more trials without testing (testing at
+// every trial would be extra looks and raise the false-alarm rate). At a look it compares head
+// against base at the plan's nominal level and stops on a decision (regression, improvement, no
+// change), or asks for the next look. With a stored baseline only head adds trials; the looks
+// are then more correlated than the plan assumes and the bound on false alarms is conservative.
 func (p SequentialPlan) Decide(base, head []float64, m Metric, opts StatOptions) (SequentialDecision, error) {
 	if err := p.Validate(); err != nil {
 		return SequentialDecision{}, err
 	}
-	o := opts
-	o.Alpha = p.NominalAlpha()
-	if o.MaxTrials <= 0 || o.MaxTrials > p.Max() {
-		o.MaxTrials = p.Max()
-	}
-	r := Compare(base, head, m, o)
+	r := Compare(base, head, m, p.Options(opts))
 	d := SequentialDecision{Result: r}
-	if r.Outcome != Undecided {
-		return d, nil
-	}
-	n := min(len(base), len(head))
+	n := len(head)
+	next, atLook := 0, n >= p.Max()
 	for _, look := range p.Looks {
-		if look > n {
-			d.NeedMore, d.NextN = true, look
-			d.Result.MoreTrials = look - n
-			d.Result.Reason += fmt.Sprintf("; sequential plan %s: run %d more trial(s) per side", lookText(p.Looks), look-n)
-			return d, nil
+		if look == n {
+			atLook = true
+		}
+		if look > n && next == 0 {
+			next = look
 		}
 	}
-	d.Result.Reason += fmt.Sprintf("; sequential plan %s exhausted", lookText(p.Looks))
-	return d, nil
+	switch {
+	case r.Outcome == StatError:
+		return d, nil
+	case !atLook:
+		d.NeedMore, d.NextN = true, next
+		d.Result.Outcome = Undecided
+		d.Result.MoreTrials = next - n
+		d.Result.Reason = fmt.Sprintf("between looks of the sequential plan %s: run %d more trial(s) before deciding", lookText(p.Looks), next-n)
+		return d, nil
+	case r.Outcome != Undecided:
+		return d, nil
+	case next > 0:
+		d.NeedMore, d.NextN = true, next
+		d.Result.MoreTrials = next - n
+		d.Result.Reason += fmt.Sprintf("; sequential plan %s: run %d more trial(s)", lookText(p.Looks), next-n)
+		return d, nil
+	default:
+		d.Result.Reason += fmt.Sprintf("; sequential plan %s exhausted", lookText(p.Looks))
+		return d, nil
+	}
 }
 
 func lookText(looks []int) string {

@@ -153,6 +153,13 @@ func Compare(base, head []float64, m Metric, opts StatOptions) StatResult {
 		Ratio: math.NaN(), HLRatio: math.NaN(), CILow: math.NaN(), CIHigh: math.NaN(),
 		BaseMedian: math.NaN(), HeadMedian: math.NaN(), Change: math.NaN(), Worse: math.NaN(),
 	}
+	if c, ok := constant(base, head); ok && m.Direction != DirectionUnknown {
+		// Every trial on both sides reported the same value (e.g. failed = 0): nothing moved.
+		r.BaseMedian, r.HeadMedian, r.Change, r.Worse = c, c, 0, 0
+		r.Ratio, r.HLRatio, r.CILow, r.CIHigh, r.CIConfidence = 1, 1, 1, 1, 1
+		r.Outcome, r.Reason = NoChange, fmt.Sprintf("every trial on both sides is %v", c)
+		return r
+	}
 	if err := checkSamples("base", base); err != nil {
 		r.Outcome, r.Reason = StatError, err.Error()
 		return r
@@ -197,6 +204,25 @@ func Compare(base, head []float64, m Metric, opts StatOptions) StatResult {
 	}
 	r.decide()
 	return r
+}
+
+// constant reports whether every value of both samples is the same finite number.
+func constant(a, b []float64) (float64, bool) {
+	if len(a) == 0 || len(b) == 0 {
+		return 0, false
+	}
+	c := a[0]
+	if math.IsNaN(c) || math.IsInf(c, 0) {
+		return 0, false
+	}
+	for _, xs := range [][]float64{a, b} {
+		for _, x := range xs {
+			if x != c {
+				return 0, false
+			}
+		}
+	}
+	return c, true
 }
 
 // checkSamples rejects empty, non-finite and non-positive samples.

@@ -108,7 +108,7 @@ func TestTTestHandValue(t *testing.T) {
 }
 
 func throughput() Metric { m, _ := MetricFor("output_throughput"); return m }
-func ttft() Metric        { m, _ := MetricFor("median_ttft_ms"); return m }
+func ttft() Metric       { m, _ := MetricFor("median_ttft_ms"); return m }
 
 func TestMetricDirections(t *testing.T) {
 	for name, want := range map[string]Direction{
@@ -178,6 +178,12 @@ func TestCompareOutcomes(t *testing.T) {
 	// Bad input.
 	if r := Compare(base, []float64{100, 0, 99}, throughput(), opts); r.Outcome != StatError || !strings.Contains(r.Reason, "head trial 2") {
 		t.Errorf("zero: %s %s", r.Outcome, r.Reason)
+	}
+	if r := Compare([]float64{0, 0, 0}, []float64{0, 0, 0}, Metric{Name: "failed", Direction: LowerIsBetter}, opts); r.Outcome != NoChange {
+		t.Errorf("constant zero: %s %s", r.Outcome, r.Reason)
+	}
+	if r := Compare([]float64{0, 0, 0}, []float64{0, 1, 0}, Metric{Name: "failed", Direction: LowerIsBetter}, opts); r.Outcome != StatError {
+		t.Errorf("zeros with a change: %s %s", r.Outcome, r.Reason)
 	}
 	if r := Compare(base, base, Metric{Name: "weird"}, opts); r.Outcome != StatError {
 		t.Errorf("unknown direction: %s", r.Outcome)
@@ -254,6 +260,20 @@ func TestSequentialPlan(t *testing.T) {
 	d, _ = p.Decide(append(noisyB, 99, 102, 98, 100.5, 99.5), append(noisyH, 95, 97, 94, 96, 95.5), throughput(), DefaultStatOptions())
 	if d.NeedMore || d.Result.Outcome != Regression {
 		t.Errorf("second look: %v %s %s", d.NeedMore, d.Result.Outcome, d.Result.Reason)
+	}
+	// Between looks the plan asks for more without testing, even on a clear regression.
+	d, _ = p.Decide(noisyB, []float64{80, 81, 79, 80.5, 80.2, 80.1}, throughput(), DefaultStatOptions())
+	if !d.NeedMore || d.NextN != 10 || d.Result.Outcome != Undecided {
+		t.Errorf("between looks: %+v %s", d.NeedMore, d.Result.Outcome)
+	}
+	// A stored baseline of 10 and 5 head trials: head grows to the next look.
+	stored := []float64{100, 94, 106, 97, 103, 99, 95, 105, 101, 98}
+	d, _ = p.Decide(stored, []float64{97, 92, 103, 95, 100}, throughput(), DefaultStatOptions())
+	if !d.NeedMore || d.NextN != 10 || d.Result.MoreTrials != 5 {
+		t.Errorf("stored baseline: %+v %s %s", d.NeedMore, d.Result.Outcome, d.Result.Reason)
+	}
+	if o := p.Options(DefaultStatOptions()); o.Alpha != a || o.MaxTrials != 10 {
+		t.Errorf("options %+v", o)
 	}
 	if err := (SequentialPlan{Looks: []int{5, 5}, Alpha: 0.01}).Validate(); err == nil {
 		t.Error("non-increasing looks accepted")

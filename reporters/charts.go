@@ -171,7 +171,7 @@ func hbarChart(title, unit string, groups []hgroup, legend []legendItem) svgChar
 				}
 			}
 			if b.Label != "" {
-				ch.Texts = append(ch.Texts, svgText{X: chartLabelW - 6, Y: mid + 4, Text: b.Label, Anchor: "end", Class: "sub"})
+				ch.Texts = append(ch.Texts, svgText{X: chartLabelW - 6, Y: mid + 4, Text: clipRunes(b.Label, 30), Anchor: "end", Class: "sub"})
 			}
 			if b.Text != "" {
 				ch.Texts = append(ch.Texts, svgText{X: math.Min(x+6, chartLabelW+chartPlotW+4), Y: mid + 4, Text: b.Text, Anchor: "start", Class: "val"})
@@ -216,17 +216,35 @@ func clipRunes(s string, n int) string {
 	return string(r[:n-1]) + "…"
 }
 
-// throughputVsBaselineChart: every statistical check with both medians, the comparison bar
-// (grey) and this config's bar with the CI of the ratio as a whisker.
+// isThroughputCheck reports whether c is a statistical throughput comparison.
+func isThroughputCheck(c *Check) bool {
+	return c.Kind == KindThroughput || (c.Kind == KindRelative && !strings.HasSuffix(c.Metric, "_ms")) ||
+		(c.Kind != KindLatency && strings.Contains(c.Metric, "throughput"))
+}
+
+// isLatencyCheck reports whether c is a statistical latency comparison.
+func isLatencyCheck(c *Check) bool {
+	return c.Kind == KindLatency || (c.Kind == KindRelative && strings.HasSuffix(c.Metric, "_ms"))
+}
+
+// throughputVsBaselineChart charts the statistical throughput checks (see statChart).
 func throughputVsBaselineChart(r *Run, checks []Check) *svgChart {
+	return statChart("Throughput vs baseline / comparison config", checks, isThroughputCheck)
+}
+
+// latencyVsBaselineChart charts the statistical latency checks (see statChart).
+func latencyVsBaselineChart(r *Run, checks []Check) *svgChart {
+	return statChart("Latency vs baseline / comparison config", checks, isLatencyCheck)
+}
+
+// statChart: every selected statistical check with both medians, the comparison bar (grey) and
+// this config's bar with the CI of the ratio as a whisker.
+func statChart(title string, checks []Check, keep func(*Check) bool) *svgChart {
 	var groups []hgroup
 	units := map[string]bool{}
 	for i := range checks {
 		c := &checks[i]
-		if c.BaseMedian == nil || c.HeadMedian == nil {
-			continue
-		}
-		if c.Kind != KindThroughput && c.Kind != KindRelative && !strings.Contains(c.Metric, "throughput") {
+		if c.BaseMedian == nil || c.HeadMedian == nil || !keep(c) {
 			continue
 		}
 		base, head := *c.BaseMedian, *c.HeadMedian
@@ -266,7 +284,7 @@ func throughputVsBaselineChart(r *Run, checks []Check) *svgChart {
 			unit = u
 		}
 	}
-	ch := hbarChart("Throughput vs baseline / comparison config", unit, groups,
+	ch := hbarChart(title, unit, groups,
 		[]legendItem{{"comparison (median)", colBase}, {"passed", colPass}, {"failed", colFail}, {"other", colNeutral}})
 	ch.Note = "Whiskers: confidence interval of head/base, drawn on the comparison's median."
 	return &ch

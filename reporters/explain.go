@@ -16,6 +16,8 @@ const (
 	keyGraph     = "cuda_graph_gib"
 	keyAvailable = "available_gpu_mem_gib"
 	keyAllreduce = "allreduce"
+	// keyARDisabled is why the engine did not use custom allreduce, when its log says.
+	keyARDisabled = "custom_allreduce_disabled_reason"
 )
 
 // Explain builds the correlation text of a check: how the check's config differs from what it
@@ -23,7 +25,7 @@ const (
 // the stored baseline's engine report), in KV cache capacity, the memory plan, the effective
 // allreduce, peak GPU memory and latency. For example:
 //
-//	KV cache -91% (10.42 -> 0.90 GiB, 1212416 -> 104857 tokens); custom AR buffers 3.85 GiB (none in nccl); allreduce custom (nccl: nccl)
+//	KV cache -91% (10.42 -> 0.90 GiB, 1212416 -> 104857 tokens); custom AR buffers 3.85 GiB (none in nccl); allreduce custom (nccl config: nccl)
 //
 // Without a comparison it states the config's own KV cache and allreduce. It returns "" when the
 // check names no known config or nothing is known about it.
@@ -44,6 +46,9 @@ func Explain(r *Run, c *Check) string {
 		if ar := str(cfg.Engine, keyAllreduce); ar != "" {
 			parts = append(parts, "allreduce "+ar)
 		}
+		if why := str(cfg.Engine, keyARDisabled); why != "" {
+			parts = append(parts, "custom allreduce disabled: "+oneLine(why, 160))
+		}
 		return strings.Join(parts, "; ")
 	}
 	if p := kvText(cfg.Engine, ref.engine, refName); p != "" {
@@ -51,9 +56,6 @@ func Explain(r *Run, c *Check) string {
 	}
 	parts = append(parts, memoryDiffs(cfg.Engine, ref.engine, refName)...)
 	parts = append(parts, schedulerDiffs(cfg.Engine, ref.engine)...)
-	if why := str(cfg.Engine, "custom_allreduce_disabled_reason"); why != "" && str(cfg.Engine, keyAllreduce) != str(ref.engine, keyAllreduce) {
-		parts = append(parts, "custom allreduce disabled: "+oneLine(why, 160))
-	}
 	if a, b := str(cfg.Engine, keyAllreduce), str(ref.engine, keyAllreduce); a != "" && a != b {
 		switch {
 		case b == "":
@@ -62,6 +64,9 @@ func Explain(r *Run, c *Check) string {
 			parts = append(parts, fmt.Sprintf("allreduce %s (%s config: %s)", a, refName, b))
 		default:
 			parts = append(parts, fmt.Sprintf("allreduce %s (%s: %s)", a, refName, b))
+		}
+		if why := str(cfg.Engine, keyARDisabled); why != "" {
+			parts = append(parts, "custom allreduce disabled: "+oneLine(why, 160))
 		}
 	}
 	if ref.cfg != nil {

@@ -65,3 +65,20 @@ func TestRenderersPreferTheGateExplanation(t *testing.T) {
 		t.Errorf("passing check explained: %q", e)
 	}
 }
+
+func TestExplainSaysWhyCustomAllreduceWasDisabled(t *testing.T) {
+	r := sampleRun()
+	cfg := r.config("custom-ar")
+	cfg.Engine["allreduce"] = "nccl"
+	cfg.Engine["custom_allreduce_disabled_reason"] = "not all GPUs are connected by NVLink"
+	c := Check{Name: "expect", Kind: KindExpect, Config: "custom-ar", Status: StatusFailed, Message: "custom-ar: allreduce nccl, expected custom"}
+	if got := Explain(r, &c); !strings.Contains(got, "allreduce nccl; custom allreduce disabled: not all GPUs are connected by NVLink") {
+		t.Errorf("fallback reason missing: %q", got)
+	}
+	// Compared with a config that did use custom allreduce, the difference and the reason show.
+	r.config("nccl").Engine["allreduce"] = "custom"
+	c.Against = "nccl"
+	if got := Explain(r, &c); !strings.Contains(got, "allreduce nccl (nccl config: custom); custom allreduce disabled: not all GPUs") {
+		t.Errorf("fallback vs comparison: %q", got)
+	}
+}

@@ -158,6 +158,9 @@ func buildPage(r *Run) *htmlPage {
 	if ch := throughputVsBaselineChart(r, checks); ch != nil {
 		p.Charts = append(p.Charts, *ch)
 	}
+	if ch := latencyVsBaselineChart(r, checks); ch != nil {
+		p.Charts = append(p.Charts, *ch)
+	}
 	if ch := memoryPlanChart(r); ch != nil {
 		p.Charts = append(p.Charts, *ch)
 	}

@@ -102,3 +102,46 @@ func TestChartScaleIsNice(t *testing.T) {
 		t.Errorf("bar drawn past the plot: %v", maxX)
 	}
 }
+
+func TestSeveralWorkloadsAreNotMixed(t *testing.T) {
+	r := sampleRun()
+	// A second, much faster workload on nccl only: mixing it in would move nccl's medians.
+	for i := 0; i < 3; i++ {
+		r.Configs[0].Trials = append(r.Configs[0].Trials, Trial{Workload: "random-c64", Index: i, Metrics: map[string]float64{
+			"output_throughput": 400, "median_tpot_ms": 5, "median_ttft_ms": 20, "p90_ttft_ms": 30, "p99_ttft_ms": 40}})
+	}
+	md := renderMarkdown(r, MaxMarkdownBytes)
+	if !strings.Contains(md, "sharegpt-c16: 89.50 (n=5)<br>random-c64: 400 (n=3)") {
+		t.Errorf("per-workload throughput missing from the config table:\n%s", md)
+	}
+	h := htmlOf(t, r)
+	for _, want := range []string{"workload random-c64", "workload sharegpt-c16", "nccl · random-c64", "custom-ar · sharegpt-c16"} {
+		if !strings.Contains(h, want) {
+			t.Errorf("HTML lacks %q", want)
+		}
+	}
+	// The explanation compares custom-ar with nccl on the workload both ran.
+	if got := Explain(r, &r.Checks[3]); !strings.Contains(got, "median TPOT +134% (41 -> 96 ms)") {
+		t.Errorf("explanation mixed workloads: %q", got)
+	}
+}
+
+func TestLatencyChecksGetTheirOwnChart(t *testing.T) {
+	r := sampleRun()
+	r.Checks = append(r.Checks, Check{Name: "p99_tpot_ms vs baseline", Kind: KindLatency, Config: "nccl", Status: StatusFailed,
+		Metric: "p99_tpot_ms", Message: "nccl: p99 TPOT +31% vs baseline", BaseMedian: fp(53), HeadMedian: fp(69.7), Ratio: fp(1.31), CILow: fp(1.2), CIHigh: fp(1.4)})
+	h := htmlOf(t, r)
+	if !strings.Contains(h, "Latency vs baseline / comparison config") {
+		t.Error("no latency comparison chart")
+	}
+	if n := strings.Count(h, "<svg "); n != 7 {
+		t.Errorf("%d charts, want 7", n)
+	}
+	// A latency check is not drawn in the throughput chart.
+	tp := statChart("t", effectiveChecks(r), isThroughputCheck)
+	for _, tx := range tp.Texts {
+		if strings.Contains(tx.Text, "p99_tpot_ms") {
+			t.Error("latency check in the throughput chart")
+		}
+	}
+}

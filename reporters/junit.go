@@ -19,58 +19,58 @@ const (
 	junitPropertyBytes = 4096     // one property value (engine.errors can be long)
 )
 
+// The JUnit document model, laid out by buildJUnit and written by xmlWriter.
 type xTestsuites struct {
-	XMLName   xml.Name     `xml:"testsuites"`
-	Name      string       `xml:"name,attr"`
-	Tests     int          `xml:"tests,attr"`
-	Failures  int          `xml:"failures,attr"`
-	Errors    int          `xml:"errors,attr"`
-	Skipped   int          `xml:"skipped,attr"`
-	Time      string       `xml:"time,attr"`
-	Timestamp string       `xml:"timestamp,attr,omitempty"`
-	Suites    []xTestsuite `xml:"testsuite"`
+	Name      string
+	Tests     int
+	Failures  int
+	Errors    int
+	Skipped   int
+	Time      string
+	Timestamp string
+	Suites    []xTestsuite
 }
 
 type xTestsuite struct {
-	Name       string       `xml:"name,attr"`
-	ID         int          `xml:"id,attr"`
-	Package    string       `xml:"package,attr,omitempty"`
-	Tests      int          `xml:"tests,attr"`
-	Failures   int          `xml:"failures,attr"`
-	Errors     int          `xml:"errors,attr"`
-	Skipped    int          `xml:"skipped,attr"`
-	Time       string       `xml:"time,attr"`
-	Timestamp  string       `xml:"timestamp,attr,omitempty"`
-	Properties *xProperties `xml:"properties,omitempty"`
-	Cases      []xTestcase  `xml:"testcase"`
-	SystemOut  string       `xml:"system-out,omitempty"`
+	Name       string
+	ID         int
+	Package    string
+	Tests      int
+	Failures   int
+	Errors     int
+	Skipped    int
+	Time       string
+	Timestamp  string
+	Properties *xProperties
+	Cases      []xTestcase
+	SystemOut  string
 }
 
 type xProperties struct {
-	Props []xProperty `xml:"property"`
+	Props []xProperty
 }
 
 type xProperty struct {
-	Name  string `xml:"name,attr"`
-	Value string `xml:"value,attr"`
+	Name  string
+	Value string
 }
 
 type xTestcase struct {
-	Name       string       `xml:"name,attr"`
-	Classname  string       `xml:"classname,attr"`
-	File       string       `xml:"file,attr,omitempty"`
-	Time       string       `xml:"time,attr"`
-	Properties *xProperties `xml:"properties,omitempty"`
-	Skipped    *xResult     `xml:"skipped,omitempty"`
-	Failure    *xResult     `xml:"failure,omitempty"`
-	Error      *xResult     `xml:"error,omitempty"`
-	SystemOut  string       `xml:"system-out,omitempty"`
+	Name       string
+	Classname  string
+	File       string
+	Time       string
+	Properties *xProperties
+	Skipped    *xResult
+	Failure    *xResult
+	Error      *xResult
+	SystemOut  string
 }
 
 type xResult struct {
-	Message string `xml:"message,attr,omitempty"`
-	Type    string `xml:"type,attr,omitempty"`
-	Body    string `xml:",chardata"`
+	Message string
+	Type    string
+	Body    string
 }
 
 // WriteJUnit writes r as JUnit XML.
@@ -312,13 +312,13 @@ func buildJUnit(r *Run) *xTestsuites {
 		}
 		s.Properties = &xProperties{Props: props}
 		var d time.Duration
-		seen := map[string]int{}
+		used := map[string]bool{}
 		for _, c := range g.checks {
 			tc := testcase(r, c, g.name)
-			seen[tc.Name]++
-			if n := seen[tc.Name]; n > 1 {
-				tc.Name = fmt.Sprintf("%s (%d)", tc.Name, n)
+			for n, base := 2, tc.Name; used[tc.Name]; n++ {
+				tc.Name = fmt.Sprintf("%s (%d)", base, n)
 			}
+			used[tc.Name] = true
 			s.Cases = append(s.Cases, tc)
 			s.Tests++
 			switch {

@@ -3,6 +3,7 @@ package reporters
 import (
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 )
 
@@ -182,7 +183,11 @@ func mdConfigTable(r *Run, checks []Check) string {
 		if c.LaunchError != "" {
 			name += " 💥"
 		}
-		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s | %s | %s |", name, c.Launches, mdCell(str(c.Engine, keyAllreduce)),
+		launches := strconv.Itoa(c.Launches)
+		if c.Launches > 1 {
+			launches += " ⚠️" // one launch per config per run is the design: say when it was not
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s |", name, launches, mdCell(str(c.Engine, keyAllreduce)),
 			mdNum(c.Engine, keyKVTokens), mdNum(c.Engine, keyKVGiB), mdNum(c.Engine, keyWeights), mdNum(c.Engine, keyGraph), mdNum(c.Engine, keyAvailable))
 		for _, k := range extra {
 			fmt.Fprintf(&b, " %s |", mdNum(c.Engine, k))

@@ -39,8 +39,8 @@ func TestMarkdownFailuresFirstThenTables(t *testing.T) {
 		t.Error("a passing check is listed among the failures")
 	}
 	for _, want := range []string{
-		"| custom-ar | 1 | custom | 104857 | 0.90 | 16.10 | 1.22 | 2.01 | 3.85 | 38.30 (5 trials) | 30152 | ❌ -57% [-59%, -55%] vs nccl | ✅ vs nccl |",
-		"| nccl | 1 | nccl | 1212416 | 10.42 | 16.10 | 1.18 | 2.05 | – | 89.50 (5 trials) | 30121 | ✅ +0.4% [-2.0%, +3.0%] vs baseline | ✅ reference for custom-ar |",
+		"| custom-ar | 1 | custom | 104857 | 0.90 | 16.10 | 1.22 | 2.01 | 3.85 | 38.30 (n=5) | 30152 | ❌ -57% [-59%, -55%] vs nccl | ✅ vs nccl |",
+		"| nccl | 1 | nccl | 1212416 | 10.42 | 16.10 | 1.18 | 2.05 | – | 89.50 (n=5) | 30121 | ✅ +0.4% [-2.0%, +3.0%] vs baseline | ✅ reference for custom-ar |",
 		"| ❌ | output\\_throughput vs nccl | relative | custom-ar: output throughput -57% vs nccl (89.50 → 38.30) | -57% | [-59%, -55%] | 0.0079 |",
 		"#### Cross-config checks",
 		"64/64 prompts identical",
@@ -115,5 +115,16 @@ func TestMarkdownStaysUnderTheLimit(t *testing.T) {
 	tiny := renderMarkdown(r, 300)
 	if len(tiny) > 300 {
 		t.Errorf("tiny limit exceeded: %d bytes", len(tiny))
+	}
+}
+
+func TestMarkdownFlagsRelaunches(t *testing.T) {
+	r := sampleRun()
+	r.Configs[1].Launches = 2
+	if md := renderMarkdown(r, MaxMarkdownBytes); !strings.Contains(md, "| custom-ar | 2 ⚠️ |") {
+		t.Error("a config launched twice is not flagged")
+	}
+	if md := renderMarkdown(sampleRun(), MaxMarkdownBytes); strings.Contains(md, "⚠️ |") {
+		t.Error("a single launch is flagged")
 	}
 }

@@ -3,12 +3,14 @@ package spec
 import (
 	"fmt"
 	"math"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/goccy/go-yaml/ast"
+	"github.com/goccy/go-yaml/token"
 )
 
 // decoder walks the YAML syntax tree by hand (rather than through reflection) so that every
@@ -380,6 +382,14 @@ func (m *mapping) number(key string) (float64, bool) {
 			break
 		}
 		return x.Value, true
+	case *ast.StringNode:
+		// YAML 1.2 reads 1e-6 as a float; the parser (YAML 1.1) leaves it a string. Accept it
+		// when it is written plain (a quoted "1e-6" stays a string).
+		if t := x.GetToken(); t != nil && t.Type == token.StringType && plainFloat.MatchString(x.Value) {
+			if f, err := strconv.ParseFloat(x.Value, 64); err == nil {
+				return f, true
+			}
+		}
 	}
 	m.bad(v, key, "expected a number, got %s", describe(v))
 	return 0, false
@@ -595,6 +605,9 @@ func editDistance(a, b string) int {
 	}
 	return prev[len(b)]
 }
+
+// plainFloat is the YAML 1.2 core-schema float syntax.
+var plainFloat = regexp.MustCompile(`^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$`)
 
 // fmtNum prints a number the shortest way ("0.9", "10000").
 func fmtNum(f float64) string {

@@ -7,12 +7,14 @@ import (
 	"os"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
 	yaml "github.com/goccy/go-yaml"
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
+	"github.com/goccy/go-yaml/token"
 )
 
 // Defaults of optional fields (docs/spec.md lists them all).
@@ -629,28 +631,34 @@ func (b *builder) percent(m *mapping, key string) (float64, bool) {
 	}
 	const expected = "a percentage such as 5% or a fraction in (0, 1) such as 0.05"
 	var f float64
+	fraction := false
 	switch x := v.(type) {
 	case *ast.StringNode:
 		t := strings.TrimSpace(x.Value)
-		if !strings.HasSuffix(t, "%") {
+		switch {
+		case strings.HasSuffix(t, "%"):
+			pct, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(t, "%")), 64)
+			if err != nil {
+				m.bad(v, key, "expected %s, got %q", expected, x.Value)
+				return 0, false
+			}
+			f = pct / 100
+		case x.GetToken().Type == token.StringType && plainFloat.MatchString(t):
+			f, _ = strconv.ParseFloat(t, 64) // a plain 1e-2
+			fraction = true
+		default:
 			m.bad(v, key, "expected %s, got %q", expected, x.Value)
 			return 0, false
 		}
-		var pct float64
-		if _, err := fmt.Sscanf(strings.TrimSpace(strings.TrimSuffix(t, "%")), "%g", &pct); err != nil || strings.ContainsAny(strings.TrimSuffix(t, "%"), "%") {
-			m.bad(v, key, "expected %s, got %q", expected, x.Value)
-			return 0, false
-		}
-		f = pct / 100
 	case *ast.IntegerNode, *ast.FloatNode:
-		n, _ := m.number(key)
-		f = n
-		if f >= 1 {
-			m.bad(v, key, "expected %s, got %s (write %s%% for a percentage)", expected, fmtNum(f), fmtNum(f))
-			return 0, false
-		}
+		f, _ = m.number(key)
+		fraction = true
 	default:
 		m.bad(v, key, "expected %s, got %s", expected, describe(v))
+		return 0, false
+	}
+	if fraction && f >= 1 {
+		m.bad(v, key, "expected %s, got %s (write %s%% for a percentage)", expected, fmtNum(f), fmtNum(f))
 		return 0, false
 	}
 	if f <= 0 || f >= 1 || math.IsNaN(f) {

@@ -383,3 +383,54 @@ func TestDurationJSON(t *testing.T) {
 		t.Error("Unmarshal accepted a bad duration")
 	}
 }
+
+func TestMinEffectForms(t *testing.T) {
+	const head = "name: n\nengine: {kind: sglang, model: m}\nconfigs: [{name: a}]\nworkloads: [{name: w, concurrency: 1, num_prompts: 1, input_len: 1, output_len: 1}]\nchecks: [{kind: throughput, config: a, metric: output_throughput, min_effect: %s}]\n"
+	for in, want := range map[string]float64{`2.5%`: 0.025, `"5 %"`: 0.05, `0.1`: 0.1, `1e-2`: 0.01, `1.0e-2`: 0.01} {
+		s, err := Parse([]byte(strings.Replace(head, "%s", in, 1)), "t.yaml")
+		if err != nil {
+			t.Errorf("min_effect %s: %v", in, err)
+			continue
+		}
+		if got := s.Checks[0].MinEffect; got < want-1e-12 || got > want+1e-12 {
+			t.Errorf("min_effect %s = %v, want %v", in, got, want)
+		}
+	}
+	for in, want := range map[string]string{
+		`150%`:   `t.yaml:5:79: checks[0].min_effect: expected a percentage such as 5% or a fraction in (0, 1) such as 0.05, got 1.5`,
+		`0`:      `t.yaml:5:79: checks[0].min_effect: expected a percentage such as 5% or a fraction in (0, 1) such as 0.05, got 0`,
+		`"1e-2"`: `t.yaml:5:79: checks[0].min_effect: expected a percentage such as 5% or a fraction in (0, 1) such as 0.05, got "1e-2"`,
+		`x%`:     `t.yaml:5:79: checks[0].min_effect: expected a percentage such as 5% or a fraction in (0, 1) such as 0.05, got "x%"`,
+		`[5]`:    `t.yaml:5:79: checks[0].min_effect: expected a percentage such as 5% or a fraction in (0, 1) such as 0.05, got a list`,
+	} {
+		_, err := Parse([]byte(strings.Replace(head, "%s", in, 1)), "t.yaml")
+		if err == nil || err.Error() != want {
+			t.Errorf("min_effect %s: %v\nwant %s", in, err, want)
+		}
+	}
+}
+
+// FuzzParse: whatever the bytes, Parse returns a spec or errors, never panics, and every error
+// has the file name.
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(fullSpec))
+	files, _ := filepath.Glob("../fixtures/specs/bad/*.yaml")
+	for _, p := range files {
+		if b, err := os.ReadFile(p); err == nil {
+			f.Add(b)
+		}
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s, err := Parse(data, "f.yaml")
+		if (s == nil) == (err == nil) {
+			t.Fatalf("spec %v with error %v", s, err)
+		}
+		if err != nil {
+			for _, e := range err.(ErrorList) {
+				if e.File != "f.yaml" || e.Msg == "" {
+					t.Fatalf("bad error %#v", e)
+				}
+			}
+		}
+	})
+}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -32,6 +33,10 @@ type Options struct {
 	NumCPU int
 	// Engine and EngineVersion name the engine under test (set by the caller).
 	Engine, EngineVersion string
+	// LookupEnv reads the environment (default os.LookupEnv). CUDA_VISIBLE_DEVICES restricts
+	// the GPUs that make up the testbed: comma-separated indices or UUID prefixes, the first
+	// entry that matches no GPU ending the list, as in CUDA; set but empty hides every GPU.
+	LookupEnv func(string) (string, bool)
 }
 
 // ExecRunner runs the command; on failure the error holds the tail of its output.
@@ -85,6 +90,9 @@ func DetectWith(ctx context.Context, opts Options) (*Fingerprint, error) {
 	if opts.NumCPU <= 0 {
 		opts.NumCPU = runtime.NumCPU()
 	}
+	if opts.LookupEnv == nil {
+		opts.LookupEnv = os.LookupEnv
+	}
 	f := &Fingerprint{Engine: opts.Engine, EngineVersion: opts.EngineVersion}
 	info := opts.CPUInfo
 	if info == "" {
@@ -132,6 +140,14 @@ func DetectWith(ctx context.Context, opts Options) (*Fingerprint, error) {
 	if err != nil {
 		return nil, fmt.Errorf("detect testbed: %w", err)
 	}
+	if vis, set := opts.LookupEnv("CUDA_VISIBLE_DEVICES"); set {
+		var note string
+		gpus, note = visibleGPUs(gpus, vis)
+		f.Visible = vis
+		if note != "" {
+			f.Notes = append(f.Notes, note)
+		}
+	}
 	f.GPUs = gpus
 	if len(gpus) == 0 {
 		f.Notes = append(f.Notes, "nvidia-smi listed no GPU: CPU-only testbed")
@@ -146,12 +162,16 @@ func DetectWith(ctx context.Context, opts Options) (*Fingerprint, error) {
 		f.Driver, f.CUDA = drv, cuda
 	}
 	if len(gpus) > 1 {
+		idx := make([]int, len(gpus))
+		for i, g := range gpus {
+			idx[i] = g.Index
+		}
 		if out, err := run("topo", "-m"); err != nil {
 			f.Notes = append(f.Notes, fmt.Sprintf("topology: %v", err))
 		} else if t, err := ParseTopo(string(out)); err != nil {
 			f.Notes = append(f.Notes, fmt.Sprintf("topology: %v", err))
-		} else if len(t.GPUs()) != len(gpus) {
-			f.Notes = append(f.Notes, fmt.Sprintf("topology: %d GPUs in the matrix, %d listed", len(t.GPUs()), len(gpus)))
+		} else if _, ok := t.SubMatrix(idx); !ok {
+			f.Notes = append(f.Notes, fmt.Sprintf("topology: the matrix lacks some of GPUs %v (devices %v)", idx, t.Devices))
 			f.Topology = t
 		} else {
 			f.Topology = t
@@ -159,6 +179,48 @@ func DetectWith(ctx context.Context, opts Options) (*Fingerprint, error) {
 	}
 	f.Finish()
 	return f, nil
+}
+
+// visibleGPUs applies a CUDA_VISIBLE_DEVICES value: entries are indices or (prefixes of) UUIDs,
+// and the first one that matches no GPU ends the list, as the CUDA runtime does. The note says
+// what was dropped, if anything. Integer entries are taken as nvidia-smi indices, which match
+// CUDA's order when CUDA_DEVICE_ORDER=PCI_BUS_ID or the GPUs are all alike.
+func visibleGPUs(gpus []GPU, vis string) ([]GPU, string) {
+	var out []GPU
+	used := map[int]bool{}
+	for _, e := range strings.Split(vis, ",") {
+		e = strings.TrimSpace(e)
+		if e == "" {
+			break
+		}
+		match := -1
+		if n, err := strconv.Atoi(e); err == nil {
+			for i, g := range gpus {
+				if g.Index == n {
+					match = i
+				}
+			}
+		} else {
+			for i, g := range gpus {
+				if g.UUID != "" && strings.HasPrefix(g.UUID, e) {
+					if match >= 0 {
+						match = -2 // ambiguous prefix
+						break
+					}
+					match = i
+				}
+			}
+		}
+		if match < 0 || used[match] {
+			return out, fmt.Sprintf("CUDA_VISIBLE_DEVICES=%q: entry %q matches no GPU (or repeats one); the GPUs after it are hidden", vis, e)
+		}
+		used[match] = true
+		out = append(out, gpus[match])
+	}
+	if len(out) < len(gpus) {
+		return out, fmt.Sprintf("CUDA_VISIBLE_DEVICES=%q: %d of %d GPUs visible", vis, len(out), len(gpus))
+	}
+	return out, ""
 }
 
 // Summary is a one-line description for logs and reports, e.g.

@@ -45,6 +45,12 @@ func (f *fakeSMI) run(_ context.Context, name string, args ...string) ([]byte, e
 
 func found(string) (string, error) { return "/usr/bin/nvidia-smi", nil }
 
+func noEnv(string) (string, bool) { return "", false }
+
+func env(vars map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := vars[k]; return v, ok }
+}
+
 func h200x2(t *testing.T) *fakeSMI {
 	return &fakeSMI{
 		query: readFixture(t, "h200x2/query.csv"),
@@ -55,7 +61,7 @@ func h200x2(t *testing.T) *fakeSMI {
 
 func detect(t *testing.T, f *fakeSMI, mod func(*Options)) (*Fingerprint, error) {
 	t.Helper()
-	o := Options{Run: f.run, LookPath: found, CPUInfo: readFixture(t, "h200x2/cpuinfo-head.txt"), NumCPU: 32, Engine: "sglang", EngineVersion: "0.5.6"}
+	o := Options{Run: f.run, LookPath: found, CPUInfo: readFixture(t, "h200x2/cpuinfo-head.txt"), NumCPU: 32, Engine: "sglang", EngineVersion: "0.5.6", LookupEnv: noEnv}
 	if mod != nil {
 		mod(&o)
 	}
@@ -292,3 +298,61 @@ func TestDetectReal(t *testing.T) {
 	}
 	t.Logf("this machine: %s (%s)", f.Key(), f.Summary())
 }
+
+// TestDetectSingleH200 uses the capture of a one-GPU H200 machine: topo -m is not needed (and
+// not asked for) with one GPU, but its single-row matrix must still parse.
+func TestDetectSingleH200(t *testing.T) {
+	s := &fakeSMI{
+		query: readFixture(t, "h200x1/query.csv"),
+		plain: readFixture(t, "h200x1/nvidia-smi.txt"),
+		topo:  "!topo must not be called for one GPU",
+	}
+	f, err := detect(t, s, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Slug != "1xH200-drv580" || f.Interconnect != "single" || f.Topology != nil || len(f.Notes) != 0 || len(s.calls) != 2 {
+		t.Errorf("f = %+v, calls %q", f, s.calls)
+	}
+	topo, err := ParseTopo(readFixture(t, "h200x1/topo-m.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if topo.Interconnect() != "single" || topo.CPUAffinity[0] != "0-15" || topo.GPUNUMAID[0] != "N/A" {
+		t.Errorf("topo = %+v", topo)
+	}
+}
+
+func TestDetectCUDAVisibleDevices(t *testing.T) {
+	var q strings.Builder
+	for i := 0; i < 8; i++ {
+		fmt.Fprintf(&q, "%d, NVIDIA H100 80GB HBM3, GPU-%d0aa-%d, 0000:%02x:00.0, 81559, 0, 550.90.07, Disabled, 9.0\n", i, i, i, i)
+	}
+	smi := func() *fakeSMI {
+		return &fakeSMI{query: q.String(), plain: "Driver Version: 550.90.07 CUDA Version: 12.4", topo: readFixture(t, "public/nccl-tests-29-8xv100-hybrid-mesh.txt")}
+	}
+	tests := []struct {
+		vis, slug string
+		links     [][]string
+		notes     int
+	}{
+		// GPU0 and GPU3 are joined by one NVLink on the hybrid cube mesh; GPU0 and GPU5 only by SYS.
+		{vis: "0,3", slug: "2xH100-80GB-HBM3-nvlink-drv550", links: [][]string{{"X", "NV1"}, {"NV1", "X"}}, notes: 1},
+		{vis: "5,GPU-00aa", slug: "2xH100-80GB-HBM3-pcie-drv550", links: [][]string{{"X", "SYS"}, {"SYS", "X"}}, notes: 1},
+		{vis: "0,1,2,3,4,5,6,7", slug: "8xH100-80GB-HBM3-mixed-drv550", notes: 0},
+		{vis: "2,9,3", slug: "1xH100-80GB-HBM3-drv550", notes: 1}, // 9 ends the list
+		{vis: "GPU-", slug: "cpu-32c-intel-xeon", notes: 2},       // ambiguous prefix: nothing visible
+		{vis: "", slug: "cpu-32c-intel-xeon", notes: 2},           // set but empty: GPUs hidden
+	}
+	for _, tc := range tests {
+		f, err := detect(t, smi(), func(o *Options) { o.LookupEnv = env(map[string]string{"CUDA_VISIBLE_DEVICES": tc.vis}) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Slug != tc.slug || len(f.Notes) != tc.notes || (tc.links != nil && !cmpLinks(f.GPULinks, tc.links)) {
+			t.Errorf("CUDA_VISIBLE_DEVICES=%q: slug %q links %v notes %q", tc.vis, f.Slug, f.GPULinks, f.Notes)
+		}
+	}
+}
+
+func cmpLinks(a, b [][]string) bool { return fmt.Sprint(a) == fmt.Sprint(b) }

@@ -64,6 +64,9 @@ type Fingerprint struct {
 	Slug string `json:"slug"`
 	// Hash is the first 8 hex digits of the SHA-256 of Canonical().
 	Hash string `json:"hash"`
+	// Visible is CUDA_VISIBLE_DEVICES when it restricted the GPUs (not hashed: the GPUs it
+	// leaves, and their links, are).
+	Visible string `json:"visible,omitempty"`
 	// Notes say what could not be detected and why.
 	Notes []string `json:"notes,omitempty"`
 }
@@ -161,9 +164,17 @@ func (f *Fingerprint) Finish() {
 		switch {
 		case f.GPUCount == 1:
 			f.Interconnect = "single"
-		case f.Topology != nil && len(f.Topology.GPUs()) == f.GPUCount:
-			f.GPULinks = f.Topology.GPUMatrix()
-			f.Interconnect = classify(f.GPULinks)
+		case f.Topology != nil:
+			idx := make([]int, len(f.GPUs))
+			for i, g := range f.GPUs {
+				idx[i] = g.Index
+			}
+			if m, ok := f.Topology.SubMatrix(idx); ok {
+				f.GPULinks = m
+				f.Interconnect = classify(m)
+			} else {
+				f.Interconnect = "unknown"
+			}
 		default:
 			f.Interconnect = "unknown"
 		}

@@ -272,3 +272,23 @@ func TestSlugs(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParsers: the parsers never panic on any text.
+func FuzzParsers(f *testing.F) {
+	for _, p := range []string{"h200x2/topo-m.txt", "public/nccl-1453-8xh100-nv18.txt", "public/nccl-tests-29-8xv100-hybrid-mesh.txt", "h200x2/query.csv", "h200x2/query-header.csv", "h200x2/nvidia-smi.txt", "h200x2/cpuinfo-head.txt"} {
+		if b, err := os.ReadFile(filepath.Join(fixtures, p)); err == nil {
+			f.Add(string(b))
+		}
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		if topo, err := ParseTopo(text); err == nil {
+			_ = topo.Interconnect()
+			topo.WorstGPULink()
+			topo.SubMatrix([]int{0, 1})
+		}
+		_, _ = ParseQueryCSV(text, QueryFields)
+		_, _ = ParseQueryCSV(text, nil)
+		_, _, _ = ParseSMI(text)
+		_ = ParseCPUInfo(text)
+	})
+}

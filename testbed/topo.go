@@ -236,6 +236,31 @@ func (t *Topology) GPUMatrix() [][]string {
 	return m
 }
 
+// SubMatrix returns the links among the GPUs with the given nvidia-smi indices (rows "GPU<i>"),
+// in that order; ok is false when one of them is not in the matrix.
+func (t *Topology) SubMatrix(indices []int) (m [][]string, ok bool) {
+	pos := map[string]int{}
+	for i, d := range t.Devices {
+		pos[d] = i
+	}
+	rows := make([]int, len(indices))
+	for i, g := range indices {
+		p, found := pos["GPU"+strconv.Itoa(g)]
+		if !found {
+			return nil, false
+		}
+		rows[i] = p
+	}
+	m = make([][]string, len(rows))
+	for i, a := range rows {
+		m[i] = make([]string, len(rows))
+		for j, b := range rows {
+			m[i][j] = t.Links[a][b]
+		}
+	}
+	return m, true
+}
+
 // Interconnect classifies the GPU-to-GPU links: "nvlink" when every pair is joined by NVLink,
 // "pcie" when none is, "mixed" otherwise, and "single" with fewer than two GPUs.
 func (t *Topology) Interconnect() string {

@@ -313,3 +313,11 @@ func writeFileAtomic(path string, data []byte) error {
 	}
 	return nil
 }
+
+func jsonIndent(v any) ([]byte, error) {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(data, '\n'), nil
+}

@@ -207,15 +207,25 @@ func gammaSample(rng *rand.Rand, shape float64) float64 {
 	}
 }
 
+// ErrBadOptions is matched (errors.Is) by errors of Run that come from its options or dataset
+// rather than from the server.
+var ErrBadOptions = errors.New("bad workload options")
+
+type optionsError struct{ err error }
+
+func (e *optionsError) Error() string        { return "workload: " + e.err.Error() }
+func (e *optionsError) Unwrap() error        { return e.err }
+func (e *optionsError) Is(target error) bool { return target == ErrBadOptions }
+
 // Run drives the server with the workload of o and returns the measured result. Failed requests
 // are counted, never fatal. When ctx ends early the partial result is returned with the error.
 func Run(ctx context.Context, c *client.Client, o Options) (*Result, error) {
 	if err := o.validate(); err != nil {
-		return nil, fmt.Errorf("workload: %w", err)
+		return nil, &optionsError{err}
 	}
 	prompts, dsName, err := o.preparePrompts()
 	if err != nil {
-		return nil, fmt.Errorf("workload: %w", err)
+		return nil, &optionsError{err}
 	}
 	model := o.Model
 	if model == "" {

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -19,19 +21,43 @@ import (
 	"github.com/reckon-ci/reckon/wire"
 )
 
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+	buildDir  string
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if buildDir != "" {
+		os.RemoveAll(buildDir)
+	}
+	os.Exit(code)
+}
+
 // buildBinary compiles cmd/refengine once for the tests of this package.
 func buildBinary(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "refengine")
-	goTool := filepath.Join(os.Getenv("GOROOT"), "bin", "go")
-	if _, err := os.Stat(goTool); err != nil {
-		goTool = "go"
+	buildOnce.Do(func() {
+		buildDir, buildErr = os.MkdirTemp("", "refengine-test-")
+		if buildErr != nil {
+			return
+		}
+		binPath = filepath.Join(buildDir, "refengine")
+		goTool, err := exec.LookPath("go")
+		if err != nil { // not on PATH: the toolchain that built this test
+			goTool = filepath.Join(os.Getenv("GOROOT"), "bin", "go")
+		}
+		out, err := exec.Command(goTool, "build", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
 	}
-	cmd := exec.Command(goTool, "build", "-o", bin, ".")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
+	return binPath
 }
 
 var uvicorn = regexp.MustCompile(`Uvicorn running on (http://[^ ]+) `)

@@ -143,6 +143,9 @@ func (c *Client) readEvents(endpoint string, body io.Reader, res *StreamResult, 
 	br := bufio.NewReaderSize(body, 64<<10)
 	var data []byte
 	seq := 0
+	var fast fastParser
+	var fc fastChunk
+	r := chunkSink{}
 	dispatch := func() error {
 		if len(data) == 0 {
 			return nil
@@ -153,6 +156,32 @@ func (c *Client) readEvents(endpoint string, body io.Reader, res *StreamResult, 
 		if bytes.Equal(payload, doneMarker) {
 			res.Done = true
 			res.Closed = arrival
+			return nil
+		}
+		if fast.parse(payload, &fc) {
+			if fc.usage != nil {
+				u := *fc.usage
+				res.Usage = &u
+			}
+			if len(fc.choices) == 0 {
+				if fc.usage == nil {
+					return &MalformedError{Endpoint: endpoint, Field: "choices", Reason: "chunk has neither choices nor usage", Snippet: snippet(payload)}
+				}
+				if onChunk != nil {
+					onChunk(Chunk{Seq: seq, Arrival: arrival, Usage: res.Usage})
+				}
+				seq++
+				return nil
+			}
+			for i := range fc.choices {
+				ch := &fc.choices[i]
+				ids := ch.tokenIDs
+				if onChunk != nil && ids != nil {
+					ids = append([]int(nil), ids...)
+				}
+				r.choice(res, onChunk, Chunk{Seq: seq, Arrival: arrival, Index: ch.index, Text: ch.text, TokenIDs: ids, FinishReason: ch.finishReason, Usage: fc.usage}, nil)
+			}
+			seq++
 			return nil
 		}
 		var ev streamEvent
@@ -195,40 +224,7 @@ func (c *Client) readEvents(endpoint string, body io.Reader, res *StreamResult, 
 			if ch.FinishReason != nil {
 				k.FinishReason = *ch.FinishReason
 			}
-			switch {
-			case len(ch.TokenIDs) > 0:
-				k.Tokens = len(ch.TokenIDs)
-			case ch.Logprobs != nil && len(ch.Logprobs.Tokens) > 0:
-				k.Tokens = len(ch.Logprobs.Tokens)
-			case ch.Text != "":
-				k.Tokens = 1
-			}
-			k.Content = k.Tokens > 0
-			if ch.Index == 0 {
-				if len(ch.PromptTokenIDs) > 0 && res.PromptTokenIDs == nil {
-					res.PromptTokenIDs = ch.PromptTokenIDs
-				}
-				if k.Content {
-					if len(res.Arrivals) == 0 {
-						res.TTFT = arrival
-					}
-					res.Latency = arrival
-					res.Arrivals = append(res.Arrivals, arrival)
-					res.ChunkTokens = append(res.ChunkTokens, k.Tokens)
-					res.CountedTokens += k.Tokens
-					res.text = append(res.text, ch.Text...)
-					res.TokenIDs = append(res.TokenIDs, ch.TokenIDs...)
-					if ch.Logprobs != nil {
-						res.Logprobs = appendLogprobs(res.Logprobs, ch.Logprobs)
-					}
-				}
-				if k.FinishReason != "" {
-					res.FinishReason = k.FinishReason
-				}
-			}
-			if onChunk != nil {
-				onChunk(k)
-			}
+			r.choice(res, onChunk, k, ch.PromptTokenIDs)
 		}
 		seq++
 		return nil
@@ -282,6 +278,46 @@ func (c *Client) readEvents(endpoint string, body io.Reader, res *StreamResult, 
 			c.finish(res)
 			return nil
 		}
+	}
+}
+
+// chunkSink folds one choice delta into the stream result and hands it to the callback.
+type chunkSink struct{}
+
+func (chunkSink) choice(res *StreamResult, onChunk func(Chunk), k Chunk, promptIDs []int) {
+	switch {
+	case len(k.TokenIDs) > 0:
+		k.Tokens = len(k.TokenIDs)
+	case k.Logprobs != nil && len(k.Logprobs.Tokens) > 0:
+		k.Tokens = len(k.Logprobs.Tokens)
+	case k.Text != "":
+		k.Tokens = 1
+	}
+	k.Content = k.Tokens > 0
+	if k.Index == 0 {
+		if len(promptIDs) > 0 && res.PromptTokenIDs == nil {
+			res.PromptTokenIDs = promptIDs
+		}
+		if k.Content {
+			if len(res.Arrivals) == 0 {
+				res.TTFT = k.Arrival
+			}
+			res.Latency = k.Arrival
+			res.Arrivals = append(res.Arrivals, k.Arrival)
+			res.ChunkTokens = append(res.ChunkTokens, k.Tokens)
+			res.CountedTokens += k.Tokens
+			res.text = append(res.text, k.Text...)
+			res.TokenIDs = append(res.TokenIDs, k.TokenIDs...)
+			if k.Logprobs != nil {
+				res.Logprobs = appendLogprobs(res.Logprobs, k.Logprobs)
+			}
+		}
+		if k.FinishReason != "" {
+			res.FinishReason = k.FinishReason
+		}
+	}
+	if onChunk != nil {
+		onChunk(k)
 	}
 }
 

@@ -21,7 +21,11 @@ var (
 
 	loadBeginRE = regexp.MustCompile(`Load weight begin\. avail mem=(` + num + `) ?(` + unit + `)`)
 	loadEndRE   = regexp.MustCompile(`Load weight end\..*?avail mem=(` + num + `) ?(` + unit + `)(?:[,.]? mem usage=(` + num + `) ?(` + unit + `))?`)
-	kvRE        = regexp.MustCompile(`(?i:KV cache (?:is )?allocated)\.(?: dtype: [^,]+,)? #tokens: (` + num + `), (?:K size: (` + num + `) ?(` + unit + `), V size: (` + num + `) ?(` + unit + `)|KV size: (` + num + `) ?(` + unit + `))`)
+	kvRE        = regexp.MustCompile(`(?i:KV cache (?:is )?allocated)\b`)
+	kvTokensRE  = regexp.MustCompile(`#tokens: (` + num + `)`)
+	kSizeRE     = regexp.MustCompile(`\bK size: (` + num + `) ?(` + unit + `)`)
+	vSizeRE     = regexp.MustCompile(`\bV size: (` + num + `) ?(` + unit + `)`)
+	kvSizeRE    = regexp.MustCompile(`\bKV size: (` + num + `) ?(` + unit + `)`)
 	poolEndRE   = regexp.MustCompile(`Memory pool end\. avail mem=(` + num + `) ?(` + unit + `)`)
 	graphBegRE  = regexp.MustCompile(`(?i:Capture\b[\w ]*?graph begin)\b.*?avail mem=(` + num + `) ?(` + unit + `)`)
 	graphEndRE  = regexp.MustCompile(`(?i:Capture\b[\w ]*?graph end)\.\s*(?:Time elapsed:|elapsed=)\s*(` + num + `)\s*s\b`)
@@ -112,12 +116,17 @@ func (s *state) record(rank, t string) {
 			s.weights.First(rank, b-gib(m[1], m[2]))
 		}
 	}
-	if m := kvRE.FindStringSubmatch(t); m != nil {
-		s.kvTokens.First(rank, numOf(m[1]))
-		if m[2] != "" {
-			s.kvGiB.First(rank, gib(m[2], m[3])+gib(m[4], m[5]))
-		} else {
-			s.kvGiB.First(rank, gib(m[6], m[7]))
+	if loc := kvRE.FindStringIndex(t); loc != nil {
+		rest := t[loc[1]:]
+		if m := kvTokensRE.FindStringSubmatch(rest); m != nil {
+			s.kvTokens.First(rank, numOf(m[1]))
+		}
+		k, v, kv := kSizeRE.FindStringSubmatch(rest), vSizeRE.FindStringSubmatch(rest), kvSizeRE.FindStringSubmatch(rest)
+		switch {
+		case k != nil && v != nil:
+			s.kvGiB.First(rank, gib(k[1], k[2])+gib(v[1], v[2]))
+		case kv != nil:
+			s.kvGiB.First(rank, gib(kv[1], kv[2]))
 		}
 		s.sawKVOrGraph = true
 	}

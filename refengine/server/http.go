@@ -16,6 +16,7 @@ import (
 	"github.com/reckon-ci/reckon/refengine/memplan"
 	"github.com/reckon-ci/reckon/refengine/model"
 	"github.com/reckon-ci/reckon/refengine/sched"
+	"github.com/reckon-ci/reckon/refengine/tp"
 	"github.com/reckon-ci/reckon/wire"
 )
 
@@ -93,11 +94,18 @@ func (e *Engine) flushCache(w http.ResponseWriter, _ *http.Request) {
 func (e *Engine) ServerInfo() map[string]any {
 	st := e.Sched.Stats()
 	p := e.Plans[0]
+	// weight, kvcache and cuda_graph are the target model's, as SGLang reports them (and as the
+	// log lines give them); the draft model's parts are reported separately.
+	targetW := e.Group.Shard(tp.Target, 0).Bytes()
+	targetKV := e.Group.KVStore(tp.Target, 0).Bytes()
 	mem := map[string]any{
-		"weight":           round4(memplan.GiB(p.Weights)),
-		"kvcache":          round4(memplan.GiB(e.kvBytes(0))),
+		"weight":           round4(memplan.GiB(targetW)),
+		"kvcache":          round4(memplan.GiB(targetKV)),
 		"token_capacity":   e.Alloc.CapacityTokens(),
-		"cuda_graph":       round4(memplan.GiB(p.GraphReserve)),
+		"cuda_graph":       round4(memplan.GiB(e.GraphTarget)),
+		"draft_weight":     round4(memplan.GiB(p.Weights - targetW)),
+		"draft_kvcache":    round4(memplan.GiB(e.kvBytes(0) - targetKV)),
+		"draft_cuda_graph": round4(memplan.GiB(e.GraphDraft)),
 		"custom_allreduce": round4(memplan.GiB(p.CustomAR)),
 		"activations":      round4(memplan.GiB(p.Activations)),
 		"fault_reserve":    round4(memplan.GiB(p.FaultReserve)),

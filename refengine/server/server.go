@@ -56,7 +56,9 @@ type Engine struct {
 	CustomMaxBytes       int64
 	ContextLen           int
 	MaxRunning           int
-	GraphBytes           int64
+	GraphBytes           int64 // graph reserve, target + draft
+	GraphTarget          int64
+	GraphDraft           int64
 	Interconnect         interconnect.Model
 	started              time.Time
 	ready                atomic.Bool
@@ -160,6 +162,7 @@ func Build(opts *Options, lg *Logger, getenv func(string) string) (*Engine, erro
 		}
 	}
 	e.GraphBytes = graphTarget + graphDraft
+	e.GraphTarget, e.GraphDraft = graphTarget, graphDraft
 	minTokens := -1
 	for r := 0; r < n; r++ {
 		ts := group.Shard(tp.Target, r)

@@ -326,7 +326,13 @@ func logNumbers(t *testing.T, log string) (kvTokens int, kvGB, weightGB, availGB
 
 // TestLogsMatchServerInfo: the numbers in the SGLang-format log lines equal /get_server_info's.
 func TestLogsMatchServerInfo(t *testing.T) {
-	ts := start(t, nil, true, "--tp-size", "4")
+	for _, args := range [][]string{{"--tp-size", "4"}, {"--tp-size", "4", "--speculative-algorithm", "EAGLE3"}} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) { logsMatchServerInfo(t, args) })
+	}
+}
+
+func logsMatchServerInfo(t *testing.T, args []string) {
+	ts := start(t, nil, true, args...)
 	tokens, kv, weight, _ := logNumbers(t, ts.log.String())
 	_, body := ts.get(t, "/get_server_info")
 	var info wire.ServerInfo
@@ -398,7 +404,10 @@ func TestAllReduceSelection(t *testing.T) {
 	if frac < 0.8 {
 		t.Errorf("forced custom on PCIe lost only %.0f%% of the KV cache; its prefill-sized workspace should take most of it", 100*frac)
 	}
-	if !strings.Contains(func() string { s := start(t, force, false, "--tp-size", "8", "--topology", "pcie"); return s.log.String() }(), "IPC workspace sized for the largest prefill") {
+	if !strings.Contains(func() string {
+		s := start(t, force, false, "--tp-size", "8", "--topology", "pcie")
+		return s.log.String()
+	}(), "IPC workspace sized for the largest prefill") {
 		t.Error("forced custom: no workspace size line")
 	}
 }

@@ -32,6 +32,10 @@ type AllReduceTracker struct {
 
 // Record feeds one record (a Segment's text).
 func (t *AllReduceTracker) Record(text string) {
+	if !strings.Contains(text, "llreduce") && !strings.Contains(text, "llReduce") && !strings.Contains(text, "ll-reduce") &&
+		!strings.Contains(text, "all_reduce") && !strings.Contains(text, "Registering") {
+		return
+	}
 	if m := arDisabledRE.FindStringSubmatch(text); m != nil {
 		reason := strings.TrimSpace(arSilenceRE.ReplaceAllString(m[2], ""))
 		reason = strings.TrimSuffix(reason, ".")

@@ -2,6 +2,7 @@ package core
 
 import (
 	"regexp"
+	"sort"
 	"strings"
 )
 
@@ -18,6 +19,8 @@ const maxErrorText = 400
 var prefixREs = []*regexp.Regexp{
 	// paste decorations: "**", "> ", table borders, compose "vllm-1  | ", buildkite "  | "
 	regexp.MustCompile(`^\s*(?:\*\*|>+ ?|\x{2502} ?|\| ?|[\w.-]+\s+\| ?)`),
+	// journald/syslog: "Feb 04 08:47:05 host sudo[477901]: " (any month language)
+	regexp.MustCompile(`^\s*\p{L}{3,5}\.? +\d{1,2} \d\d:\d\d:\d\d \S+ [\w./-]+(?:\[\d+\])?: ?`),
 	// container/CI timestamps: "2026-03-11T17:57:09.855212259Z ", "[2025-12-13T19:54:35Z] "
 	regexp.MustCompile(`^\s*\[?\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]? ?`),
 	// vLLM process tags: (VllmWorker rank=1 pid=123), (EngineCore_DP0 pid=9), (RayWorkerWrapper pid=1, ip=...)
@@ -51,7 +54,6 @@ func StripPrefix(line string) string {
 
 var (
 	errorLevelRE = regexp.MustCompile(`(?:^|[\s)\]])(?:ERROR|CRITICAL|FATAL)(?:\s+\d\d-\d\d\s+\d\d:\d\d:\d\d|:)`)
-	tracebackRE  = regexp.MustCompile(`Traceback \(most recent call last\)`)
 	frameRE      = regexp.MustCompile(`^\s*File "[^"]*", line \d+`)
 	// exceptionRE finds "SomeError: message" / "pkg.SomeException" at the start of the
 	// (prefix-stripped) text or after a space.
@@ -68,10 +70,10 @@ type rule struct {
 // rules are tried in order; the first match classifies the line.
 var rules = []rule{
 	{KindKVTooSmall, regexp.MustCompile(`No available memory for the cache blocks|larger than the maximum number of tokens that can be stored in KV cache|KV cache is needed, which is larger than the available KV cache memory|Not enough memory\. Please try to increase --mem-fraction-static|(?i:insufficient (?:gpu )?memory for (?:the )?kv cache)|(?i:kv cache (?:is )?too small)|max_total_num_tokens(?: is|=)\s*(?:0|-\d+)\b|profiled value -\d+`), nil},
-	{KindCustomAllReduce, regexp.MustCompile(`custom_all_reduce[\w.]*\.cuh?:\d+|(?i:custom[ _]?all[ _-]?reduce\w*).*(?i:error|failed|failure|exception|invalid argument|not supported between)|(?:register_graph_buffers|get_graph_buffer_ipc_meta|_gather_ipc_meta|register_buffer).*(?i:error|failed|invalid argument)`), regexp.MustCompile(`is disabled (?:because|due to)|To silence this warning`)},
+	{KindCustomAllReduce, regexp.MustCompile(`custom_all_reduce[\w.]*\.cuh?:\d+|(?i:custom[ _]?all[ _-]?reduce\w*).*(?i:error|failed|failure|exception|invalid argument|not supported between)|(?i:error|failed|failure).*(?i:custom[ _]?all[ _-]?reduce)|peer access is not supported|(?:register_graph_buffers|get_graph_buffer_ipc_meta|_gather_ipc_meta|register_buffer).*(?i:error|failed|invalid argument)`), regexp.MustCompile(`is disabled (?:because|due to)|To silence this warning`)},
 	{KindGraphCapture, regexp.MustCompile(`(?i:capture cuda graph failed|cuda ?graph capture (?:failed|error)|graph capture failed|failed to capture (?:cuda )?graph|cudaErrorStreamCapture\w*|operation not permitted when stream is capturing|during capture|capture_cuda_graph.*error|CUDA graph.*(?:capture|capturing).*(?:failed|error))`), nil},
-	{KindOOM, regexp.MustCompile(`(?i:cuda out of memory|OutOfMemoryError|CUDA error: out of memory|cudaErrorMemoryAllocation|\bout of memory\b|failed to allocate memory|\bOOM\b(?: error| when|-killed| killed))`), nil},
-	{KindNCCL, regexp.MustCompile(`NCCL error|nccl(?:Internal|UnhandledCuda|System|InvalidUsage|InvalidArgument|Remote)Error|NCCL WARN|ProcessGroupNCCL.*(?i:timeout|timed out|error|abort)|Watchdog caught collective operation timeout|DistBackendError|NCCL communicator was aborted|NCCL_ERROR|ncclCommInitRank failed`), nil},
+	{KindOOM, regexp.MustCompile(`is less than desired GPU memory utilization|(?i:cuda out of memory|OutOfMemoryError|CUDA error: out of memory|cudaErrorMemoryAllocation|\bout of memory\b|failed to allocate memory|\bOOM\b(?: error| when|-killed| killed))`), nil},
+	{KindNCCL, regexp.MustCompile(`NCCL error|nccl(?:Internal|UnhandledCuda|System|InvalidUsage|InvalidArgument|Remote)Error|NCCL WARN|ProcessGroupNCCL.*(?i:timeout|timed out|error|abort)|Watchdog caught collective operation timeout|DistBackendError|DistNetworkError|NCCL communicator was aborted|NCCL_ERROR|ncclCommInitRank failed`), nil},
 	{KindCUDA, regexp.MustCompile(`CUDA error|CUDA driver error|CUDART error|(?i:cuda failure)|cudaError[A-Z]\w*|CUBLAS_STATUS_(?:[A-RT-Z]\w*|S[A-TV-Z]\w*)|CUDNN_STATUS_(?:[A-RT-Z]\w*)|illegal memory access|device-side assert(?:ion)? triggered|no CUDA-capable device|Xid \d+`), nil},
 	{KindOther, regexp.MustCompile(`exceeds the maximum allowed length|Received sigquit from a child|child process.*(?:died|exited|failed)|died unexpectedly`), nil},
 }
@@ -82,24 +84,62 @@ var rules = []rule{
 // "other".
 func Classify(line string) string {
 	body := StripPrefix(line)
-	if frameRE.MatchString(body) {
+	if isFrame(body) {
 		return ""
 	}
-	for _, r := range rules {
-		if r.re.MatchString(body) && (r.not == nil || !r.not.MatchString(body)) {
-			return r.kind
+	if mayMatchRule(body) {
+		for _, r := range rules {
+			if r.re.MatchString(body) && (r.not == nil || !r.not.MatchString(body)) {
+				return r.kind
+			}
 		}
 	}
 	if isIndentedOrEmpty(body) {
 		return ""
 	}
-	if errorLevelRE.MatchString(line) {
+	if hasErrorLevel(line) && errorLevelRE.MatchString(line) {
 		return KindOther
 	}
-	if m := exceptionRE.FindStringSubmatchIndex(body); m != nil && m[0] == 0 && !isNoiseException(body) {
-		return KindOther
+	if mayBeException(body) {
+		if m := exceptionRE.FindStringSubmatchIndex(body); m != nil && m[0] == 0 && !isNoiseException(body) {
+			return KindOther
+		}
 	}
 	return ""
+}
+
+// ruleKeywords are lower-case fragments of which every rule needs at least one; lines
+// without any of them (nearly all lines of a healthy log) skip the regular expressions.
+var ruleKeywords = []string{"memory", "cache", "mem-fraction", "profiled value", "max_total_num_tokens",
+	"all_reduce", "allreduce", "all-reduce", "all reduce", "graph", "ipc_meta", "register_buffer", "peer access",
+	"capture", "capturing", "nccl", "distbackend", "distnetwork", "watchdog", "cuda", "cublas", "cudnn", "illegal",
+	"assert", "xid", "oom", "allocate", "exceeds the maximum", "sigquit", "child process", "died"}
+
+func mayMatchRule(body string) bool {
+	lower := strings.ToLower(body)
+	for _, k := range ruleKeywords {
+		if strings.Contains(lower, k) {
+			return true
+		}
+	}
+	return false
+}
+
+func hasErrorLevel(line string) bool {
+	return strings.Contains(line, "ERROR") || strings.Contains(line, "CRITICAL") || strings.Contains(line, "FATAL")
+}
+
+func mayBeException(body string) bool {
+	for _, k := range []string{"Error", "Exception", "Exit", "Interrupt", "Failure", "Abort"} {
+		if strings.Contains(body, k) {
+			return true
+		}
+	}
+	return false
+}
+
+func isFrame(body string) bool {
+	return strings.Contains(body, `File "`) && frameRE.MatchString(body)
 }
 
 // isIndentedOrEmpty reports traceback code lines ("    x = f()", "    ^^^^") and blank text.
@@ -119,38 +159,74 @@ func isNoiseException(body string) bool {
 }
 
 // ErrorCollector turns log lines into classified LogErrors. Python tracebacks are collapsed
-// into the exception line that ends them; the same message repeated by several ranks is kept
-// once (its first occurrence).
+// into the exception line that ends them, per rank (workers of a multi-GPU engine interleave
+// their tracebacks line by line); the same message repeated by several ranks is kept once (its
+// first occurrence).
 type ErrorCollector struct {
-	errs      []LogError
-	seen      map[string]bool
-	tbPending bool
-	tbLine    int
-	tbText    string
-	tbAge     int
+	errs    []LogError
+	seen    map[string]bool
+	pending map[string]*pendingTB
+	lastKey string
+}
+
+type pendingTB struct {
+	line int
+	text string
+	age  int
+}
+
+var (
+	tagRankRE = regexp.MustCompile(`\(([A-Za-z_]\w*)[^()]*?\bpid=(\d+)[^()]*\)`)
+	sglRankRE = regexp.MustCompile(`^\s*\[[^\]]*?\b((?:DP\d+ )?(?:PP\d+ )?TP\d+(?: EP\d+)?)\]|^\s*\[gpu(?:_id)?=(\d+)\]`)
+)
+
+// rankOf returns the rank tag of a line ("" when it has none).
+func rankOf(line string) string {
+	if m := tagRankRE.FindStringSubmatch(line); m != nil {
+		return m[1] + "/" + m[2]
+	}
+	if m := sglRankRE.FindStringSubmatch(line); m != nil {
+		return m[1] + m[2]
+	}
+	return ""
 }
 
 // Line feeds one log line (ANSI already stripped) with its number.
 func (c *ErrorCollector) Line(n int, line string) {
 	if c.seen == nil {
 		c.seen = map[string]bool{}
+		c.pending = map[string]*pendingTB{}
 	}
-	if tracebackRE.MatchString(line) {
-		c.flushTraceback()
-		c.tbPending, c.tbLine, c.tbText, c.tbAge = true, n, line, 0
+	isTB := strings.Contains(line, "Traceback (most recent call last)")
+	body := StripPrefix(line)
+	frame := isFrame(body)
+	if !isTB && !frame && len(c.pending) == 0 {
+		if kind := Classify(line); kind != "" {
+			c.add(kind, n, line)
+		}
+		return
+	}
+	key := rankOf(line)
+	if key == "" {
+		key = c.lastKey // untagged continuation lines belong to the latest traceback
+	}
+	if isTB {
+		c.flush(key)
+		c.pending[key] = &pendingTB{line: n, text: line}
+		c.lastKey = key
 		// "Scheduler hit an exception: Traceback ..." carries nothing more on this line.
 		return
 	}
-	body := StripPrefix(line)
-	isFrame := frameRE.MatchString(body)
-	if !c.tbPending && isFrame {
+	tb := c.pending[key]
+	if tb == nil && frame {
 		// A traceback whose header is not in the log (an excerpt, or a rank's output cut).
-		c.tbPending, c.tbLine, c.tbText, c.tbAge = true, n, line, 0
+		c.pending[key] = &pendingTB{line: n, text: line}
+		c.lastKey = key
 		return
 	}
-	if c.tbPending {
-		c.tbAge++
-		if isFrame || isIndentedOrEmpty(body) {
+	if tb != nil {
+		tb.age++
+		if frame || isIndentedOrEmpty(body) {
 			return
 		}
 		if m := exceptionRE.FindStringSubmatchIndex(body); m != nil && !isNoiseException(body) && isExceptionStart(body, m[2]) {
@@ -159,11 +235,11 @@ func (c *ErrorCollector) Line(n int, line string) {
 				kind = KindTraceback
 			}
 			c.add(kind, n, line)
-			c.tbPending = false
+			delete(c.pending, key)
 			return
 		}
-		if c.tbAge > 400 {
-			c.flushTraceback()
+		if tb.age > 400 {
+			c.flush(key)
 		}
 		return
 	}
@@ -178,10 +254,10 @@ func isExceptionStart(body string, i int) bool {
 	return strings.TrimSpace(body[:i]) == ""
 }
 
-func (c *ErrorCollector) flushTraceback() {
-	if c.tbPending {
-		c.add(KindTraceback, c.tbLine, c.tbText)
-		c.tbPending = false
+func (c *ErrorCollector) flush(key string) {
+	if tb := c.pending[key]; tb != nil {
+		c.add(KindTraceback, tb.line, tb.text)
+		delete(c.pending, key)
 	}
 }
 
@@ -201,13 +277,21 @@ func (c *ErrorCollector) add(kind string, n int, line string) {
 	c.errs = append(c.errs, LogError{Kind: kind, Line: n, Text: text})
 }
 
-// Errors returns the errors found so far (a traceback without its exception line is reported
-// as kind traceback). It never returns nil.
+// Errors returns the errors found so far, in line order (a traceback without its exception
+// line is reported as kind traceback at its first line). It never returns nil.
 func (c *ErrorCollector) Errors() []LogError {
-	c.flushTraceback()
+	keys := make([]string, 0, len(c.pending))
+	for k := range c.pending {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(a, b int) bool { return c.pending[keys[a]].line < c.pending[keys[b]].line })
+	for _, k := range keys {
+		c.flush(k)
+	}
 	if c.errs == nil {
 		return []LogError{}
 	}
+	sort.SliceStable(c.errs, func(a, b int) bool { return c.errs[a].Line < c.errs[b].Line })
 	return c.errs
 }
 

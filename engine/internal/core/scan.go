@@ -21,10 +21,29 @@ var ansiRE = regexp.MustCompile(`\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\
 
 // StripANSI removes terminal colour and control sequences from s.
 func StripANSI(s string) string {
-	if !strings.ContainsAny(s, "\x1b[") {
+	if !strings.Contains(s, "\x1b") && !hasBareSGR(s) {
 		return s
 	}
 	return ansiRE.ReplaceAllString(s, "")
+}
+
+// hasBareSGR reports whether s contains an ESC-less colour code such as "[1;36m".
+func hasBareSGR(s string) bool {
+	for i := strings.IndexByte(s, '['); i >= 0 && i+2 < len(s); {
+		j := i + 1
+		for j < len(s) && (s[j] >= '0' && s[j] <= '9' || s[j] == ';') {
+			j++
+		}
+		if j > i+1 && j < len(s) && s[j] == 'm' {
+			return true
+		}
+		k := strings.IndexByte(s[i+1:], '[')
+		if k < 0 {
+			return false
+		}
+		i += 1 + k
+	}
+	return false
 }
 
 // ScanLines calls fn for every line of r with its 1-based line number. Lines are split on

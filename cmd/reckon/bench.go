@@ -1,0 +1,157 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"github.com/spf13/cobra"
+
+	"github.com/reckon-ci/reckon/engine/client"
+	"github.com/reckon-ci/reckon/workload"
+)
+
+func init() { rootCmd.AddCommand(newBenchCmd()) }
+
+func newBenchCmd() *cobra.Command {
+	var (
+		url, rate, dataset, result, model, engine, config, testbed string
+		o                                                          workload.Options
+		goodput, labels                                            []string
+		noIgnoreEOS, quiet                                         bool
+	)
+	cmd := &cobra.Command{
+		Use:   "bench --url URL --result FILE [flags]",
+		Short: "Benchmark a running OpenAI-compatible server (vLLM bench serve metrics)",
+		Long: `Drive a running server (SGLang, vLLM or the reference engine) with streamed /v1/completions
+requests and write a result file with vLLM bench serve's metric names (docs/metrics.md).
+
+Closed loop: --concurrency N keeps N requests in flight. Open loop: --request-rate R sends
+requests at Poisson times (--burstiness < 1 burstier, gamma-distributed), capped by --concurrency
+when both are given. Prompts come from --dataset (JSONL {"prompt": ...} / {"prompt_token_ids": [...]},
+or ShareGPT JSON) or are synthetic (--input-len words, seeded). Requests use temperature 0 and
+ignore_eos; warm-up requests are excluded; failed requests are counted, never fatal.
+
+Exit status: 0 done, 2 bad flags or dataset, 3 server unreachable or no request succeeded.`,
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			// vLLM's --goodput takes several values ("--goodput ttft:200 tpot:50"): accept the
+			// values that follow it as positional arguments.
+			for _, a := range args {
+				if !cmd.Flags().Changed("goodput") || !strings.Contains(a, ":") {
+					return withExitCode(2, fmt.Errorf("unexpected argument %q", a))
+				}
+				goodput = append(goodput, a)
+			}
+			if url == "" {
+				return withExitCode(2, fmt.Errorf("--url is required (e.g. http://127.0.0.1:30000)"))
+			}
+			if result == "" {
+				return withExitCode(2, fmt.Errorf("--result FILE is required"))
+			}
+			r, err := parseRate(rate)
+			if err != nil {
+				return withExitCode(2, err)
+			}
+			o.RequestRate = r
+			if len(goodput) > 0 {
+				if o.Goodput, err = workload.ParseGoodput(goodput); err != nil {
+					return withExitCode(2, err)
+				}
+			}
+			o.Dataset = dataset
+			o.Model = model
+			o.IgnoreEOS = !noIgnoreEOS
+			o.Metadata.Engine, o.Metadata.Config, o.Metadata.Testbed = engine, config, testbed
+			for _, l := range labels {
+				k, v, ok := strings.Cut(l, "=")
+				if !ok || k == "" {
+					return withExitCode(2, fmt.Errorf("--label %q: expected KEY=VALUE", l))
+				}
+				if o.Metadata.Labels == nil {
+					o.Metadata.Labels = map[string]string{}
+				}
+				o.Metadata.Labels[k] = v
+			}
+			if !quiet {
+				o.Progress = os.Stderr
+			}
+			workload.Version = version
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			c := client.New(url, client.Options{Model: model})
+			if model == "" {
+				if _, err := c.ResolveModel(ctx); err != nil {
+					return withExitCode(3, fmt.Errorf("server %s: %w", url, err))
+				}
+			}
+			start := time.Now()
+			res, runErr := workload.Run(ctx, c, o)
+			if res == nil {
+				if errors.Is(runErr, workload.ErrBadOptions) {
+					return withExitCode(2, runErr)
+				}
+				return withExitCode(3, runErr)
+			}
+			if err := workload.WriteResult(result, res); err != nil {
+				return withExitCode(3, err)
+			}
+			logrus.Infof("bench: %d requests in %s, result written to %s", res.Completed+res.Failed, time.Since(start).Round(time.Millisecond), result)
+			printSummary(cmd.OutOrStdout(), res)
+			if runErr != nil {
+				return withExitCode(3, runErr)
+			}
+			if res.Completed == 0 {
+				return withExitCode(3, fmt.Errorf("no request succeeded (%d failed)", res.Failed))
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&url, "url", "", "server base URL, e.g. http://127.0.0.1:30000")
+	f.IntVar(&o.Concurrency, "concurrency", 0, "requests in flight at most (closed loop when no --request-rate); 0 = no cap")
+	f.StringVar(&rate, "request-rate", "inf", "mean requests per second (Poisson arrivals); inf = all at once")
+	f.Float64Var(&o.Burstiness, "burstiness", 1, "gamma shape of inter-arrival times (1 = Poisson; < 1 burstier)")
+	f.IntVar(&o.NumPrompts, "num-prompts", workload.DefaultNumPrompts, "number of benchmark requests (warm-up not included)")
+	f.IntVar(&o.InputLen, "input-len", 0, fmt.Sprintf("synthetic prompt length in words (default %d)", workload.DefaultInputLen))
+	f.IntVar(&o.OutputLen, "output-len", 0, fmt.Sprintf("tokens to generate per request (default: dataset's, else %d)", workload.DefaultOutputLen))
+	f.Float64Var(&o.RangeRatio, "range-ratio", 0, "spread lengths uniformly over [L(1-r), L(1+r)], r in [0,1)")
+	f.StringVar(&dataset, "dataset", "", "prompt file: JSONL {\"prompt\": ...} or {\"prompt_token_ids\": [...]}, or ShareGPT JSON")
+	f.IntVar(&o.Warmup, "warmup", 0, "warm-up requests sent first and excluded from the metrics")
+	f.Int64Var(&o.Seed, "seed", 0, "seed for prompts, lengths and arrival times")
+	f.StringSliceVar(&goodput, "goodput", nil, "SLOs for goodput in ms: ttft:MS tpot:MS e2el:MS")
+	f.DurationVar(&o.RequestTimeout, "request-timeout", 10*time.Minute, "timeout of one request (counted as failed)")
+	f.StringVar(&result, "result", "", "result file to write (JSON, vLLM key names)")
+	f.StringVar(&model, "model", "", "model name to send (default: the first of /v1/models)")
+	f.BoolVar(&noIgnoreEOS, "no-ignore-eos", false, "let requests stop at end-of-sequence (default: ignore_eos)")
+	f.BoolVar(&o.Details, "details", false, "keep per-request data in the result (ttfts, itls, ...)")
+	f.StringVar(&engine, "engine", "", "metadata: engine name")
+	f.StringVar(&config, "config", "", "metadata: configuration name")
+	f.StringVar(&testbed, "testbed", "", "metadata: testbed fingerprint")
+	f.StringArrayVar(&labels, "label", nil, "metadata KEY=VALUE (repeatable)")
+	f.BoolVar(&quiet, "quiet", false, "no progress output")
+	return cmd
+}
+
+// parseRate reads --request-rate: a positive number or inf.
+func parseRate(s string) (float64, error) {
+	s = strings.TrimSpace(strings.ToLower(s))
+	if s == "inf" || s == "infinity" || s == "" {
+		return 0, nil
+	}
+	r, err := strconv.ParseFloat(s, 64)
+	if err != nil || r <= 0 || math.IsNaN(r) {
+		return 0, fmt.Errorf("--request-rate %q: expected a positive number of requests per second, or inf", s)
+	}
+	if math.IsInf(r, 1) {
+		return 0, nil
+	}
+	return r, nil
+}

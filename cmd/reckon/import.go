@@ -1,0 +1,210 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/reckon-ci/reckon/workload"
+)
+
+func init() { rootCmd.AddCommand(newImportCmd()) }
+
+func newImportCmd() *cobra.Command {
+	var asJSON, all bool
+	var out string
+	cmd := &cobra.Command{
+		Use:   "import FILE",
+		Short: "Read another tool's result file into reckon's result format",
+		Long: `Read a result file of vllm bench serve (JSON, or JSONL with --append-result, including the old
+"request_goodput:" key), sglang.bench_serving (JSONL with Infinity/NaN literals), GenAI-Perf/AIPerf
+(profile_export_*.json aggregates), nccl-tests (text output) or reckon itself. The format is detected
+from the content. Metrics the file does not report are listed as missing, never guessed.
+
+Without --json a summary is printed; with --json the normalized result (for nccl-tests: per-row
+size_bytes, algbw_gbps, busbw_gbps and wrong, out-of-place and in-place, and avg_busbw_gbps).`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var results []*workload.Result
+			if all {
+				rs, err := workload.ImportAll(args[0])
+				if err != nil {
+					return withExitCode(2, err)
+				}
+				results = rs
+			} else {
+				r, err := workload.ImportFile(args[0])
+				if err != nil {
+					return withExitCode(2, err)
+				}
+				results = []*workload.Result{r}
+			}
+			if out != "" {
+				if len(results) != 1 {
+					return withExitCode(2, fmt.Errorf("--out writes one result; drop --all"))
+				}
+				if err := workload.WriteResult(out, results[0]); err != nil {
+					return withExitCode(3, err)
+				}
+			}
+			w := cmd.OutOrStdout()
+			if asJSON {
+				var v any = results[0]
+				if all {
+					v = results
+				}
+				if len(results) == 1 && results[0].NCCL != nil {
+					v = ncclJSON(results[0])
+				}
+				enc := json.NewEncoder(w)
+				enc.SetIndent("", "  ")
+				if err := enc.Encode(v); err != nil {
+					return withExitCode(3, fmt.Errorf("writing JSON: %w", err))
+				}
+				return nil
+			}
+			for i, r := range results {
+				if i > 0 {
+					fmt.Fprintln(w)
+				}
+				printSummary(w, r)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the normalized result as JSON")
+	cmd.Flags().BoolVar(&all, "all", false, "import every result of a JSONL file (default: the last one)")
+	cmd.Flags().StringVar(&out, "out", "", "also write the normalized result to this file (atomically)")
+	return cmd
+}
+
+// ncclRowJSON is the per-row shape `reckon import --json` prints for nccl-tests.
+type ncclRowJSON struct {
+	SizeBytes  int64            `json:"size_bytes"`
+	Count      int64            `json:"count"`
+	Type       string           `json:"type"`
+	RedOp      string           `json:"redop,omitempty"`
+	OutOfPlace ncclMeasureJSON  `json:"out_of_place"`
+	InPlace    *ncclMeasureJSON `json:"in_place,omitempty"`
+}
+
+type ncclMeasureJSON struct {
+	TimeUs    float64  `json:"time_us"`
+	AlgBWGBps float64  `json:"algbw_gbps"`
+	BusBWGBps float64  `json:"busbw_gbps"`
+	Wrong     *int64   `json:"wrong"`
+	Error     *float64 `json:"error,omitempty"`
+}
+
+func ncclJSON(r *workload.Result) any {
+	n := r.NCCL
+	rows := make([]ncclRowJSON, 0, len(n.Rows))
+	conv := func(m workload.NCCLMeasure) ncclMeasureJSON {
+		return ncclMeasureJSON{TimeUs: m.TimeUs, AlgBWGBps: m.AlgBWGBps, BusBWGBps: m.BusBWGBps, Wrong: m.Wrong, Error: m.Error}
+	}
+	for _, row := range n.Rows {
+		j := ncclRowJSON{SizeBytes: row.SizeBytes, Count: row.Count, Type: row.Type, RedOp: row.RedOp, OutOfPlace: conv(row.OutOfPlace)}
+		if row.InPlace != nil {
+			ip := conv(*row.InPlace)
+			j.InPlace = &ip
+		}
+		rows = append(rows, j)
+	}
+	var avg *float64
+	missing := false
+	for _, k := range r.Missing {
+		if k == "avg_busbw_gbps" {
+			missing = true
+		}
+	}
+	if !missing {
+		v := n.AvgBusBWGBps
+		avg = &v
+	}
+	return struct {
+		SourceFormat   string        `json:"source_format"`
+		SourceFile     string        `json:"source_file,omitempty"`
+		Collective     string        `json:"collective,omitempty"`
+		Rows           []ncclRowJSON `json:"rows"`
+		AvgBusBWGBps   *float64      `json:"avg_busbw_gbps"`
+		AvgBusBWStatus string        `json:"avg_busbw_status,omitempty"`
+		OutOfBounds    int           `json:"out_of_bounds"`
+		WrongTotal     int           `json:"wrong_total"`
+		Validated      bool          `json:"validated"`
+		Missing        []string      `json:"missing,omitempty"`
+		Warnings       []string      `json:"warnings,omitempty"`
+	}{r.Metadata.SourceFormat, r.Metadata.SourceFile, n.Collective, rows, avg, n.AvgBusBWStatus, n.OutOfBounds,
+		n.WrongTotal, n.Validated, r.Missing, r.Warnings}
+}
+
+// printSummary writes a human-readable summary of a result.
+func printSummary(w io.Writer, r *workload.Result) {
+	md := r.Metadata
+	fmt.Fprintf(w, "format: %s", md.SourceFormat)
+	if md.Tool != "" {
+		fmt.Fprintf(w, " (%s", md.Tool)
+		if md.ToolVersion != "" {
+			fmt.Fprintf(w, " %s", md.ToolVersion)
+		}
+		fmt.Fprint(w, ")")
+	}
+	fmt.Fprintln(w)
+	if md.Model != "" {
+		fmt.Fprintf(w, "model: %s\n", md.Model)
+	}
+	if r.NCCL != nil {
+		fmt.Fprintf(w, "%14s %14s %10s %10s %8s %10s %10s %8s\n", "size(B)", "count", "oop_algbw", "oop_busbw", "oop_wrg", "ip_algbw", "ip_busbw", "ip_wrg")
+		wr := func(p *int64) string {
+			if p == nil {
+				return "N/A"
+			}
+			return fmt.Sprint(*p)
+		}
+		for _, row := range r.NCCL.Rows {
+			fmt.Fprintf(w, "%14d %14d %10.2f %10.2f %8s", row.SizeBytes, row.Count, row.OutOfPlace.AlgBWGBps, row.OutOfPlace.BusBWGBps, wr(row.OutOfPlace.Wrong))
+			if row.InPlace != nil {
+				fmt.Fprintf(w, " %10.2f %10.2f %8s", row.InPlace.AlgBWGBps, row.InPlace.BusBWGBps, wr(row.InPlace.Wrong))
+			}
+			fmt.Fprintln(w)
+		}
+	}
+	m := r.Metrics()
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	order := map[string]int{}
+	for i, k := range workload.MetricKeys() {
+		order[k] = i
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		oi, iok := order[keys[i]]
+		oj, jok := order[keys[j]]
+		switch {
+		case iok && jok:
+			return oi < oj
+		case iok != jok:
+			return iok
+		}
+		return keys[i] < keys[j]
+	})
+	for _, k := range keys {
+		v := m[k]
+		if v == math.Trunc(v) && math.Abs(v) < 1e15 {
+			fmt.Fprintf(w, "  %-34s %d\n", k, int64(v))
+		} else {
+			fmt.Fprintf(w, "  %-34s %.4f\n", k, v)
+		}
+	}
+	if len(r.Missing) > 0 {
+		fmt.Fprintf(w, "missing: %s\n", strings.Join(r.Missing, ", "))
+	}
+	for _, wn := range r.Warnings {
+		fmt.Fprintf(w, "warning: %s\n", wn)
+	}
+}

@@ -1,0 +1,89 @@
+package engine_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/reckon-ci/reckon/engine"
+)
+
+// buildRefengine builds the reference engine once per test binary run.
+func buildRefengine(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds and launches the reference engine")
+	}
+	bin := filepath.Join(t.TempDir(), "refengine")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/reckon-ci/reckon/cmd/refengine").CombinedOutput()
+	if err != nil {
+		t.Skipf("reference engine does not build (its own tests report that): %v\n%s", err, out)
+	}
+	return bin
+}
+
+// TestLaunchRefengineThroughSGLangAdapter launches the real reference engine the way the gate
+// does (sglang adapter + command override), waits for /health and the ready line, and reads
+// its log: PCIe TP4 must come out as nccl with SGLang's reason, NVLink TP2 as custom.
+func TestLaunchRefengineThroughSGLangAdapter(t *testing.T) {
+	bin := buildRefengine(t)
+	model, err := filepath.Abs(filepath.Join("..", "fixtures", "models", "tiny.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(model); err != nil {
+		t.Skipf("no tiny model config: %v", err)
+	}
+	cases := []struct {
+		name, topology string
+		tp             int
+		want, reason   string
+	}{
+		{"pcie-tp4", "pcie", 4, "nccl", "it's not supported on more than two PCIe-only GPUs"},
+		{"nvlink-tp2", "nvlink", 2, "custom", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			inst, err := engine.Launch(context.Background(), sglangAdapter(), engine.LaunchOptions{
+				Config: engine.LaunchConfig{
+					Command: []string{bin}, Model: model, TPSize: c.tp, Host: "127.0.0.1",
+					ExtraArgs: []string{"--topology", c.topology},
+				},
+				LogPath:      filepath.Join(t.TempDir(), "refengine.log"),
+				ReadyTimeout: 2 * time.Minute,
+				StopGrace:    5 * time.Second,
+				Logger:       quietLogger(),
+			})
+			if err != nil {
+				t.Fatalf("Launch: %v", err)
+			}
+			defer func() {
+				if err := inst.Stop(context.Background()); err != nil {
+					t.Errorf("Stop: %v", err)
+				}
+				assertGroupGone(t, inst.Pid(), "after stopping the reference engine")
+			}()
+			rep, err := inst.Report()
+			if err != nil {
+				t.Fatal(err)
+			}
+			reason := ""
+			if rep.CustomAllReduceDisabledReason != nil {
+				reason = *rep.CustomAllReduceDisabledReason
+			}
+			if !rep.Ready || rep.AllReduce != c.want || reason != c.reason {
+				t.Errorf("ready=%v allreduce=%s reason=%q, want ready, %s, %q", rep.Ready, rep.AllReduce, reason, c.want, c.reason)
+			}
+			if rep.KVCacheTokens == nil || *rep.KVCacheTokens <= 0 || rep.WeightsGiB == nil || rep.KVCacheGiB == nil ||
+				rep.AvailableGPUMemGiB == nil || rep.CUDAGraphGiB == nil || rep.ContextLen == nil || rep.MaxRunningRequests == nil {
+				t.Errorf("memory plan incomplete: %+v", rep)
+			}
+			if len(rep.Errors) != 0 {
+				t.Errorf("errors in a clean start: %+v", rep.Errors)
+			}
+		})
+	}
+}

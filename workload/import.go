@@ -1,0 +1,502 @@
+package workload
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Source formats recognised by ImportFile (Result.Metadata.SourceFormat).
+const (
+	FormatReckon   = "reckon"
+	FormatVLLM     = "vllm-bench-serve"
+	FormatSGLang   = "sglang-bench-serving"
+	FormatAIPerf   = "aiperf"
+	FormatGenAI    = "genai-perf"
+	FormatNCCL     = "nccl-tests"
+	FormatNCCLJSON = "nccl-tests-json"
+)
+
+// ImportFile reads a result file of reckon, vLLM bench serve (JSON, or JSONL with
+// --append-result), SGLang bench_serving (JSONL), GenAI-Perf/AIPerf (aggregate JSON) or
+// nccl-tests (text output), detecting the format from the content. A file with several results
+// (JSONL) gives the last one, with a warning; ImportAll gives them all.
+func ImportFile(path string) (*Result, error) {
+	rs, err := ImportAll(path)
+	if err != nil {
+		return nil, err
+	}
+	r := rs[len(rs)-1]
+	if len(rs) > 1 {
+		r.warnf("%s holds %d results; this is the last one", path, len(rs))
+	}
+	return r, nil
+}
+
+// ImportAll reads every result of a file (see ImportFile).
+func ImportAll(path string) ([]*Result, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("import: %w", err)
+	}
+	rs, err := Import(data, filepath.Base(path))
+	if err != nil {
+		return nil, fmt.Errorf("import %s: %w", path, err)
+	}
+	for _, r := range rs {
+		r.Metadata.SourceFile = path
+	}
+	return rs, nil
+}
+
+// Import parses the content of a result file; name (the file's base name) only helps to tell
+// GenAI-Perf from AIPerf.
+func Import(data []byte, name string) ([]*Result, error) {
+	trimmed := bytes.TrimSpace(data)
+	if len(trimmed) == 0 {
+		return nil, fmt.Errorf("empty file")
+	}
+	if trimmed[0] != '{' && trimmed[0] != '[' || looksLikeNCCL(trimmed) {
+		if looksLikeNCCL(trimmed) {
+			r, err := importNCCLText(trimmed)
+			if err != nil {
+				return nil, err
+			}
+			return []*Result{r}, nil
+		}
+		return nil, fmt.Errorf("unrecognised format: expected JSON (vLLM, GenAI-Perf/AIPerf, reckon), JSONL (SGLang, vLLM --append-result) or nccl-tests text output")
+	}
+	clean, err := sanitizeNonFinite(trimmed)
+	if err != nil {
+		return nil, err
+	}
+	// One JSON document, or JSON Lines?
+	var objs []map[string]any
+	var lines []int
+	if doc, err := decodeObject(clean); err == nil {
+		objs, lines = []map[string]any{doc}, []int{0}
+	} else {
+		var arr []any
+		dec := json.NewDecoder(bytes.NewReader(clean))
+		dec.UseNumber()
+		if clean[0] == '[' && dec.Decode(&arr) == nil {
+			return nil, fmt.Errorf("a JSON array is not a known result format (expected one object, or one object per line)")
+		}
+		for i, line := range bytes.Split(clean, []byte("\n")) {
+			line = bytes.TrimSpace(line)
+			if len(line) == 0 {
+				continue
+			}
+			o, err := decodeObject(line)
+			if err != nil {
+				return nil, fmt.Errorf("line %d: %w", i+1, err)
+			}
+			objs = append(objs, o)
+			lines = append(lines, i+1)
+		}
+	}
+	var out []*Result
+	for i, o := range objs {
+		var r *Result
+		var err error
+		switch format := classify(o, name); format {
+		case FormatReckon:
+			r, err = importReckon(o)
+		case FormatVLLM:
+			r, err = importVLLM(o)
+		case FormatSGLang:
+			r, err = importSGLang(o)
+		case FormatAIPerf, FormatGenAI:
+			r, err = importAIPerf(o, format)
+		case FormatNCCLJSON:
+			r, err = importNCCLJSON(o)
+		default:
+			err = fmt.Errorf("unrecognised JSON result: expected vLLM bench serve keys (output_throughput, mean_ttft_ms, ...), SGLang bench_serving keys (mean_e2e_latency_ms, ...), GenAI-Perf/AIPerf metric objects ({\"unit\", \"avg\", ...}) or a reckon result (schema %q)", ResultSchema)
+		}
+		if err != nil {
+			if lines[i] > 0 {
+				return nil, fmt.Errorf("line %d: %w", lines[i], err)
+			}
+			return nil, err
+		}
+		sort.Strings(r.Missing)
+		out = append(out, r)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no result found")
+	}
+	return out, nil
+}
+
+func decodeObject(b []byte) (map[string]any, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var o map[string]any
+	if err := dec.Decode(&o); err != nil {
+		return nil, err
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("more than one JSON value")
+	}
+	if o == nil {
+		return nil, fmt.Errorf("expected a JSON object")
+	}
+	return o, nil
+}
+
+// Sentinels that stand for Python's non-finite literals after sanitizeNonFinite.
+const (
+	sentinelPrefix = "__reckon_nonfinite__:"
+	sentinelNaN    = sentinelPrefix + "NaN"
+	sentinelPosInf = sentinelPrefix + "Infinity"
+	sentinelNegInf = sentinelPrefix + "-Infinity"
+)
+
+// sanitizeNonFinite rewrites the bare literals NaN, Infinity and -Infinity that Python's json
+// module writes (and Go's decoder rejects) into sentinel strings, leaving string contents alone.
+func sanitizeNonFinite(b []byte) ([]byte, error) {
+	if !bytes.Contains(b, []byte("NaN")) && !bytes.Contains(b, []byte("Infinity")) {
+		return b, nil
+	}
+	var out bytes.Buffer
+	out.Grow(len(b) + 64)
+	inStr, esc := false, false
+	line := 1
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		if c == '\n' {
+			line++
+		}
+		if inStr {
+			out.WriteByte(c)
+			switch {
+			case esc:
+				esc = false
+			case c == '\\':
+				esc = true
+			case c == '"':
+				inStr = false
+			}
+			continue
+		}
+		switch {
+		case c == '"':
+			inStr = true
+			out.WriteByte(c)
+		case bytes.HasPrefix(b[i:], []byte("NaN")):
+			out.WriteString(`"` + sentinelNaN + `"`)
+			i += len("NaN") - 1
+		case bytes.HasPrefix(b[i:], []byte("-Infinity")):
+			out.WriteString(`"` + sentinelNegInf + `"`)
+			i += len("-Infinity") - 1
+		case bytes.HasPrefix(b[i:], []byte("+Infinity")):
+			out.WriteString(`"` + sentinelPosInf + `"`)
+			i += len("+Infinity") - 1
+		case bytes.HasPrefix(b[i:], []byte("Infinity")):
+			out.WriteString(`"` + sentinelPosInf + `"`)
+			i += len("Infinity") - 1
+		default:
+			out.WriteByte(c)
+		}
+	}
+	if inStr {
+		return nil, fmt.Errorf("line %d: unterminated string", line)
+	}
+	return out.Bytes(), nil
+}
+
+// classify tells the format of one decoded JSON object.
+func classify(o map[string]any, name string) string {
+	if s, _ := o["schema"].(string); s == ResultSchema {
+		return FormatReckon
+	}
+	if _, ok := o["results"].([]any); ok {
+		if _, ok := o["average_bus_bandwidth"]; ok {
+			return FormatNCCLJSON
+		}
+	}
+	if isAIPerf(o) {
+		lname := strings.ToLower(name)
+		if strings.Contains(lname, "genai_perf") || strings.Contains(lname, "genai-perf") {
+			return FormatGenAI
+		}
+		if strings.Contains(lname, "aiperf") {
+			return FormatAIPerf
+		}
+		if _, ok := o["records"]; ok {
+			return FormatAIPerf
+		}
+		if _, ok := o["input_config"]; ok {
+			return FormatGenAI
+		}
+		return FormatAIPerf
+	}
+	for _, k := range []string{"mean_e2e_latency_ms", "median_e2e_latency_ms", "total_throughput", "accept_length", "total_output_tokens_retokenized", "random_input_len"} {
+		if _, ok := o[k]; ok {
+			return FormatSGLang
+		}
+	}
+	for _, k := range []string{"output_throughput", "mean_ttft_ms", "median_ttft_ms", "request_throughput", "total_token_throughput"} {
+		if _, ok := o[k]; ok {
+			return FormatVLLM
+		}
+	}
+	return ""
+}
+
+// aiperfStats are the statistic keys of a GenAI-Perf/AIPerf metric object.
+var aiperfStats = []string{"avg", "min", "max", "p1", "p5", "p10", "p25", "p50", "p75", "p90", "p95", "p99", "std"}
+
+func isAIPerfMetric(v any) bool {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return false
+	}
+	if _, ok := m["unit"]; !ok {
+		return false
+	}
+	_, avg := m["avg"]
+	_, p50 := m["p50"]
+	return avg || p50
+}
+
+func isAIPerf(o map[string]any) bool {
+	src := o
+	if rec, ok := o["records"].(map[string]any); ok {
+		src = rec
+	}
+	n := 0
+	for _, v := range src {
+		if isAIPerfMetric(v) {
+			n++
+		}
+	}
+	return n > 0
+}
+
+// ---- typed access to the decoded map ----
+
+// num reads a JSON number (or a non-finite sentinel). ok is false for absent, null or non-numbers.
+func num(v any) (f float64, ok bool, nonFinite string) {
+	switch x := v.(type) {
+	case json.Number:
+		f, err := x.Float64()
+		return f, err == nil, ""
+	case float64:
+		return x, true, ""
+	case string:
+		switch x {
+		case sentinelNaN:
+			return math.NaN(), false, "NaN"
+		case sentinelPosInf:
+			return math.Inf(1), false, "Infinity"
+		case sentinelNegInf:
+			return math.Inf(-1), false, "-Infinity"
+		}
+	}
+	return 0, false, ""
+}
+
+// metricSetters maps Result metric keys to their fields.
+func (r *Result) metricSetters() map[string]reflect.Value {
+	out := map[string]reflect.Value{}
+	for _, f := range r.metricFields() {
+		out[f.key] = f.v
+	}
+	return out
+}
+
+// importer accumulates one imported result and remembers which metrics were set.
+type importer struct {
+	r       *Result
+	setters map[string]reflect.Value
+	set     map[string]bool
+	unknown []string
+}
+
+func newImporter(format, tool string) *importer {
+	r := &Result{Schema: ResultSchema}
+	r.Metadata.SourceFormat = format
+	r.Metadata.Tool = tool
+	return &importer{r: r, setters: r.metricSetters(), set: map[string]bool{}}
+}
+
+// metric sets our metric key from a source value (src names the source key in warnings).
+func (im *importer) metric(key, src string, v any) {
+	f, ok, nf := num(v)
+	if nf != "" {
+		im.r.warnf("%s is %s in the source: reported as missing", src, nf)
+		return
+	}
+	if !ok {
+		if v != nil {
+			im.r.warnf("%s: expected a number, got %v: reported as missing", src, v)
+		}
+		return
+	}
+	fv, has := im.setters[key]
+	if !has {
+		im.extra(key, f)
+		return
+	}
+	if fv.Kind() == reflect.Int {
+		fv.SetInt(int64(math.Round(f)))
+	} else {
+		fv.SetFloat(f)
+	}
+	im.set[key] = true
+}
+
+func (im *importer) extra(key string, f float64) {
+	if im.r.Extra == nil {
+		im.r.Extra = map[string]float64{}
+	}
+	im.r.Extra[key] = f
+}
+
+// finish marks every metric that was not set as missing and reports unknown keys.
+func (im *importer) finish() *Result {
+	for _, f := range im.r.metricFields() {
+		if !im.set[f.key] {
+			im.r.setMissing(f.key)
+		}
+	}
+	if len(im.unknown) > 0 {
+		sort.Strings(im.unknown)
+		im.r.warnf("unknown fields (kept in extra when numeric, labels when text): %s", strings.Join(im.unknown, ", "))
+	}
+	return im.r
+}
+
+func str(v any) string {
+	switch x := v.(type) {
+	case string:
+		if strings.HasPrefix(x, sentinelPrefix) {
+			return strings.TrimPrefix(x, sentinelPrefix)
+		}
+		return x
+	case json.Number:
+		return x.String()
+	case bool:
+		return strconv.FormatBool(x)
+	}
+	return ""
+}
+
+func intOf(v any) (int, bool) {
+	f, ok, _ := num(v)
+	if !ok {
+		if s, isStr := v.(string); isStr {
+			if n, err := strconv.Atoi(strings.TrimSpace(s)); err == nil {
+				return n, true
+			}
+		}
+		return 0, false
+	}
+	return int(math.Round(f)), true
+}
+
+// requestRate reads a request rate: a number, "inf", or Infinity; 0 means all at once.
+func requestRate(v any) (float64, bool) {
+	if f, ok, nf := num(v); ok {
+		return f, true
+	} else if nf == "Infinity" {
+		return 0, true
+	}
+	if s, ok := v.(string); ok && strings.EqualFold(strings.TrimSpace(s), "inf") {
+		return 0, true
+	}
+	return 0, false
+}
+
+func floats(v any) ([]float64, bool) {
+	arr, ok := v.([]any)
+	if !ok {
+		return nil, false
+	}
+	out := make([]float64, 0, len(arr))
+	for _, x := range arr {
+		f, ok, _ := num(x)
+		if !ok {
+			f = math.NaN()
+		}
+		out = append(out, f)
+	}
+	return out, true
+}
+
+// details reads vLLM/SGLang per-request arrays (seconds), when present.
+func (im *importer) details(o map[string]any, used map[string]bool) {
+	keys := []string{"input_lens", "output_lens", "ttfts", "itls", "latencies", "start_times", "errors", "generated_texts"}
+	present := false
+	for _, k := range keys {
+		if _, ok := o[k]; ok {
+			present = true
+			used[k] = true
+		}
+	}
+	if !present {
+		return
+	}
+	d := &Details{}
+	toInts := func(v any) []int {
+		fs, _ := floats(v)
+		out := make([]int, len(fs))
+		for i, f := range fs {
+			if !math.IsNaN(f) {
+				out[i] = int(f)
+			}
+		}
+		return out
+	}
+	d.InputLens = toInts(o["input_lens"])
+	d.OutputLens = toInts(o["output_lens"])
+	d.TTFTs, _ = floats(o["ttfts"])
+	d.Latencies, _ = floats(o["latencies"])
+	d.StartTimes, _ = floats(o["start_times"])
+	if arr, ok := o["itls"].([]any); ok {
+		for _, x := range arr {
+			fs, _ := floats(x)
+			d.ITLs = append(d.ITLs, fs)
+		}
+	}
+	if arr, ok := o["errors"].([]any); ok {
+		for _, x := range arr {
+			d.Errors = append(d.Errors, str(x))
+		}
+	}
+	im.r.Details = d
+}
+
+// statKey matches "<stat>_<metric>_ms" keys such as p99.9_ttft_ms or p50_itl_ms.
+func statKey(k string) bool {
+	if !strings.HasSuffix(k, "_ms") {
+		return false
+	}
+	for _, m := range []string{"_ttft_ms", "_tpot_ms", "_itl_ms", "_e2el_ms", "_e2e_latency_ms"} {
+		if strings.HasSuffix(k, m) {
+			return true
+		}
+	}
+	return false
+}
+
+// importReckon reads reckon's own result file.
+func importReckon(o map[string]any) (*Result, error) {
+	raw, err := json.Marshal(o)
+	if err != nil {
+		return nil, fmt.Errorf("reckon result: %w", err)
+	}
+	var r Result
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return nil, fmt.Errorf("reckon result: %w", err)
+	}
+	return &r, nil
+}

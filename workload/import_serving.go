@@ -1,0 +1,209 @@
+package workload
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// vllmMeta are vLLM result keys that describe the run rather than measure it.
+var vllmMeta = map[string]bool{
+	"date": true, "endpoint_type": true, "backend": true, "label": true, "model_id": true, "tokenizer_id": true,
+	"num_prompts": true, "request_rate": true, "burstiness": true, "max_concurrency": true,
+	"served_model_name": true,
+}
+
+// importVLLM reads one `vllm bench serve --save-result` object (current keys, and the old
+// "request_goodput:" key). String values of unknown keys are --metadata labels.
+func importVLLM(o map[string]any) (*Result, error) {
+	im := newImporter(FormatVLLM, "vllm bench serve")
+	r := im.r
+	used := map[string]bool{}
+	md := &r.Metadata
+	md.Date = str(o["date"])
+	md.Model = str(o["model_id"])
+	if s := str(o["served_model_name"]); s != "" && md.Model == "" {
+		md.Model = s
+	}
+	if b := str(o["backend"]); b != "" {
+		md.labels()["backend"] = b
+	}
+	if e := str(o["endpoint_type"]); e != "" {
+		md.labels()["endpoint_type"] = e
+	}
+	if l := str(o["label"]); l != "" {
+		md.labels()["label"] = l
+	}
+	if n, ok := intOf(o["num_prompts"]); ok {
+		md.Workload.NumPrompts = n
+	}
+	if v, has := o["request_rate"]; has {
+		if rate, ok := requestRate(v); ok {
+			md.Workload.RequestRate = rate
+		} else {
+			r.warnf("request_rate: expected a number or \"inf\", got %v", v)
+		}
+	}
+	if f, ok, _ := num(o["burstiness"]); ok {
+		md.Workload.Burstiness = f
+	}
+	if n, ok := intOf(o["max_concurrency"]); ok {
+		md.Workload.MaxConcurrency = n
+		im.metric("max_concurrency", "max_concurrency", o["max_concurrency"])
+	}
+	for k := range vllmMeta {
+		used[k] = true
+	}
+	im.details(o, used)
+	if v, ok := o["request_goodput:"]; ok {
+		used["request_goodput:"] = true
+		r.warnf("legacy key \"request_goodput:\" (older benchmark_serving.py) read as request_goodput")
+		im.metric("request_goodput", "request_goodput:", v)
+	}
+	if v, ok := o["spec_decode_acceptance_length"]; ok {
+		used["spec_decode_acceptance_length"] = true
+		im.metric("spec_accept_length", "spec_decode_acceptance_length", v)
+	}
+	if arr, ok := o["spec_decode_per_position_acceptance_rates"].([]any); ok {
+		used["spec_decode_per_position_acceptance_rates"] = true
+		for i, x := range arr {
+			if f, ok, _ := num(x); ok {
+				im.extra(fmt.Sprintf("spec_decode_acceptance_rate_pos%d", i), f)
+			}
+		}
+	}
+	im.generic(o, used, nil)
+	return im.finish(), nil
+}
+
+// sglangAlias maps SGLang bench_serving keys to reckon's (vLLM) names.
+var sglangAlias = map[string]string{
+	"total_throughput":      "total_token_throughput",
+	"accept_length":         "spec_accept_length",
+	"mean_e2e_latency_ms":   "mean_e2el_ms",
+	"median_e2e_latency_ms": "median_e2el_ms",
+	"std_e2e_latency_ms":    "std_e2el_ms",
+	"p90_e2e_latency_ms":    "p90_e2el_ms",
+	"p95_e2e_latency_ms":    "p95_e2el_ms",
+	"p99_e2e_latency_ms":    "p99_e2el_ms",
+}
+
+// importSGLang reads one line of `sglang.bench_serving --output-file` JSONL.
+func importSGLang(o map[string]any) (*Result, error) {
+	im := newImporter(FormatSGLang, "sglang.bench_serving")
+	r := im.r
+	md := &r.Metadata
+	used := map[string]bool{}
+	for _, k := range []string{"tag", "backend", "dataset_name", "request_rate", "max_concurrency", "sharegpt_output_len",
+		"random_input_len", "random_output_len", "random_range_ratio", "server_info", "model_id", "model"} {
+		used[k] = true
+	}
+	if b := str(o["backend"]); b != "" {
+		md.labels()["backend"] = b
+	}
+	if t := str(o["tag"]); t != "" {
+		md.labels()["tag"] = t
+	}
+	md.Workload.Dataset = str(o["dataset_name"])
+	if v, has := o["request_rate"]; has {
+		if rate, ok := requestRate(v); ok {
+			md.Workload.RequestRate = rate
+		} else {
+			r.warnf("request_rate: expected a number or Infinity, got %v", v)
+		}
+	}
+	if n, ok := intOf(o["max_concurrency"]); ok {
+		md.Workload.MaxConcurrency = n
+		im.metric("max_concurrency", "max_concurrency", o["max_concurrency"])
+	}
+	if n, ok := intOf(o["random_input_len"]); ok {
+		md.Workload.InputLen = n
+	}
+	if n, ok := intOf(o["random_output_len"]); ok {
+		md.Workload.OutputLen = n
+	}
+	if f, ok, _ := num(o["random_range_ratio"]); ok {
+		md.Workload.RangeRatio = f
+	}
+	md.Model = str(o["model_id"])
+	if si, ok := o["server_info"].(map[string]any); ok {
+		if v := str(si["version"]); v != "" {
+			md.labels()["server_version"] = v
+		}
+		if m := str(si["model_path"]); m != "" && md.Model == "" {
+			md.Model = m
+		}
+	}
+	im.details(o, used)
+	im.generic(o, used, sglangAlias)
+	if _, ok := o["failed"]; !ok {
+		r.warnf("SGLang bench_serving does not report failed requests: failed is missing")
+	}
+	return im.finish(), nil
+}
+
+// generic maps every remaining key: our metric names directly (or through alias), other
+// numbers into Extra, text into labels; keys neither known nor a statistic are reported.
+func (im *importer) generic(o map[string]any, used map[string]bool, alias map[string]string) {
+	keys := make([]string, 0, len(o))
+	for k := range o {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if used[k] {
+			continue
+		}
+		v := o[k]
+		key := k
+		if a, ok := alias[k]; ok {
+			key = a
+		}
+		if _, ok := im.setters[key]; ok {
+			if v == nil {
+				continue // null: not measured (for example request_goodput without --goodput)
+			}
+			im.metric(key, k, v)
+			continue
+		}
+		if f, ok, nf := num(v); ok || nf != "" {
+			if nf != "" {
+				im.r.warnf("%s is %s in the source: left out", k, nf)
+				continue
+			}
+			im.extra(strings.ReplaceAll(k, "_e2e_latency_ms", "_e2el_ms"), f)
+			if !statKey(k) && !knownExtra[k] {
+				im.unknown = append(im.unknown, k)
+			}
+			continue
+		}
+		switch x := v.(type) {
+		case string:
+			im.r.Metadata.labels()[k] = str(x)
+			if !knownExtra[k] {
+				im.unknown = append(im.unknown, k)
+			}
+		case nil:
+		default:
+			if !knownExtra[k] {
+				im.unknown = append(im.unknown, k)
+			}
+		}
+	}
+}
+
+// knownExtra are keys of vLLM/SGLang results that reckon keeps in Extra without a warning.
+var knownExtra = map[string]bool{
+	"rtfx": true, "input_throughput": true, "total_output_tokens_retokenized": true, "total_input_text_tokens": true,
+	"total_input_vision_tokens": true, "spec_decode_acceptance_rate": true, "spec_decode_num_drafts": true,
+	"spec_decode_draft_tokens": true, "spec_decode_accepted_tokens": true, "max_itl_ms": true,
+	"max_output_tokens_per_s": true, "max_concurrent_requests": true, "concurrency": true,
+	"last_gen_throughput": true, "output_lens_retokenized": true,
+}
+
+func (m *Metadata) labels() map[string]string {
+	if m.Labels == nil {
+		m.Labels = map[string]string{}
+	}
+	return m.Labels
+}

@@ -1,0 +1,121 @@
+package workload
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/reckon-ci/reckon/engine/client"
+	"github.com/reckon-ci/reckon/wire"
+)
+
+// probeServer answers the probe's two requests for the prompt "a b" (ids 1 2): greedy output
+// " c d" (ids 3 4) and an echo pass. withIDs controls whether token ids are sent.
+func probeServer(t *testing.T, withIDs, withLogprobs bool) *httptest.Server {
+	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/models" {
+			io.WriteString(w, `{"data":[{"id":"ref"}]}`)
+			return
+		}
+		var req wire.CompletionRequest
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			t.Errorf("decode: %v", err)
+		}
+		if req.Temperature == nil || *req.Temperature != 0 || req.Logprobs == nil || *req.Logprobs != 2 || !req.ReturnTokenIDs {
+			t.Errorf("probe request not greedy with top-2 logprobs: %+v", req)
+		}
+		ids := func(s string) string {
+			if withIDs {
+				return s
+			}
+			return ""
+		}
+		lp := `"logprobs":null,`
+		if req.Echo {
+			if withLogprobs {
+				lp = `"logprobs":{"tokens":["a"," b"," c"],"token_logprobs":[null,-1.5,-0.25],"top_logprobs":[null,{" b":-1.5," x":-0.5},{" c":-0.25," d":-2}]},`
+			}
+			fmt.Fprintf(w, `{"choices":[{"index":0,"text":"a b c",%s"finish_reason":"length"%s}],"usage":{"prompt_tokens":2,"completion_tokens":1,"total_tokens":3}}`,
+				lp, ids(`,"token_ids":[3],"prompt_token_ids":[1,2]`))
+			return
+		}
+		if withLogprobs {
+			lp = `"logprobs":{"tokens":[" c"," d"],"token_logprobs":[-0.25,-0.125],"top_logprobs":[{" c":-0.25," d":-2},{" d":-0.125," b":-3}]},`
+		}
+		fmt.Fprintf(w, `{"choices":[{"index":0,"text":" c d",%s"finish_reason":"length"%s}],"usage":{"prompt_tokens":2,"completion_tokens":2,"total_tokens":4}}`,
+			lp, ids(`,"token_ids":[3,4]`))
+	}))
+}
+
+func TestNumericsProbeWithTokenIDs(t *testing.T) {
+	srv := probeServer(t, true, true)
+	defer srv.Close()
+	p, err := RunNumericsProbe(context.Background(), client.New(srv.URL, client.Options{}), []Prompt{{ID: "p1", Text: "a b"}}, 2, 2)
+	if err != nil {
+		t.Fatalf("probe: %v", err)
+	}
+	if p.Schema != wire.NumericsSchema || p.TopK != 2 || len(p.Prompts) != 1 {
+		t.Fatalf("probe = %+v", p)
+	}
+	np := p.Prompts[0]
+	if np.ID != "p1" || len(np.Output) != 2 || np.Output[0].Token != 3 || np.Output[1].Token != 4 || np.Output[1].Logprob != -0.125 {
+		t.Errorf("output = %+v", np.Output)
+	}
+	// Top candidates sorted by logprob; " d" and " b" get ids learnt from other answers.
+	top := np.Output[1].Top
+	if len(top) != 2 || top[0].Token != 4 || top[1].Token != 2 || top[1].Logprob != -3 {
+		t.Errorf("top = %+v", top)
+	}
+	// Prompt logprobs omit the first token: one entry, for " b" (id 2).
+	if len(np.PromptLogprobs) != 1 || np.PromptLogprobs[0].Token != 2 || np.PromptLogprobs[0].Logprob != -1.5 {
+		t.Errorf("prompt logprobs = %+v", np.PromptLogprobs)
+	}
+	// " x" was never seen with an id.
+	if tp := np.PromptLogprobs[0].Top; tp[0].Text != " x" || tp[0].Token != UnknownToken {
+		t.Errorf("unknown candidate = %+v", tp)
+	}
+}
+
+func TestNumericsProbeWithoutTokenIDs(t *testing.T) {
+	srv := probeServer(t, false, true)
+	defer srv.Close()
+	p, err := RunNumericsProbe(context.Background(), client.New(srv.URL, client.Options{}), []Prompt{{Text: "a b"}}, 2, 2)
+	if err != nil {
+		t.Fatalf("probe: %v", err)
+	}
+	np := p.Prompts[0]
+	if np.Output[0].Token != UnknownToken || np.Output[0].Text != " c" || len(np.PromptLogprobs) != 1 {
+		t.Errorf("without ids the text must be kept and ids unknown: %+v", np)
+	}
+}
+
+func TestNumericsProbeFailsWithoutLogprobs(t *testing.T) {
+	srv := probeServer(t, true, false)
+	defer srv.Close()
+	_, err := RunNumericsProbe(context.Background(), client.New(srv.URL, client.Options{}), []Prompt{{ID: "x", Text: "a b"}}, 2, 2)
+	if err == nil || !strings.Contains(err.Error(), "no logprobs") || !strings.Contains(err.Error(), `"x"`) {
+		t.Errorf("want an error naming the prompt and the missing logprobs, got %v", err)
+	}
+}
+
+func TestNumericsPromptFixtureLoads(t *testing.T) {
+	ps, err := LoadPrompts("../fixtures/prompts/numerics.jsonl")
+	if err != nil {
+		t.Fatalf("LoadPrompts: %v", err)
+	}
+	if len(ps) < 16 || len(ps) > 64 {
+		t.Errorf("%d numerics prompts, want 16..64", len(ps))
+	}
+	seen := map[string]bool{}
+	for _, p := range ps {
+		if seen[p.ID] {
+			t.Errorf("duplicate prompt id %q", p.ID)
+		}
+		seen[p.ID] = true
+	}
+}
