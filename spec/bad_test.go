@@ -57,9 +57,9 @@ var badSpecs = []struct {
 		"contradictory-expect.yaml:18:5: checks[0]: config forced-off expects allreduce custom, but its args hold --disable-custom-all-reduce",
 	}},
 	{"dangling-reference", []string{
-		"dangling-reference.yaml:17:13: checks[0].config: names no config \"custom_ar\" (configs: nccl, custom-ar)",
+		"dangling-reference.yaml:17:13: checks[0].config: names no config \"custom_ar\" (did you mean \"custom-ar\"? configs: nccl, custom-ar)",
 		"dangling-reference.yaml:23:15: checks[1].workload: names no workload \"prefill\" (workloads: decode)",
-		"dangling-reference.yaml:25:14: checks[1].against: names no config \"NCCL\" (configs: nccl, custom-ar)",
+		"dangling-reference.yaml:25:14: checks[1].against: names no config \"NCCL\" (did you mean \"nccl\"? configs: nccl, custom-ar)",
 	}},
 	{"duplicate-config", []string{
 		"duplicate-config.yaml:8:11: configs[2].name: duplicate config name \"nccl\" (first defined at line 6)",
@@ -84,6 +84,9 @@ var badSpecs = []struct {
 		"missing-required.yaml:6:5: workloads[0]: missing required field \"input_len\" (the prompt length in tokens, or a dataset)",
 		"missing-required.yaml:6:5: workloads[0]: missing required field \"output_len\" (the output length in tokens)",
 		"missing-required.yaml:9:5: checks[0]: missing required field \"min\" (a lower bound; or max, or both)",
+	}},
+	{"no-workloads", []string{
+		"no-workloads.yaml:8:5: checks[0]: missing required field \"workload\" (a workload name, and a workloads section that defines it)",
 	}},
 	{"no-configs", []string{
 		"no-configs.yaml:5:10: configs: expected at least one config",

@@ -157,9 +157,16 @@ func (c *Check) ConfigNames() []string {
 }
 
 // IsCrossConfig reports whether the check compares two configs of the same run (so it can run
-// only after both have been launched).
+// only after both have been launched): relative, equivalence, and statistical checks against
+// another config. A floor or expect over several configs judges each one alone.
 func (c *Check) IsCrossConfig() bool {
-	return len(c.ConfigNames()) > 1 || c.Kind == KindRelative || c.Kind == KindEquivalence
+	switch c.Kind {
+	case KindRelative, KindEquivalence:
+		return true
+	case KindThroughput, KindLatency:
+		return c.Against == AgainstConfig
+	}
+	return false
 }
 
 // EngineMetrics are the EngineReport metrics that floor and relative checks may bound (the

@@ -469,7 +469,6 @@ func (m *mapping) strList(key string, scalars bool) []string {
 	if !ok {
 		return nil
 	}
-	// A single string is accepted as a one-element list only for tags.
 	seq, isSeq := v.(*ast.SequenceNode)
 	if !isSeq {
 		m.bad(v, key, "expected a list of strings, got %s", describe(v))

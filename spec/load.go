@@ -568,9 +568,12 @@ func (b *builder) check(m *mapping, s *Spec) *Check {
 			c.Workload = b.refStr(m, "workload", "workload", true)
 		} else {
 			m.known = append(m.known, "workload")
-			if b.workloadCount(s) == 1 {
+			switch len(s.Workloads) {
+			case 1:
 				c.Workload = s.Workloads[0].Name
-			} else {
+			case 0:
+				m.missing("workload", "a workload name, and a workloads section that defines it")
+			default:
 				m.missing("workload", "a workload name (required when the spec has more than one workload)")
 			}
 		}
@@ -603,8 +606,6 @@ func (b *builder) check(m *mapping, s *Spec) *Check {
 	m.done()
 	return c
 }
-
-func (b *builder) workloadCount(s *Spec) int { return len(s.Workloads) }
 
 // metric reads a metric name checked by valid.
 func (b *builder) metric(m *mapping, required bool, valid func(string) bool, expected string) string {
@@ -722,11 +723,11 @@ func (b *builder) link(s *Spec) {
 		switch r.what {
 		case "config":
 			if !configs[r.name] {
-				b.errorf(r.node, r.field, "names no config %q (configs: %s)", r.name, listOrNone(configNames))
+				b.errorf(r.node, r.field, "names no config %q (%sconfigs: %s)", r.name, didYouMean(r.name, configNames), listOrNone(configNames))
 			}
 		case "workload":
 			if !workloads[r.name] {
-				b.errorf(r.node, r.field, "names no workload %q (workloads: %s)", r.name, listOrNone(workloadNames))
+				b.errorf(r.node, r.field, "names no workload %q (%sworkloads: %s)", r.name, didYouMean(r.name, workloadNames), listOrNone(workloadNames))
 			}
 		}
 	}
@@ -761,6 +762,19 @@ func (b *builder) link(s *Spec) {
 	}
 	b.checkConsistency(s)
 	b.nameChecks(s)
+}
+
+// didYouMean suggests the name closest to a misspelt one ("did you mean \"nccl\"? "), or "".
+func didYouMean(name string, names []string) string {
+	for _, n := range names {
+		if strings.EqualFold(n, name) {
+			return fmt.Sprintf("did you mean %q? ", n)
+		}
+	}
+	if c := closest(name, names); c != "" {
+		return fmt.Sprintf("did you mean %q? ", c)
+	}
+	return ""
 }
 
 func listOrNone(names []string) string {

@@ -274,6 +274,15 @@ func TestHelpers(t *testing.T) {
 	if lat.IsCrossConfig() {
 		t.Error("a check against the baseline is not cross-config")
 	}
+	floor, _ := s.Check("floor kv_cache_tokens >= 10000")
+	if floor.IsCrossConfig() || len(floor.ConfigNames()) != 2 {
+		t.Errorf("a floor over two configs judges each alone: cross %v, configs %v", floor.IsCrossConfig(), floor.ConfigNames())
+	}
+	for _, c := range s.CrossChecks() {
+		if !c.IsCrossConfig() {
+			t.Errorf("CrossChecks holds %q, which is not cross-config", c.Name)
+		}
+	}
 	if diff := cmp.Diff([]string{"nightly", "premerge"}, s.Labels("graph-bs-8")); diff != "" {
 		t.Errorf("Labels (-want +got):\n%s", diff)
 	}
@@ -433,4 +442,13 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+func BenchmarkParse(b *testing.B) {
+	data := []byte(fullSpec)
+	for b.Loop() {
+		if _, err := Parse(data, "bench.yaml"); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -186,6 +186,20 @@ func DetectWith(ctx context.Context, opts Options) (*Fingerprint, error) {
 // what was dropped, if anything. Integer entries are taken as nvidia-smi indices, which match
 // CUDA's order when CUDA_DEVICE_ORDER=PCI_BUS_ID or the GPUs are all alike.
 func visibleGPUs(gpus []GPU, vis string) ([]GPU, string) {
+	if strings.Contains(vis, "MIG-") {
+		// MIG instances are not listed by --query-gpu; describe their parents (every GPU in MIG
+		// mode) rather than mistake the machine for a CPU-only one.
+		var out []GPU
+		for _, g := range gpus {
+			if strings.EqualFold(g.MIG, "enabled") {
+				out = append(out, g)
+			}
+		}
+		if len(out) == 0 {
+			out = gpus
+		}
+		return out, fmt.Sprintf("CUDA_VISIBLE_DEVICES=%q names MIG instances: the testbed describes the %d GPU(s) in MIG mode", vis, len(out))
+	}
 	var out []GPU
 	used := map[int]bool{}
 	for _, e := range strings.Split(vis, ",") {

@@ -343,6 +343,7 @@ func TestDetectCUDAVisibleDevices(t *testing.T) {
 		{vis: "2,9,3", slug: "1xH100-80GB-HBM3-drv550", notes: 1}, // 9 ends the list
 		{vis: "GPU-", slug: "cpu-32c-intel-xeon", notes: 2},       // ambiguous prefix: nothing visible
 		{vis: "", slug: "cpu-32c-intel-xeon", notes: 2},           // set but empty: GPUs hidden
+		{vis: "MIG-8f2c1b5e-0000-0000-0000-000000000000", slug: "8xH100-80GB-HBM3-mixed-drv550", notes: 1},
 	}
 	for _, tc := range tests {
 		f, err := detect(t, smi(), func(o *Options) { o.LookupEnv = env(map[string]string{"CUDA_VISIBLE_DEVICES": tc.vis}) })

@@ -292,3 +292,16 @@ func FuzzParsers(f *testing.F) {
 		_ = ParseCPUInfo(text)
 	})
 }
+
+func BenchmarkParseTopo(b *testing.B) {
+	data, err := os.ReadFile(filepath.Join(fixtures, "public/nccl-1453-8xh100-nv18.txt"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	text := string(data)
+	for b.Loop() {
+		if _, err := ParseTopo(text); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

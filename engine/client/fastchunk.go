@@ -3,6 +3,8 @@ package client
 import (
 	"encoding/json"
 	"strconv"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/reckon-ci/reckon/wire"
 )
@@ -58,16 +60,22 @@ func (p *fastParser) str() (string, bool) {
 	}
 	start := p.i
 	p.i++
-	escaped := false
+	escaped, nonASCII := false, false
 	for p.i < len(p.b) {
 		c := p.b[p.i]
 		switch {
+		case c >= 0x80:
+			nonASCII = true
 		case c == '\\':
 			escaped = true
 			p.i += 2
 			continue
 		case c == '"':
 			p.i++
+			// Invalid UTF-8 is decoded by encoding/json too (it substitutes U+FFFD).
+			if nonASCII && !utf8.Valid(p.b[start+1:p.i-1]) {
+				escaped = true
+			}
 			if !escaped {
 				return string(p.b[start+1 : p.i-1]), true
 			}
@@ -92,6 +100,9 @@ func (p *fastParser) key() ([]byte, bool) {
 	}
 	start := p.i + 1
 	for j := start; j < len(p.b); j++ {
+		if p.b[j] < 0x20 {
+			return nil, false
+		}
 		switch p.b[j] {
 		case '\\':
 			return nil, false
@@ -115,7 +126,7 @@ func (p *fastParser) integer() (int, bool) {
 	for p.i < len(p.b) && p.b[p.i] >= '0' && p.b[p.i] <= '9' {
 		p.i++
 	}
-	if p.i == start || (p.i < len(p.b) && (p.b[p.i] == '.' || p.b[p.i] == 'e' || p.b[p.i] == 'E')) {
+	if p.i == start || (p.i < len(p.b) && (p.b[p.i] == '.' || p.b[p.i] == 'e' || p.b[p.i] == 'E')) || !validNumber(p.b[start:p.i]) {
 		return 0, false
 	}
 	n, err := strconv.Atoi(string(p.b[start:p.i]))
@@ -131,8 +142,13 @@ func (p *fastParser) literal(lit string) bool {
 	return false
 }
 
-// skip passes over any JSON value (strings, numbers, literals, nested arrays and objects).
-func (p *fastParser) skip() bool {
+// skip passes over any JSON value, checking its syntax (nested arrays and objects included).
+func (p *fastParser) skip() bool { return p.skipDepth(0) }
+
+func (p *fastParser) skipDepth(depth int) bool {
+	if depth > 64 {
+		return false
+	}
 	p.ws()
 	if p.i >= len(p.b) {
 		return false
@@ -141,27 +157,22 @@ func (p *fastParser) skip() bool {
 	case c == '"':
 		_, ok := p.str()
 		return ok
-	case c == '{' || c == '[':
-		depth := 0
-		for p.i < len(p.b) {
-			switch p.b[p.i] {
-			case '"':
-				if _, ok := p.str(); !ok {
-					return false
-				}
-				continue
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					p.i++
-					return true
-				}
-			}
-			p.i++
+	case c == '{':
+		return p.object(func([]byte) bool { return p.skipDepth(depth + 1) })
+	case c == '[':
+		p.i++
+		if p.consume(']') {
+			return true
 		}
-		return false
+		for {
+			if !p.skipDepth(depth + 1) {
+				return false
+			}
+			if p.consume(',') {
+				continue
+			}
+			return p.consume(']')
+		}
 	case c == 't':
 		return p.literal("true")
 	case c == 'f':
@@ -178,8 +189,60 @@ func (p *fastParser) skip() bool {
 			}
 			break
 		}
-		_, err := strconv.ParseFloat(string(p.b[start:p.i]), 64)
-		return err == nil
+		return validNumber(p.b[start:p.i])
+	}
+	return false
+}
+
+// validNumber checks the JSON number grammar (no leading zeros, no "+", digits after "." and "e").
+func validNumber(b []byte) bool {
+	i := 0
+	if i < len(b) && b[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(b) && b[i] == '0':
+		i++
+	case i < len(b) && b[i] >= '1' && b[i] <= '9':
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+	default:
+		return false
+	}
+	if i < len(b) && b[i] == '.' {
+		i++
+		d := i
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+		if i == d {
+			return false
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		d := i
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+		if i == d {
+			return false
+		}
+	}
+	return i == len(b)
+}
+
+// foldsTo reports whether k matches one of the names only case-insensitively: encoding/json would
+// treat it as that field, so the fast path gives up rather than disagree.
+func foldsTo(k []byte, names ...string) bool {
+	for _, n := range names {
+		if string(k) != n && strings.EqualFold(string(k), n) {
+			return true
+		}
 	}
 	return false
 }
@@ -276,6 +339,9 @@ func (p *fastParser) parse(b []byte, out *fastChunk) bool {
 					case "logprobs", "prompt_token_ids", "prompt_logprobs":
 						return p.literal("null")
 					}
+					if foldsTo(k, "index", "text", "token_ids", "finish_reason", "logprobs", "prompt_token_ids") {
+						return false
+					}
 					return p.skip()
 				}) {
 					return false
@@ -306,11 +372,29 @@ func (p *fastParser) parse(b []byte, out *fastChunk) bool {
 					n, ok = p.integer()
 					u.TotalTokens = n
 				default:
+					if foldsTo(k, "prompt_tokens", "completion_tokens", "total_tokens") {
+						return false
+					}
 					return p.skip()
 				}
 				return ok && n >= 0
 			})
 		case "error":
+			return false
+		case "id", "object", "model":
+			if p.literal("null") {
+				return true
+			}
+			_, ok := p.str()
+			return ok
+		case "created":
+			if p.literal("null") {
+				return true
+			}
+			_, ok := p.integer()
+			return ok
+		}
+		if foldsTo(k, "choices", "usage", "error", "id", "object", "created", "model") {
 			return false
 		}
 		return p.skip()

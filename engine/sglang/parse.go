@@ -99,6 +99,28 @@ func gib(v, u string) float64 {
 	return core.ToGiB(f, u)
 }
 
+// match runs re on t only when t contains the literal key (regexps are the parser's cost).
+func match(re *regexp.Regexp, t, key string) []string {
+	if !strings.Contains(t, key) {
+		return nil
+	}
+	return re.FindStringSubmatch(t)
+}
+
+func matchIndex(re *regexp.Regexp, t, key string) []int {
+	if !strings.Contains(t, key) {
+		return nil
+	}
+	return re.FindStringIndex(t)
+}
+
+func matchSubIndex(re *regexp.Regexp, t, key string) []int {
+	if !strings.Contains(t, key) {
+		return nil
+	}
+	return re.FindStringSubmatchIndex(t)
+}
+
 func numOf(v string) float64 {
 	f, _ := core.ParseNum(v)
 	return f
@@ -106,17 +128,20 @@ func numOf(v string) float64 {
 
 func (s *state) record(rank, t string) {
 	s.ar.Record(t)
-	if m := loadBeginRE.FindStringSubmatch(t); m != nil {
+	if !strings.Contains(t, "=") && !strings.Contains(t, "allocated") && !strings.Contains(t, "accept len") && !strings.Contains(t, "graph end") {
+		return // every record this parser reads has a key=value or one of these words
+	}
+	if m := match(loadBeginRE, t, "Load weight begin"); m != nil {
 		s.loadBegin.First(rank, gib(m[1], m[2]))
 	}
-	if m := loadEndRE.FindStringSubmatch(t); m != nil {
+	if m := match(loadEndRE, t, "Load weight end"); m != nil {
 		if m[3] != "" {
 			s.weights.First(rank, gib(m[3], m[4]))
 		} else if b, ok := s.loadBegin.Get(rank); ok {
 			s.weights.First(rank, b-gib(m[1], m[2]))
 		}
 	}
-	if loc := kvRE.FindStringIndex(t); loc != nil {
+	if loc := matchIndex(kvRE, t, "llocated"); loc != nil {
 		rest := t[loc[1]:]
 		if m := kvTokensRE.FindStringSubmatch(rest); m != nil {
 			s.kvTokens.First(rank, numOf(m[1]))
@@ -130,14 +155,14 @@ func (s *state) record(rank, t string) {
 		}
 		s.sawKVOrGraph = true
 	}
-	if m := poolEndRE.FindStringSubmatch(t); m != nil {
+	if m := match(poolEndRE, t, "Memory pool end"); m != nil {
 		s.postKVAvail.Last(rank, gib(m[1], m[2]))
 		s.sawKVOrGraph = true
 	}
-	if m := graphBegRE.FindStringSubmatch(t); m != nil {
+	if m := match(graphBegRE, t, "graph begin"); m != nil {
 		s.graphBegin.Last(rank, gib(m[1], m[2]))
 	}
-	if loc := graphEndRE.FindStringSubmatchIndex(t); loc != nil {
+	if loc := matchSubIndex(graphEndRE, t, "graph end"); loc != nil {
 		s.graphSec.Add(rank, numOf(t[loc[2]:loc[3]]))
 		rest := t[loc[1]:]
 		usage, haveUsage := 0.0, false
@@ -156,7 +181,7 @@ func (s *state) record(rank, t string) {
 		}
 		s.sawKVOrGraph = true
 	}
-	if budgetRE.MatchString(t) {
+	if strings.Contains(t, "max_total_num_tokens=") && budgetRE.MatchString(t) {
 		for _, m := range pairRE.FindAllStringSubmatch(t, -1) {
 			v := numOf(m[2])
 			switch m[1] {
@@ -171,10 +196,10 @@ func (s *state) record(rank, t string) {
 			}
 		}
 	}
-	if m := acceptRE.FindStringSubmatch(t); m != nil {
+	if m := match(acceptRE, t, "accept len"); m != nil {
 		s.accept.Add(numOf(m[1]), 1)
 	}
-	if argsRE.MatchString(t) {
+	if (strings.Contains(t, "ServerArgs(") || strings.Contains(t, "server_args=")) && argsRE.MatchString(t) {
 		if m := ctxArgRE.FindStringSubmatch(t); m != nil && s.argContext == nil {
 			s.argContext = core.Int(int64(numOf(m[1])))
 		}

@@ -41,6 +41,31 @@ var (
 	numSpecCfgRE  = regexp.MustCompile(`num_speculative_tokens['"]?\s*[=:]\s*(\d+)`)
 )
 
+var (
+	tagRE      = regexp.MustCompile(`\(([A-Za-z_]\w*)([^()]*?)\bpid=(\d+)[^()]*\)`)
+	levelWords = []string{"INFO ", "WARNING ", "WARN ", "ERROR ", "DEBUG ", "CRITICAL "}
+)
+
+// segments splits a line into records. Nearly every line holds at most one record; it is
+// taken whole, with the rank of its process tag, without running the (costly, unanchored)
+// record-start expression over the line.
+func segments(line string) []core.Segment {
+	levels := 0
+	for _, w := range levelWords {
+		levels += strings.Count(line, w)
+	}
+	if levels <= 1 && strings.Count(line, "pid=") <= 1 {
+		rank := ""
+		if strings.Contains(line, "pid=") {
+			if m := tagRE.FindStringSubmatch(line); m != nil {
+				rank, _ = rankKey([]string{m[0], m[1], m[2], m[3]})
+			}
+		}
+		return []core.Segment{{Rank: rank, Text: line}}
+	}
+	return core.SplitSegments(line, prefixRE, rankKey, "")
+}
+
 func rankKey(m []string) (string, bool) {
 	if m[1] == "" {
 		return "", true
@@ -90,7 +115,7 @@ func Parse(r io.Reader) (*core.Report, error) {
 		if ad.ReadyLine(line) {
 			s.rep.Ready = true
 		}
-		for _, seg := range core.SplitSegments(line, prefixRE, rankKey, "") {
+		for _, seg := range segments(line) {
 			s.record(seg.Rank, seg.Text)
 		}
 		return nil
@@ -108,11 +133,30 @@ func numOf(v string) float64 {
 
 func gib(v, u string) float64 { return core.ToGiB(numOf(v), u) }
 
-func firstInt(dst **int64, re *regexp.Regexp, t string) {
+// match runs re on t only when t contains one of the literal keys (regexps are the parser's cost).
+func match(re *regexp.Regexp, t string, keys ...string) []string {
+	for _, k := range keys {
+		if strings.Contains(t, k) {
+			return re.FindStringSubmatch(t)
+		}
+	}
+	return nil
+}
+
+func matchAll(re *regexp.Regexp, t string, keys ...string) [][]string {
+	for _, k := range keys {
+		if strings.Contains(t, k) {
+			return re.FindAllStringSubmatch(t, -1)
+		}
+	}
+	return nil
+}
+
+func firstInt(dst **int64, re *regexp.Regexp, t string, keys ...string) {
 	if *dst != nil {
 		return
 	}
-	if m := re.FindStringSubmatch(t); m != nil {
+	if m := match(re, t, keys...); m != nil {
 		for _, v := range m[1:] {
 			if v != "" {
 				*dst = core.Int(int64(numOf(v)))
@@ -124,23 +168,23 @@ func firstInt(dst **int64, re *regexp.Regexp, t string) {
 
 func (s *state) record(rank, t string) {
 	s.ar.Record(t)
-	if m := weightsRE.FindStringSubmatch(t); m != nil {
+	if m := match(weightsRE, t, "took", "take"); m != nil {
 		s.weights.First(rank, gib(m[1], m[2]))
 	}
-	if m := kvTokensRE.FindStringSubmatch(t); m != nil {
+	if m := match(kvTokensRE, t, "KV cache size"); m != nil {
 		s.kvTokens.First(rank, numOf(m[1]))
 	}
-	if m := blocksRE.FindStringSubmatch(t); m != nil {
+	if m := match(blocksRE, t, " blocks: ", "num_gpu_blocks"); m != nil {
 		v := m[1]
 		if v == "" {
 			v = m[2]
 		}
 		s.blocks.First(rank, numOf(v))
 	}
-	if m := blockSizeRE.FindStringSubmatch(t); m != nil && s.blockSize == 0 {
+	if m := match(blockSizeRE, t, "block_size"); m != nil && s.blockSize == 0 {
 		s.blockSize = int64(numOf(m[1]))
 	}
-	if m := kvMemRE.FindStringSubmatch(t); m != nil {
+	if m := match(kvMemRE, t, "KV cache memory", "KV Cache is", "kv_cache_size="); m != nil {
 		for i := 1; i+1 < len(m); i += 2 {
 			if m[i] != "" {
 				s.kvGiB.First(rank, gib(m[i], m[i+1]))
@@ -148,27 +192,27 @@ func (s *state) record(rank, t string) {
 			}
 		}
 	}
-	for _, m := range graphRE.FindAllStringSubmatch(t, -1) {
+	for _, m := range matchAll(graphRE, t, "finished in") {
 		s.graphSec.Add(rank, numOf(m[1]))
 		s.graphGiB.Add(rank, gib(m[2], m[3]))
 	}
-	if m := graphSecRE.FindStringSubmatch(t); m != nil && !graphRE.MatchString(t) {
+	if m := match(graphSecRE, t, "Graph capturing finished"); m != nil && !graphRE.MatchString(t) {
 		s.graphSecOnly.Add(rank, numOf(m[1]))
 	}
-	if m := graphTakesRE.FindStringSubmatch(t); m != nil {
+	if m := match(graphTakesRE, t, "CUDA graph t"); m != nil {
 		s.graphTakes.Add(rank, gib(m[1], m[2]))
 	}
-	if m := graphPoolRE.FindStringSubmatch(t); m != nil {
+	if m := match(graphPoolRE, t, "CUDA graph pool memory"); m != nil {
 		s.graphPool.First(rank, gib(m[1], m[2]))
 	}
-	firstInt(&s.maxSeqs, maxSeqsRE, t)
-	firstInt(&s.maxSeqLen, maxSeqLenRE, t)
-	firstInt(&s.maxModelLen, maxModelLenRE, t)
-	if m := concRE.FindStringSubmatch(t); m != nil {
+	firstInt(&s.maxSeqs, maxSeqsRE, t, "max_num_seqs")
+	firstInt(&s.maxSeqLen, maxSeqLenRE, t, "max_seq_len=")
+	firstInt(&s.maxModelLen, maxModelLenRE, t, "max_model_len", "max model len")
+	if m := match(concRE, t, "Maximum concurrency"); m != nil {
 		s.concLen.First(rank, numOf(m[1]))
 		s.conc.First(rank, numOf(m[2]))
 	}
-	if m := numSpecCfgRE.FindStringSubmatch(t); m != nil && s.numSpec == 0 {
+	if m := match(numSpecCfgRE, t, "num_speculative_tokens"); m != nil && s.numSpec == 0 {
 		s.numSpec = int64(numOf(m[1]))
 	}
 	if strings.Contains(t, "SpecDecoding metrics") || strings.Contains(t, "Speculative metrics") {

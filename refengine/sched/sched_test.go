@@ -89,8 +89,9 @@ func TestAdmissionControl(t *testing.T) {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	maxRunning, sawQueue := 0, false
-	stop := make(chan struct{})
+	stop, sampled := make(chan struct{}), make(chan struct{})
 	go func() { // sample the counters while the load runs
+		defer close(sampled)
 		for {
 			select {
 			case <-stop:
@@ -116,6 +117,7 @@ func TestAdmissionControl(t *testing.T) {
 	}
 	wg.Wait()
 	close(stop)
+	<-sampled
 	if maxRunning > 2 || !sawQueue {
 		t.Errorf("max running %d (pool fits 2), queue seen %v", maxRunning, sawQueue)
 	}

@@ -61,21 +61,74 @@ var (
 	digitsRE    = regexp.MustCompile(`\d+(?:\.\d+)?`)
 )
 
+// rule classifies a line when one of its lower-case substrings occurs in it, or when its
+// regular expression (run only when one of its gate substrings occurs) matches; unless one of
+// its not-substrings occurs. Substrings keep classification cheap: a healthy log has millions
+// of lines and almost none of them is an error.
 type rule struct {
 	kind string
+	any  []string
+	gate []string
 	re   *regexp.Regexp
-	not  *regexp.Regexp
+	not  []string
 }
 
-// rules are tried in order; the first match classifies the line.
+func containsAny(s string, subs []string) bool {
+	for _, k := range subs {
+		if strings.Contains(s, k) {
+			return true
+		}
+	}
+	return false
+}
+
+func (r rule) match(lower string) bool {
+	if containsAny(lower, r.not) {
+		return false
+	}
+	if containsAny(lower, r.any) {
+		return true
+	}
+	return r.re != nil && containsAny(lower, r.gate) && r.re.MatchString(lower)
+}
+
+// rules are tried in order on the lower-cased line body; the first match classifies the line.
 var rules = []rule{
-	{KindKVTooSmall, regexp.MustCompile(`No available memory for the cache blocks|larger than the maximum number of tokens that can be stored in KV cache|KV cache is needed, which is larger than the available KV cache memory|Not enough memory\. Please try to increase --mem-fraction-static|(?i:insufficient (?:gpu )?memory for (?:the )?kv cache)|(?i:kv cache (?:is )?too small)|max_total_num_tokens(?: is|=)\s*(?:0|-\d+)\b|profiled value -\d+`), nil},
-	{KindCustomAllReduce, regexp.MustCompile(`custom_all_reduce[\w.]*\.cuh?:\d+|(?i:custom[ _]?all[ _-]?reduce\w*).*(?i:error|failed|failure|exception|invalid argument|not supported between)|(?i:error|failed|failure).*(?i:custom[ _]?all[ _-]?reduce)|peer access is not supported|(?:register_graph_buffers|get_graph_buffer_ipc_meta|_gather_ipc_meta|register_buffer).*(?i:error|failed|invalid argument)`), regexp.MustCompile(`is disabled (?:because|due to)|To silence this warning`)},
-	{KindGraphCapture, regexp.MustCompile(`(?i:capture cuda graph failed|cuda ?graph capture (?:failed|error)|graph capture failed|failed to capture (?:cuda )?graph|cudaErrorStreamCapture\w*|operation not permitted when stream is capturing|during capture|capture_cuda_graph.*error|CUDA graph.*(?:capture|capturing).*(?:failed|error))`), nil},
-	{KindOOM, regexp.MustCompile(`is less than desired GPU memory utilization|(?i:cuda out of memory|OutOfMemoryError|CUDA error: out of memory|cudaErrorMemoryAllocation|\bout of memory\b|failed to allocate memory|\bOOM\b(?: error| when|-killed| killed))`), nil},
-	{KindNCCL, regexp.MustCompile(`NCCL error|nccl(?:Internal|UnhandledCuda|System|InvalidUsage|InvalidArgument|Remote)Error|NCCL WARN|ProcessGroupNCCL.*(?i:timeout|timed out|error|abort)|Watchdog caught collective operation timeout|DistBackendError|DistNetworkError|NCCL communicator was aborted|NCCL_ERROR|ncclCommInitRank failed`), nil},
-	{KindCUDA, regexp.MustCompile(`CUDA error|CUDA driver error|CUDART error|(?i:cuda failure)|cudaError[A-Z]\w*|CUBLAS_STATUS_(?:[A-RT-Z]\w*|S[A-TV-Z]\w*)|CUDNN_STATUS_(?:[A-RT-Z]\w*)|illegal memory access|device-side assert(?:ion)? triggered|no CUDA-capable device|Xid \d+`), nil},
-	{KindOther, regexp.MustCompile(`exceeds the maximum allowed length|Received sigquit from a child|child process.*(?:died|exited|failed)|died unexpectedly`), nil},
+	{kind: KindKVTooSmall,
+		any: []string{"no available memory for the cache blocks", "can be stored in kv cache",
+			"kv cache is needed, which is larger than the available kv cache memory",
+			"not enough memory. please try to increase --mem-fraction-static", "kv cache too small",
+			"kv cache is too small", "profiled value -"},
+		gate: []string{"max_total_num_tokens", "insufficient"},
+		re:   regexp.MustCompile(`max_total_num_tokens(?: is|=)\s*(?:0|-\d+)\b|insufficient (?:gpu )?memory for (?:the )?kv cache`)},
+	{kind: KindCustomAllReduce,
+		any:  []string{"peer access is not supported"},
+		gate: []string{"all_reduce", "allreduce", "all-reduce", "all reduce", "ipc_meta", "register_buffer", "graph_buffer"},
+		re:   regexp.MustCompile(`custom_all_reduce[\w.]*\.cuh?:\d+|custom[ _]?all[ _-]?reduce\w*.*(?:error|failed|failure|exception|invalid argument)|(?:error|failed|failure).*custom[ _]?all[ _-]?reduce|(?:register_graph_buffers|get_graph_buffer_ipc_meta|_gather_ipc_meta|register_buffer).*(?:error|failed|invalid argument)`),
+		not:  []string{"is disabled because", "is disabled due to", "to silence this warning"}},
+	{kind: KindGraphCapture,
+		any: []string{"capture cuda graph failed", "graph capture failed", "cuda graph capture error",
+			"failed to capture", "cudaerrorstreamcapture", "operation not permitted when stream is capturing", "during capture"},
+		gate: []string{"graph"},
+		re:   regexp.MustCompile(`cuda ?graph.*(?:capture|capturing).*(?:failed|error)|capture_cuda_graph.*error`)},
+	{kind: KindOOM,
+		any: []string{"is less than desired gpu memory utilization", "out of memory", "outofmemoryerror",
+			"cudaerrormemoryallocation", "failed to allocate memory", " oom error", " oom when", "oom-killed", "oom killed"}},
+	{kind: KindNCCL,
+		any: []string{"nccl error", "ncclinternalerror", "ncclunhandledcudaerror", "ncclsystemerror", "ncclinvalidusage",
+			"ncclinvalidargument", "ncclremoteerror", "nccl warn", "watchdog caught collective operation timeout",
+			"distbackenderror", "distnetworkerror", "nccl communicator was aborted", "nccl_error", "ncclcomminitrank failed"},
+		gate: []string{"processgroupnccl"},
+		re:   regexp.MustCompile(`processgroupnccl.*(?:timeout|timed out|error|abort)`)},
+	{kind: KindCUDA,
+		any: []string{"cuda error", "cuda driver error", "cudart error", "cuda failure", "illegal memory access",
+			"device-side assert triggered", "no cuda-capable device"},
+		gate: []string{"cudaerror", "cublas_status", "cudnn_status", "xid "},
+		re:   regexp.MustCompile(`cudaerror[a-z]\w*|cublas_status_(?:[a-rt-z]\w*|s[a-tv-z]\w*)|cudnn_status_[a-rt-z]\w*|xid \d+`)},
+	{kind: KindOther,
+		any:  []string{"exceeds the maximum allowed length", "received sigquit from a child", "died unexpectedly"},
+		gate: []string{"child process"},
+		re:   regexp.MustCompile(`child process.*(?:died|exited|failed)`)},
 }
 
 // Classify returns the error kind of a line, or "" when it is not an error line. Patterns are
@@ -87,11 +140,10 @@ func Classify(line string) string {
 	if isFrame(body) {
 		return ""
 	}
-	if mayMatchRule(body) {
-		for _, r := range rules {
-			if r.re.MatchString(body) && (r.not == nil || !r.not.MatchString(body)) {
-				return r.kind
-			}
+	lower := strings.ToLower(body)
+	for _, r := range rules {
+		if r.match(lower) {
+			return r.kind
 		}
 	}
 	if isIndentedOrEmpty(body) {
@@ -106,23 +158,6 @@ func Classify(line string) string {
 		}
 	}
 	return ""
-}
-
-// ruleKeywords are lower-case fragments of which every rule needs at least one; lines
-// without any of them (nearly all lines of a healthy log) skip the regular expressions.
-var ruleKeywords = []string{"memory", "cache", "mem-fraction", "profiled value", "max_total_num_tokens",
-	"all_reduce", "allreduce", "all-reduce", "all reduce", "graph", "ipc_meta", "register_buffer", "peer access",
-	"capture", "capturing", "nccl", "distbackend", "distnetwork", "watchdog", "cuda", "cublas", "cudnn", "illegal",
-	"assert", "xid", "oom", "allocate", "exceeds the maximum", "sigquit", "child process", "died"}
-
-func mayMatchRule(body string) bool {
-	lower := strings.ToLower(body)
-	for _, k := range ruleKeywords {
-		if strings.Contains(lower, k) {
-			return true
-		}
-	}
-	return false
 }
 
 func hasErrorLevel(line string) bool {
