@@ -569,21 +569,26 @@ func (i *Instance) Stop(ctx context.Context) error {
 	}
 }
 
+// alive reports whether the main process or any process of its group is still running.
+func (i *Instance) alive() bool {
+	select {
+	case <-i.exited:
+	default:
+		return true
+	}
+	return len(groupMembers(i.pid)) > 0
+}
+
 func (i *Instance) stop(ctx context.Context) error {
 	start := time.Now()
-	signalAll := func(sig syscall.Signal) {
-		_ = syscall.Kill(-i.pid, sig)
-		for _, p := range groupMembers(i.pid) {
-			_ = syscall.Kill(p, sig)
-		}
-	}
+	signalAll := func(sig syscall.Signal) { signalGroup(i.pid, sig) }
 	waitGone := func(d time.Duration, ctx context.Context) bool {
 		deadline := time.NewTimer(d)
 		defer deadline.Stop()
 		tick := time.NewTicker(20 * time.Millisecond)
 		defer tick.Stop()
 		for {
-			if len(groupMembers(i.pid)) == 0 {
+			if !i.alive() {
 				return true
 			}
 			select {
@@ -596,7 +601,7 @@ func (i *Instance) stop(ctx context.Context) error {
 		}
 	}
 	var err error
-	if len(groupMembers(i.pid)) > 0 {
+	if i.alive() {
 		signalAll(syscall.SIGTERM)
 		if !waitGone(i.grace, ctx) {
 			i.log.WithField("grace", i.grace).Warn("engine did not stop after SIGTERM; sending SIGKILL")

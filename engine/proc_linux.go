@@ -82,3 +82,15 @@ func groupMembers(pgid int) []int {
 	}
 	return out
 }
+
+// signalGroup sends sig to process group pgid and to every live member or descendant of it
+// (descendants may have left the group with setsid).
+func signalGroup(pgid int, sig syscall.Signal) {
+	_ = syscall.Kill(-pgid, sig)
+	for _, p := range groupMembers(pgid) {
+		_ = syscall.Kill(p, sig)
+	}
+}
+
+// raise sends sig to the current process.
+func raise(sig syscall.Signal) { _ = syscall.Kill(os.Getpid(), sig) }

@@ -1,8 +1,11 @@
-//go:build !linux
+//go:build unix && !linux
 
 package engine
 
-import "syscall"
+import (
+	"os"
+	"syscall"
+)
 
 func sysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true}
@@ -15,3 +18,9 @@ func groupMembers(pgid int) []int {
 	}
 	return nil
 }
+
+// signalGroup sends sig to process group pgid.
+func signalGroup(pgid int, sig syscall.Signal) { _ = syscall.Kill(-pgid, sig) }
+
+// raise sends sig to the current process.
+func raise(sig syscall.Signal) { _ = syscall.Kill(os.Getpid(), sig) }

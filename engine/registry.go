@@ -114,7 +114,7 @@ func reraise(sig os.Signal) {
 		return
 	}
 	signal.Reset(s)
-	_ = syscall.Kill(os.Getpid(), s)
+	raise(s)
 }
 
 // StopAllOnPanic stops every running engine when the goroutine panics, then re-panics. Use it

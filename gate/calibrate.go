@@ -24,11 +24,13 @@ type CalibrationConfig struct {
 	Opts     StatOptions
 	// Sequential, when set, adds rows for the sequential plan.
 	Sequential *SequentialPlan
-	// Samples, when set, replaces synthetic noise: trials are resampled (with replacement) from
-	// these measured values, normalised to their median, and the regression applied to head.
+	// Samples, when set, adds rows with measured noise: trials are resampled (with replacement)
+	// from these measured values, normalised to their median, and the regression applied to head.
 	Samples []float64
 	// SamplesLabel names the measured samples in the table.
 	SamplesLabel string
+
+	samplesMedian float64
 }
 
 // DefaultCalibrationConfig is the configuration of `reckon calibrate` and the benchmark.
@@ -102,10 +104,14 @@ func Calibrate(ctx context.Context, cfg CalibrationConfig) ([]CalibrationRow, er
 	opts := cfg.Opts.withDefaults()
 	m, _ := MetricFor("output_throughput")
 	type noise struct {
-		label string
-		cv    float64
+		label    string
+		cv       float64
+		measured bool
 	}
 	var noises []noise
+	for _, cv := range cfg.CVs {
+		noises = append(noises, noise{label: fmt.Sprintf("CV %g%%", cv*100), cv: cv})
+	}
 	if len(cfg.Samples) > 0 {
 		for i, s := range cfg.Samples {
 			if !(s > 0) || math.IsInf(s, 0) {
@@ -116,11 +122,10 @@ func Calibrate(ctx context.Context, cfg CalibrationConfig) ([]CalibrationRow, er
 		if lbl == "" {
 			lbl = "measured"
 		}
-		noises = append(noises, noise{label: lbl, cv: sampleCV(cfg.Samples)})
-	} else {
-		for _, cv := range cfg.CVs {
-			noises = append(noises, noise{label: fmt.Sprintf("CV %g%%", cv*100), cv: cv})
-		}
+		noises = append(noises, noise{label: lbl, cv: SampleCV(cfg.Samples), measured: true})
+	}
+	if len(noises) == 0 {
+		return nil, fmt.Errorf("calibrate: no noise to simulate; give CVs or measured samples")
 	}
 	var rows []CalibrationRow
 	for ni, nz := range noises {
@@ -128,7 +133,7 @@ func Calibrate(ctx context.Context, cfg CalibrationConfig) ([]CalibrationRow, er
 		draw := func(k int, scale float64) []float64 {
 			out := make([]float64, k)
 			for i := range out {
-				out[i] = scale * cfg.sample(rng, nz.cv)
+				out[i] = scale * cfg.sample(rng, nz.cv, nz.measured)
 			}
 			return out
 		}
@@ -223,15 +228,19 @@ func Calibrate(ctx context.Context, cfg CalibrationConfig) ([]CalibrationRow, er
 
 // sample draws one trial value with median 1: log-normal with the given CV, or a resample of the
 // measured values normalised to their median.
-func (cfg *CalibrationConfig) sample(rng *rand.Rand, cv float64) float64 {
-	if len(cfg.Samples) > 0 {
-		return cfg.Samples[rng.IntN(len(cfg.Samples))] / medianOf(cfg.Samples)
+func (cfg *CalibrationConfig) sample(rng *rand.Rand, cv float64, measured bool) float64 {
+	if measured {
+		if cfg.samplesMedian == 0 {
+			cfg.samplesMedian = medianOf(cfg.Samples)
+		}
+		return cfg.Samples[rng.IntN(len(cfg.Samples))] / cfg.samplesMedian
 	}
 	sigma := math.Sqrt(math.Log1p(cv * cv))
 	return math.Exp(sigma * rng.NormFloat64())
 }
 
-func sampleCV(xs []float64) float64 {
+// SampleCV returns the coefficient of variation (sample SD / mean) of xs.
+func SampleCV(xs []float64) float64 {
 	m, v := meanVar(xs)
 	if m == 0 || len(xs) < 2 {
 		return 0

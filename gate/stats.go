@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"strings"
@@ -361,7 +362,9 @@ func (r *StatResult) decide() {
 // t-test to reach alpha when the effect is beyond MinEffect, or for the interval to exclude
 // MinEffect when it is below.
 func (r *StatResult) moreTrials(alpha float64) int {
-	n := max(r.NBase, r.NHead)
+	// Effective trials per side of an unbalanced comparison (a stored baseline of 10 against 5
+	// head trials counts as 6.7 per side).
+	n := int(math.Floor(2 / (1/float64(r.NBase) + 1/float64(r.NHead))))
 	s := r.logSD
 	if s == 0 || math.IsNaN(s) {
 		return 1
@@ -418,10 +421,15 @@ func (r *StatResult) Verdict(check, config, against string) Verdict {
 	if r.Direction == HigherIsBetter {
 		v.Kind = KindThroughput
 	}
-	v.Metrics = map[string]float64{
+	v.Metrics = map[string]float64{}
+	for k, x := range map[string]float64{
 		"base_median": r.BaseMedian, "head_median": r.HeadMedian, "ratio": r.Ratio,
 		"ci_low": r.CILow, "ci_high": r.CIHigh, "p_value": r.PValue,
 		"n_base": float64(r.NBase), "n_head": float64(r.NHead),
+	} {
+		if !math.IsNaN(x) && !math.IsInf(x, 0) { // JSON and JUnit properties cannot hold them
+			v.Metrics[k] = x
+		}
 	}
 	switch r.Outcome {
 	case Regression:
@@ -470,4 +478,39 @@ func fmtP(p float64) string {
 	default:
 		return fmt.Sprintf("%.3f", p)
 	}
+}
+
+// MarshalJSON writes the result with non-finite numbers (an error result's NaN ratio, for
+// example) as null, which encoding/json cannot otherwise encode.
+func (r StatResult) MarshalJSON() ([]byte, error) {
+	type plain StatResult
+	data, err := json.Marshal(plain(r))
+	if err == nil {
+		return data, nil
+	}
+	clean := r
+	for _, f := range []*float64{&clean.BaseMedian, &clean.HeadMedian, &clean.Ratio, &clean.Change, &clean.Worse,
+		&clean.HLRatio, &clean.CILow, &clean.CIHigh, &clean.CIConfidence, &clean.PWorse, &clean.PBetter,
+		&clean.RankPWorse, &clean.RankPBetter, &clean.AdjPWorse, &clean.AdjPBetter, &clean.PValue} {
+		if math.IsNaN(*f) || math.IsInf(*f, 0) {
+			*f = 0
+		}
+	}
+	var m map[string]any
+	data, err = json.Marshal(plain(clean))
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, err
+	}
+	for k, f := range map[string]float64{"base_median": r.BaseMedian, "head_median": r.HeadMedian, "ratio": r.Ratio,
+		"change": r.Change, "worse": r.Worse, "hl_ratio": r.HLRatio, "ci_low": r.CILow, "ci_high": r.CIHigh,
+		"ci_confidence": r.CIConfidence, "p_worse": r.PWorse, "p_better": r.PBetter, "rank_p_worse": r.RankPWorse,
+		"rank_p_better": r.RankPBetter, "adj_p_worse": r.AdjPWorse, "adj_p_better": r.AdjPBetter, "p_value": r.PValue} {
+		if math.IsNaN(f) || math.IsInf(f, 0) {
+			m[k] = nil
+		}
+	}
+	return json.Marshal(m)
 }

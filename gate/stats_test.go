@@ -2,8 +2,11 @@ package gate
 
 import (
 	"context"
+	"encoding/json"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -302,6 +305,44 @@ func TestCalibrationSmall(t *testing.T) {
 	}
 }
 
+// TestCalibrationMeasuredSamples resamples the output throughput of 20 trials of the reference
+// engine measured on an idle 16-core machine (testdata/trials/README.md).
+func TestCalibrationMeasuredSamples(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("testdata", "trials", "refengine-tp2-nccl", "*.json"))
+	if err != nil || len(files) != 20 {
+		t.Fatalf("%v %d", err, len(files))
+	}
+	var samples []float64
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r struct {
+			OutputThroughput float64 `json:"output_throughput"`
+		}
+		if err := json.Unmarshal(data, &r); err != nil || r.OutputThroughput <= 0 {
+			t.Fatalf("%s: %v %v", f, err, r.OutputThroughput)
+		}
+		samples = append(samples, r.OutputThroughput)
+	}
+	cfg := CalibrationConfig{Effects: []float64{0.10}, Ns: []int{10}, Reps: 300, NullReps: 1000, Seed: 3, Opts: DefaultStatOptions(),
+		Samples: samples, SamplesLabel: "refengine"}
+	rows, err := Calibrate(context.Background(), cfg)
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("%v %d", err, len(rows))
+	}
+	if cv := SampleCV(samples); cv < 0.01 || cv > 0.1 {
+		t.Errorf("measured CV %v", cv)
+	}
+	if rows[0].FalseAlarm > 0.03 || rows[0].Detect[0.10] < 0.9 {
+		t.Errorf("measured noise: false alarms %v, detect 10%% %v", rows[0].FalseAlarm, rows[0].Detect[0.10])
+	}
+	if _, err := Calibrate(context.Background(), CalibrationConfig{Reps: 10, Ns: []int{5}}); err == nil {
+		t.Error("no noise accepted")
+	}
+}
+
 func BenchmarkCalibration(b *testing.B) {
 	cfg := DefaultCalibrationConfig()
 	for i := 0; i < b.N; i++ {
@@ -377,5 +418,19 @@ func BenchmarkTestPower(b *testing.B) {
 					100*frac(mwu, reps), 100*frac(pooled, reps), 100*frac(welch, reps), 100*frac(gateN, reps), 100*frac(gate30, reps))
 			}
 		}
+	}
+}
+
+func TestStatResultJSON(t *testing.T) {
+	r := Compare(nil, []float64{1}, throughput(), DefaultStatOptions())
+	v := r.Verdict("c", "x", "")
+	data, err := json.Marshal(v)
+	if err != nil || !strings.Contains(string(data), `"ratio":null`) || !strings.Contains(string(data), `"outcome":"error"`) {
+		t.Fatalf("%v %s", err, data)
+	}
+	r = Compare([]float64{100, 101, 99}, []float64{90, 91, 89}, throughput(), DefaultStatOptions())
+	data, err = json.Marshal(&r)
+	if err != nil || !strings.Contains(string(data), `"metric":"output_throughput"`) {
+		t.Fatalf("%v %s", err, data)
 	}
 }

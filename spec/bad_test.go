@@ -54,6 +54,7 @@ var badSpecs = []struct {
 	{"contradictory-expect", []string{
 		"contradictory-expect.yaml:9:25: configs[0].expect.allreduce: config custom-ar expects allreduce custom, but disable_custom_all_reduce is true",
 		"contradictory-expect.yaml:13:25: configs[1].expect.allreduce: config single-gpu expects allreduce custom, but tp_size is 1 (no allreduce runs without tensor parallelism)",
+		"contradictory-expect.yaml:16:12: configs[2].args[0]: --disable-custom-all-reduce is set by the engine adapter; use disable_custom_all_reduce: true",
 		"contradictory-expect.yaml:18:5: checks[0]: config forced-off expects allreduce custom, but its args hold --disable-custom-all-reduce",
 	}},
 	{"dangling-reference", []string{
@@ -75,6 +76,12 @@ var badSpecs = []struct {
 	{"equivalence-without-numerics", []string{
 		"equivalence-without-numerics.yaml:9:5: checks[0]: an equivalence check needs a numerics section (the prompts the probe sends)",
 		"equivalence-without-numerics.yaml:13:29: checks[0].mean_abs_logprob_delta: mean tolerance (0.5) above the max tolerance (0.1) can never matter",
+	}},
+	{"managed-flags", []string{
+		"managed-flags.yaml:5:10: engine.args[0]: --port is set by the engine adapter; the harness picks host and port",
+		"managed-flags.yaml:5:42: engine.args[3]: --tensor-parallel-size is set by the engine adapter; use tp_size",
+		"managed-flags.yaml:9:9: configs[0].args[0]: --speculative-config is set by the engine adapter; use speculative",
+		"managed-flags.yaml:11:9: configs[0].args[2]: --gpu-memory-utilization is set by the engine adapter; use mem_fraction_static",
 	}},
 	{"missing-required", []string{
 		"missing-required.yaml:1:1: missing required field \"name\" (the spec's name, used for baseline file names)",

@@ -59,6 +59,7 @@ func (d *decoder) collectAnchors(root ast.Node) {
 
 type anchorVisitor struct{ d *decoder }
 
+// Visit records an anchor and goes on into the children.
 func (v anchorVisitor) Visit(n ast.Node) ast.Visitor {
 	if a, ok := n.(*ast.AnchorNode); ok && a.Name != nil {
 		v.d.anchors[a.Name.GetToken().Value] = a.Value

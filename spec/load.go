@@ -262,6 +262,7 @@ func (b *builder) engine(m *mapping) Engine {
 		e.DisableCustomAllReduce = *v
 	}
 	e.Args = m.strList("args", true)
+	b.checkArgs(m)
 	e.Env = b.env(m)
 	if d, ok := m.duration("ready_timeout"); ok {
 		e.ReadyTimeout = d
@@ -271,6 +272,42 @@ func (b *builder) engine(m *mapping) Engine {
 	}
 	m.done()
 	return e
+}
+
+// managedFlags are the engine flags the adapters derive from spec fields: passing them in args
+// as well would make the engine and the harness disagree on what was launched.
+var managedFlags = map[string]string{
+	"--model-path": "use engine.model", "--model": "use engine.model",
+	"--tp-size": "use tp_size", "--tp": "use tp_size", "--tensor-parallel-size": "use tp_size", "-tp": "use tp_size",
+	"--host": "the harness picks host and port", "--port": "the harness picks host and port",
+	"--mem-fraction-static": "use mem_fraction_static", "--gpu-memory-utilization": "use mem_fraction_static",
+	"--cuda-graph-max-bs": "use cuda_graph_max_bs", "--max-cudagraph-capture-size": "use cuda_graph_max_bs",
+	"--disable-custom-all-reduce": "use disable_custom_all_reduce: true",
+	"--speculative-algorithm":     "use speculative", "--speculative-draft-model-path": "use speculative",
+	"--speculative-eagle-topk": "use speculative", "--speculative-num-draft-tokens": "use speculative",
+	"--speculative-num-steps": "use speculative", "--speculative-config": "use speculative",
+}
+
+// checkArgs rejects args that hold a flag the adapter sets itself (see managedFlags).
+func (b *builder) checkArgs(m *mapping) {
+	i, ok := m.index["args"]
+	if !ok {
+		return
+	}
+	seq, isSeq := b.resolve(m.entries[i].value, m.field("args")).(*ast.SequenceNode)
+	if !isSeq {
+		return
+	}
+	for j, it := range seq.Values {
+		a, ok := scalarText(b.resolve(it, ""))
+		if !ok {
+			continue
+		}
+		flag, _, _ := strings.Cut(a, "=")
+		if why, managed := managedFlags[flag]; managed {
+			b.errorf(it, fmt.Sprintf("%s[%d]", m.field("args"), j), "%s is set by the engine adapter; %s", flag, why)
+		}
+	}
 }
 
 func (b *builder) config(m *mapping) (*Config, ast.Node) {
@@ -287,6 +324,7 @@ func (b *builder) config(m *mapping) (*Config, ast.Node) {
 		c.Speculative = b.speculative(sm)
 	}
 	c.Args = m.strList("args", true)
+	b.checkArgs(m)
 	c.Env = b.env(m)
 	if xm := m.sub("expect"); xm != nil {
 		c.Expect = b.expect(xm)

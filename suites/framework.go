@@ -42,6 +42,7 @@ type framework struct {
 	configs map[string]*configState
 
 	testbedKey  string
+	gpus        bool // the testbed has GPUs: sample their memory during each config
 	baseline    *gate.Baseline
 	baselineErr error
 
@@ -65,6 +66,22 @@ type configState struct {
 	probe    *wire.NumericsProbe
 	probeErr error
 	measErr  map[string]error // workload -> measurement error
+	// sampler records GPU memory while the config runs (GPU testbeds only).
+	sampler *testbed.Sampler
+}
+
+// peakGPUMemGiB is the highest GPU memory use seen so far while the config ran (nil without
+// GPU sampling).
+func (cs *configState) peakGPUMemGiB() *float64 {
+	if cs.sampler == nil {
+		return nil
+	}
+	rep := cs.sampler.Snapshot()
+	if rep.Samples == 0 {
+		return nil
+	}
+	v := rep.PeakGiB()
+	return &v
 }
 
 func newFramework(ctx context.Context, s *spec.Spec, specPath string, opts Options) (*framework, error) {
@@ -117,6 +134,7 @@ func newFramework(ctx context.Context, s *spec.Spec, specPath string, opts Optio
 			fw.run.Testbed = m
 		}
 		fw.run.TestbedKey = fw.testbedKey
+		fw.gpus = fp.GPUCount > 0
 	}
 	if len(s.StatisticalChecks()) > 0 {
 		fw.baseline, fw.baselineErr = gate.LoadBaseline(opts.BaselineDir, fw.testbedKey, s.Name)
@@ -170,6 +188,13 @@ func (fw *framework) launchConfig(ctx context.Context, cs *configState) {
 	rc.LogPath = cs.logPath
 	fw.mu.Unlock()
 
+	if fw.gpus {
+		cs.sampler = testbed.NewSampler(200 * time.Millisecond)
+		if err := cs.sampler.Start(ctx); err != nil {
+			log.WithError(err).Warn("GPU memory sampling unavailable")
+			cs.sampler = nil
+		}
+	}
 	inst, err := engine.Launch(ctx, fw.adapter, engine.LaunchOptions{
 		Config:       lc,
 		LogPath:      cs.logPath,
@@ -218,6 +243,19 @@ func (fw *framework) stopConfig(ctx context.Context, cs *configState) {
 		if err := cs.inst.Stop(ctx); err != nil {
 			fw.log.WithError(err).WithField("config", cs.name).Warn("engine stop")
 		}
+	}
+	if cs.sampler != nil {
+		rep, err := cs.sampler.Stop()
+		if err != nil {
+			fw.log.WithError(err).WithField("config", cs.name).Warn("GPU memory sampling")
+		}
+		fw.mu.Lock()
+		rc := fw.reportConfig(cs.name)
+		rc.GPUPeakMiB = nil
+		for _, g := range rep.GPUs {
+			rc.GPUPeakMiB = append(rc.GPUPeakMiB, float64(g.PeakUsedMiB))
+		}
+		fw.mu.Unlock()
 	}
 	fw.refreshReport(cs)
 	fw.checkpoint()

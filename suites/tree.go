@@ -60,15 +60,15 @@ func defineConfig(fw *framework, cs *configState) {
 		ginkgo.It("launches and becomes ready", ginkgo.Label(labelHealth), func() {
 			fw.judge(reporters.Check{Name: cs.name + ": launch and readiness", Kind: reporters.KindHealth, Config: cs.name, Labels: labels}, healthVerdict(cs))
 		})
+		// Checks on what the engine did at start-up run first; peak GPU memory is judged after
+		// the measurements, when the peak has been reached.
+		var late []*spec.Check
 		for _, c := range s.ChecksFor(cs.name) {
-			c := c
-			kindLabel := labelMemory
-			if c.Kind == spec.KindExpect {
-				kindLabel = labelHealth
+			if c.Metric == metricPeakGPUMem {
+				late = append(late, c)
+				continue
 			}
-			ginkgo.It(c.Name, ginkgo.Label(sanitizeLabels(append([]string{kindLabel}, c.Tags...))...), func() {
-				fw.judge(checkEntry(c, cs.name, labels), configVerdict(cs, c))
-			})
+			defineConfigCheck(fw, cs, c, labels)
 		}
 		if s.NeedsNumerics(cs.name) {
 			name := cs.name + ": numerics probe"
@@ -91,12 +91,29 @@ func defineConfig(fw *framework, cs *configState) {
 				}))
 			}, ginkgo.NodeTimeout(timeout))
 		}
+		for _, c := range late {
+			defineConfigCheck(fw, cs, c, labels)
+		}
 		// Last: what the engine logged while it was measured (crashes, leaks, CUDA/NCCL errors).
 		logName := cs.name + ": engine log shows no errors"
 		ginkgo.It(logName, ginkgo.Label(labelHealth), func() {
 			fw.refreshReport(cs)
 			fw.judge(reporters.Check{Name: logName, Kind: reporters.KindHealth, Config: cs.name, Labels: labels}, logVerdict(logName, cs))
 		})
+	})
+}
+
+// metricPeakGPUMem is the floor metric measured by GPU memory sampling rather than read from the
+// engine log.
+const metricPeakGPUMem = "peak_gpu_mem_gib"
+
+func defineConfigCheck(fw *framework, cs *configState, c *spec.Check, labels []string) {
+	kindLabel := labelMemory
+	if c.Kind == spec.KindExpect {
+		kindLabel = labelHealth
+	}
+	ginkgo.It(c.Name, ginkgo.Label(sanitizeLabels(append([]string{kindLabel}, c.Tags...))...), func() {
+		fw.judge(checkEntry(c, cs.name, labels), configVerdict(cs, c))
 	})
 }
 
@@ -219,6 +236,12 @@ func healthVerdict(cs *configState) gate.Verdict {
 
 // reportValue reads a numeric EngineReport field by its JSON key.
 func reportValue(cs *configState, metric string) (*float64, error) {
+	if metric == metricPeakGPUMem {
+		if v := cs.peakGPUMemGiB(); v != nil {
+			return v, nil
+		}
+		return nil, fmt.Errorf("config %s: %s needs GPU memory sampling (nvidia-smi), which this testbed does not have", cs.name, metric)
+	}
 	if cs.report == nil {
 		return nil, fmt.Errorf("config %s: no engine report (log %s unreadable)", cs.name, cs.logPath)
 	}

@@ -73,6 +73,13 @@ func TestParseTopoFixtures(t *testing.T) {
 			cpuAffinity: map[string]string{"GPU4": "14-27"},
 		},
 		{
+			file: "public/miss-alignment-106-4xl40s-node.txt", devices: 6, gpus: 4, interconnect: "pcie", worst: LinkSys,
+			cells:       map[[2]string]string{{"GPU0", "GPU1"}: "NODE", {"GPU1", "GPU2"}: "SYS", {"NIC1", "GPU3"}: "NODE", {"NIC0", "NIC1"}: "PIX"},
+			cpuAffinity: map[string]string{"GPU2": "96-191,288-383", "NIC0": ""},
+			numa:        map[string]string{"GPU0": "0", "GPU3": "1"},
+			nics:        map[string]string{"NIC0": "mlx5_0", "NIC1": "mlx5_1"},
+		},
+		{
 			file: "public/club-3090-922-2x3090-phb.txt", devices: 2, gpus: 2, interconnect: "pcie", worst: LinkPHB,
 			cells: map[[2]string]string{{"GPU0", "GPU1"}: "PHB"},
 		},
@@ -237,6 +244,9 @@ func TestParseCPUInfo(t *testing.T) {
 	c := ParseCPUInfo(readFixture(t, "h200x2/cpuinfo-head.txt"))
 	if c.Model != "Intel(R) Xeon(R) Processor" || c.Logical != 2 || c.Cores != 2 {
 		t.Errorf("x86: %+v", c)
+	}
+	if c := ParseCPUInfo(readFixture(t, "cpu/sandbox-cpuinfo.txt")); c.Model == "" || c.Logical != 2 || cpuSlug(c.Model) == "" {
+		t.Errorf("sandbox: %+v", c)
 	}
 	arm := "processor\t: 0\nBogoMIPS\t: 2000.00\nCPU implementer\t: 0x41\nCPU architecture: 8\nCPU variant\t: 0x0\nCPU part\t: 0xd4f\n\nprocessor\t: 1\nCPU implementer\t: 0x41\nCPU part\t: 0xd4f\n"
 	if c := ParseCPUInfo(arm); c.Model != "Arm Neoverse-V2" || c.Logical != 2 {

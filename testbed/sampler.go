@@ -307,12 +307,14 @@ type limitedWriter struct {
 	max int
 }
 
+// String returns what was kept.
 func (w *limitedWriter) String() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.buf.String()
 }
 
+// Write keeps what fits and reports everything written, so the command never blocks on it.
 func (w *limitedWriter) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -26,6 +26,9 @@ type CompletionRequest struct {
 	ReturnTokenIDs   bool            `json:"return_token_ids,omitempty"`
 	PromptLogprobs   *int            `json:"prompt_logprobs,omitempty"`
 	SkipSpecialToken *bool           `json:"skip_special_tokens,omitempty"`
+	// ReturnTokensAsTokenIDs asks vLLM to name logprob tokens "token_id:<id>" (so that top-k
+	// alternatives carry their ids); servers that do not know it ignore it.
+	ReturnTokensAsTokenIDs bool `json:"return_tokens_as_token_ids,omitempty"`
 }
 
 // StreamOptions asks a streaming server for a final usage chunk.

@@ -63,6 +63,9 @@ func Import(data []byte, name string) ([]*Result, error) {
 	if len(trimmed) == 0 {
 		return nil, fmt.Errorf("empty file")
 	}
+	if looksLikeConsole(trimmed) && !looksLikeNCCL(trimmed) {
+		return importConsole(trimmed)
+	}
 	if trimmed[0] != '{' && trimmed[0] != '[' || looksLikeNCCL(trimmed) {
 		if looksLikeNCCL(trimmed) {
 			r, err := importNCCLText(trimmed)
@@ -71,7 +74,7 @@ func Import(data []byte, name string) ([]*Result, error) {
 			}
 			return []*Result{r}, nil
 		}
-		return nil, fmt.Errorf("unrecognised format: expected JSON (vLLM, GenAI-Perf/AIPerf, reckon), JSONL (SGLang, vLLM --append-result) or nccl-tests text output")
+		return nil, fmt.Errorf("unrecognised format: expected JSON (vLLM, GenAI-Perf/AIPerf, reckon), JSONL (SGLang, vLLM --append-result), a printed \"Serving Benchmark Result\" summary or nccl-tests text output")
 	}
 	clean, err := sanitizeNonFinite(trimmed)
 	if err != nil {

@@ -351,3 +351,24 @@ func TestReckonResultRoundTrip(t *testing.T) {
 		t.Errorf("temporary files left behind: %v", entries)
 	}
 }
+
+func TestImportNCCLJSON(t *testing.T) {
+	// The shape nccl-tests -J writes (keys as documented in its source).
+	data := []byte(`{"results": [
+	  {"size": 1048576, "count": 262144, "type": "float", "redop": "sum", "root": -1,
+	   "out_of_place": {"time": 28.15, "alg_bw": 37.25, "bus_bw": 65.19, "nwrong": 0},
+	   "in_place": {"time": 27.52, "alg_bw": 38.10, "bus_bw": 66.67, "nwrong": 2}}],
+	 "out_of_bounds": {"count": 0, "okay": true},
+	 "average_bus_bandwidth": {"bandwidth": 65.93, "okay": "unchecked"}}`)
+	rs, err := Import(data, "nccl.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := rs[0].NCCL
+	if rs[0].Metadata.SourceFormat != FormatNCCLJSON || len(n.Rows) != 1 || n.Rows[0].InPlace.BusBWGBps != 66.67 || n.WrongTotal != 2 || n.AvgBusBWGBps != 65.93 || n.AvgBusBWStatus != "unchecked" {
+		t.Errorf("nccl json = %+v", n)
+	}
+	if _, err := Import([]byte(`{"results": [{"count": 1}], "average_bus_bandwidth": {}}`), "n.json"); err == nil || !strings.Contains(err.Error(), "results[0].size") {
+		t.Errorf("row without size: %v", err)
+	}
+}

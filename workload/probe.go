@@ -2,6 +2,7 @@ package workload
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -37,12 +38,13 @@ func RunNumericsProbe(ctx context.Context, c *client.Client, prompts []Prompt, m
 		return nil, fmt.Errorf("numerics probe: finding the served model: %w", err)
 	}
 	probe := &wire.NumericsProbe{Schema: wire.NumericsSchema, TopK: topK}
+	st := &probeState{useGenerate: true, tokensAsIDs: true}
 	for i, p := range prompts {
 		id := p.ID
 		if id == "" {
 			id = strconv.Itoa(i)
 		}
-		np, err := probeOne(ctx, c, p, maxTokens, topK)
+		np, err := probeOne(ctx, c, p, maxTokens, topK, st)
 		if err != nil {
 			return nil, fmt.Errorf("numerics probe: prompt %q: %w", id, err)
 		}
@@ -52,7 +54,29 @@ func RunNumericsProbe(ctx context.Context, c *client.Client, prompts []Prompt, m
 	return probe, nil
 }
 
-func probeOne(ctx context.Context, c *client.Client, p Prompt, maxTokens, topK int) (*wire.NumericsPrompt, error) {
+// probeState remembers what the server turned out to support.
+type probeState struct {
+	useGenerate bool // SGLang's /generate answers (not 404/405)
+	tokensAsIDs bool // return_tokens_as_token_ids is accepted (not rejected with 400)
+}
+
+// complete sends a probe completion, asking for token ids as logprob keys (vLLM) and retrying
+// without that field once if the server rejects it.
+func (st *probeState) complete(ctx context.Context, c *client.Client, req wire.CompletionRequest) (*wire.CompletionResponse, error) {
+	req.ReturnTokenIDs = true
+	req.ReturnTokensAsTokenIDs = st.tokensAsIDs
+	resp, err := c.Complete(ctx, req)
+	var ae *client.APIError
+	if st.tokensAsIDs && errors.As(err, &ae) && ae.StatusCode == 400 {
+		st.tokensAsIDs = false
+		req.ReturnTokensAsTokenIDs = false
+		return c.Complete(ctx, req)
+	}
+	return resp, err
+}
+
+func probeOne(ctx context.Context, c *client.Client, p Prompt, maxTokens, topK int, st *probeState) (*wire.NumericsPrompt, error) {
+	useGenerate := &st.useGenerate
 	prompt := client.PromptText(p.Text)
 	if len(p.TokenIDs) > 0 {
 		prompt = client.PromptTokens(p.TokenIDs)
@@ -61,11 +85,32 @@ func probeOne(ctx context.Context, c *client.Client, p Prompt, maxTokens, topK i
 	k := topK
 	vocab := map[string]int{}
 
-	// Greedy generation.
+	// Greedy generation: SGLang's native /generate reports the top-k candidates with their token
+	// ids; servers without it (vLLM) answer 404 and the OpenAI endpoint is used from then on.
+	var genOut []wire.TokenLogprob
+	if *useGenerate {
+		out, err := greedyViaGenerate(ctx, c, p, maxTokens, topK)
+		var ae *client.APIError
+		switch {
+		case err == nil:
+			genOut = out
+		case errors.As(err, &ae) && (ae.StatusCode == 404 || ae.StatusCode == 405):
+			*useGenerate = false
+		default:
+			return nil, fmt.Errorf("greedy generation (/generate): %w", err)
+		}
+	}
 	mt := maxTokens
-	gen, err := c.Complete(ctx, wire.CompletionRequest{Prompt: prompt, MaxTokens: &mt, Temperature: &temp, Logprobs: &k, ReturnTokenIDs: true})
-	if err != nil {
-		return nil, fmt.Errorf("greedy generation: %w", err)
+	var gen *wire.CompletionResponse
+	var err error
+	if genOut == nil {
+		gen, err = st.complete(ctx, c, wire.CompletionRequest{Prompt: prompt, MaxTokens: &mt, Temperature: &temp, Logprobs: &k})
+		if err != nil {
+			return nil, fmt.Errorf("greedy generation: %w", err)
+		}
+	}
+	if gen == nil {
+		return teacherForced(ctx, c, st, p, prompt, topK, vocab, genOut)
 	}
 	gch := gen.Choices[0]
 	if gch.Logprobs == nil {
@@ -75,10 +120,16 @@ func probeOne(ctx context.Context, c *client.Client, p Prompt, maxTokens, topK i
 		return nil, fmt.Errorf("greedy generation: %d token_ids for %d logprob tokens", len(gch.TokenIDs), len(gch.Logprobs.Tokens))
 	}
 	learn(vocab, gch.Logprobs.Tokens, gch.TokenIDs)
+	return teacherForced(ctx, c, st, p, prompt, topK, vocab, nil, gch)
+}
 
-	// Teacher-forced prompt logprobs.
+// teacherForced runs the echo pass and assembles the prompt's probe entry; the greedy output
+// comes either already built (genOut, from /generate) or as a completion choice (gch).
+func teacherForced(ctx context.Context, c *client.Client, st *probeState, p Prompt, prompt []byte, topK int, vocab map[string]int, genOut []wire.TokenLogprob, gchs ...wire.CompletionChoice) (*wire.NumericsPrompt, error) {
+	temp := 0.0
+	k := topK
 	one := 1
-	tf, err := c.Complete(ctx, wire.CompletionRequest{Prompt: prompt, MaxTokens: &one, Temperature: &temp, Logprobs: &k, Echo: true, ReturnTokenIDs: true})
+	tf, err := st.complete(ctx, c, wire.CompletionRequest{Prompt: prompt, MaxTokens: &one, Temperature: &temp, Logprobs: &k, Echo: true})
 	if err != nil {
 		return nil, fmt.Errorf("teacher-forced prompt logprobs (echo): %w", err)
 	}
@@ -104,16 +155,19 @@ func probeOne(ctx context.Context, c *client.Client, p Prompt, maxTokens, topK i
 		learn(vocab, tch.Logprobs.Tokens[:nPrompt], promptIDs)
 	}
 
-	out := &wire.NumericsPrompt{Prompt: p.Text}
+	out := &wire.NumericsPrompt{Prompt: p.Text, Output: genOut}
 	if out.Prompt == "" {
 		out.Prompt = fmt.Sprint(p.TokenIDs)
 	}
-	for i, tok := range gch.Logprobs.Tokens {
-		e, err := position(vocab, gch.Logprobs, i, idAt(gch.TokenIDs, i, tok, vocab))
-		if err != nil {
-			return nil, fmt.Errorf("greedy generation: %w", err)
+	if len(gchs) > 0 {
+		gch := gchs[0]
+		for i, tok := range gch.Logprobs.Tokens {
+			e, err := position(vocab, gch.Logprobs, i, idAt(gch.TokenIDs, i, tok, vocab))
+			if err != nil {
+				return nil, fmt.Errorf("greedy generation: %w", err)
+			}
+			out.Output = append(out.Output, e)
 		}
-		out.Output = append(out.Output, e)
 	}
 	for i := 1; i < nPrompt; i++ {
 		e, err := position(vocab, tch.Logprobs, i, idAt(promptIDs, i, tch.Logprobs.Tokens[i], vocab))
@@ -123,6 +177,76 @@ func probeOne(ctx context.Context, c *client.Client, p Prompt, maxTokens, topK i
 		out.PromptLogprobs = append(out.PromptLogprobs, e)
 	}
 	return out, nil
+}
+
+// greedyViaGenerate asks SGLang's /generate for a greedy continuation with top-k logprobs, whose
+// entries are [logprob, token_id, text-or-null] triples.
+func greedyViaGenerate(ctx context.Context, c *client.Client, p Prompt, maxTokens, topK int) ([]wire.TokenLogprob, error) {
+	temp := 0.0
+	mt := maxTokens
+	req := wire.GenerateRequest{Text: p.Text, InputIDs: p.TokenIDs, ReturnLogprob: true, TopLogprobsNum: topK,
+		SamplingParams: wire.SamplingParams{MaxNewTokens: &mt, Temperature: &temp}}
+	if len(p.TokenIDs) > 0 {
+		req.Text = ""
+	}
+	resp, err := c.Generate(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	m := resp.MetaInfo
+	if len(m.OutputTokenLogprobs) == 0 {
+		return nil, fmt.Errorf("/generate returned no output_token_logprobs (asked for return_logprob)")
+	}
+	out := make([]wire.TokenLogprob, 0, len(m.OutputTokenLogprobs))
+	for i, tri := range m.OutputTokenLogprobs {
+		lp, id, text, err := triple(tri)
+		if err != nil {
+			return nil, fmt.Errorf("meta_info.output_token_logprobs[%d]: %w", i, err)
+		}
+		if lp == nil || math.IsNaN(*lp) || *lp > 1e-6 {
+			return nil, fmt.Errorf("meta_info.output_token_logprobs[%d]: %v is not a log-probability", i, tri)
+		}
+		e := wire.TokenLogprob{Token: id, Text: text, Logprob: *lp}
+		if i < len(m.OutputTopLogprobs) {
+			for j, ctri := range m.OutputTopLogprobs[i] {
+				clp, cid, ctext, err := triple(ctri)
+				if err != nil || clp == nil {
+					return nil, fmt.Errorf("meta_info.output_top_logprobs[%d][%d]: %v: expected [logprob, token_id, text]", i, j, ctri)
+				}
+				e.Top = append(e.Top, wire.TokenCandidate{Token: cid, Text: ctext, Logprob: *clp})
+			}
+			sort.SliceStable(e.Top, func(a, b int) bool {
+				if e.Top[a].Logprob != e.Top[b].Logprob {
+					return e.Top[a].Logprob > e.Top[b].Logprob
+				}
+				return e.Top[a].Token < e.Top[b].Token
+			})
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// triple decodes an SGLang logprob entry [logprob-or-null, token_id, text-or-null].
+func triple(v []any) (*float64, int, string, error) {
+	if len(v) < 2 {
+		return nil, 0, "", fmt.Errorf("%v: expected [logprob, token_id, text]", v)
+	}
+	var lp *float64
+	if f, ok := v[0].(float64); ok {
+		lp = &f
+	} else if v[0] != nil {
+		return nil, 0, "", fmt.Errorf("%v: logprob is not a number", v)
+	}
+	idf, ok := v[1].(float64)
+	if !ok || idf < 0 || idf != math.Trunc(idf) {
+		return nil, 0, "", fmt.Errorf("%v: token id is not a non-negative integer", v)
+	}
+	text := ""
+	if len(v) > 2 {
+		text, _ = v[2].(string)
+	}
+	return lp, int(idf), text, nil
 }
 
 // tfGenerated is how many generated tokens follow the prompt in an echo answer.
@@ -163,8 +287,16 @@ func tokenID(text string, vocab map[string]int) int {
 	return UnknownToken
 }
 
+// displayText is a token's text, empty when the server named the token by id ("token_id:N").
+func displayText(s string) string {
+	if strings.HasPrefix(s, "token_id:") {
+		return ""
+	}
+	return s
+}
+
 func position(vocab map[string]int, lp *wire.Logprobs, i, id int) (wire.TokenLogprob, error) {
-	e := wire.TokenLogprob{Token: id, Text: lp.Tokens[i]}
+	e := wire.TokenLogprob{Token: id, Text: displayText(lp.Tokens[i])}
 	if lp.TokenLogprobs[i] == nil {
 		return e, fmt.Errorf("position %d (%q): logprob is null", i, lp.Tokens[i])
 	}
@@ -174,12 +306,15 @@ func position(vocab map[string]int, lp *wire.Logprobs, i, id int) (wire.TokenLog
 	}
 	if i < len(lp.TopLogprobs) {
 		for text, v := range lp.TopLogprobs[i] {
-			e.Top = append(e.Top, wire.TokenCandidate{Token: tokenID(text, vocab), Text: text, Logprob: v})
+			e.Top = append(e.Top, wire.TokenCandidate{Token: tokenID(text, vocab), Text: displayText(text), Logprob: v})
 		}
-		// Most likely first; ties by text so that the file is stable.
+		// Most likely first; ties by id, then text, so that the file is stable.
 		sort.Slice(e.Top, func(a, b int) bool {
 			if e.Top[a].Logprob != e.Top[b].Logprob {
 				return e.Top[a].Logprob > e.Top[b].Logprob
+			}
+			if e.Top[a].Token != e.Top[b].Token {
+				return e.Top[a].Token < e.Top[b].Token
 			}
 			return e.Top[a].Text < e.Top[b].Text
 		})

@@ -22,6 +22,10 @@ func probeServer(t *testing.T, withIDs, withLogprobs bool) *httptest.Server {
 			io.WriteString(w, `{"data":[{"id":"ref"}]}`)
 			return
 		}
+		if r.URL.Path != "/v1/completions" {
+			http.NotFound(w, r) // a vLLM-like server: no /generate
+			return
+		}
 		var req wire.CompletionRequest
 		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 			t.Errorf("decode: %v", err)
@@ -117,5 +121,118 @@ func TestNumericsPromptFixtureLoads(t *testing.T) {
 			t.Errorf("duplicate prompt id %q", p.ID)
 		}
 		seen[p.ID] = true
+	}
+}
+
+func TestNumericsProbeUsesGenerateWhenServed(t *testing.T) {
+	var gens, comps int
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/v1/models":
+			io.WriteString(w, `{"data":[{"id":"ref"}]}`)
+		case "/generate":
+			gens++
+			var req wire.GenerateRequest
+			_ = json.NewDecoder(r.Body).Decode(&req)
+			if !req.ReturnLogprob || req.TopLogprobsNum != 2 || req.SamplingParams.Temperature == nil || *req.SamplingParams.Temperature != 0 {
+				t.Errorf("generate request %+v", req)
+			}
+			io.WriteString(w, `{"text":" c d","output_ids":[3,4],"meta_info":{"id":"g","prompt_tokens":2,"completion_tokens":2,
+				"output_token_logprobs":[[-0.25,3,null],[-0.125,4,null]],
+				"output_top_logprobs":[[[-2,4,null],[-0.25,3,null]],[[-0.125,4,null],[-3,2,null]]]}}`)
+		default:
+			comps++
+			io.WriteString(w, `{"choices":[{"index":0,"text":"a b c","logprobs":{"tokens":["a"," b"," c"],"token_logprobs":[null,-1.5,-0.25],"top_logprobs":[null,{" b":-1.5},{" c":-0.25}]},"token_ids":[3],"prompt_token_ids":[1,2]}],"usage":{"prompt_tokens":2,"completion_tokens":1,"total_tokens":3}}`)
+		}
+	}))
+	defer srv.Close()
+	p, err := RunNumericsProbe(context.Background(), client.New(srv.URL, client.Options{}), []Prompt{{ID: "a", Text: "a b"}, {ID: "b", Text: "a b"}}, 2, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gens != 2 || comps != 2 {
+		t.Errorf("%d /generate and %d completion calls, want 2 and 2 (greedy on /generate, echo on completions)", gens, comps)
+	}
+	o := p.Prompts[0].Output
+	if len(o) != 2 || o[0].Token != 3 || o[0].Top[0].Token != 3 || o[0].Top[1].Token != 4 || o[1].Top[1].Logprob != -3 {
+		t.Errorf("output from /generate = %+v", o)
+	}
+	if len(p.Prompts[1].PromptLogprobs) != 1 || p.Prompts[1].PromptLogprobs[0].Token != 2 {
+		t.Errorf("prompt logprobs = %+v", p.Prompts[1].PromptLogprobs)
+	}
+}
+
+// A vLLM-like server: no /generate; with return_tokens_as_token_ids the logprob tokens are named
+// "token_id:N", so that every top-k candidate has its id.
+func TestNumericsProbeTokenIDNames(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/v1/models":
+			io.WriteString(w, `{"data":[{"id":"v"}]}`)
+			return
+		case "/v1/completions":
+		default:
+			http.NotFound(w, r)
+			return
+		}
+		var req wire.CompletionRequest
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		if !req.ReturnTokensAsTokenIDs {
+			t.Errorf("probe did not ask for token ids as names")
+		}
+		if req.Echo {
+			io.WriteString(w, `{"choices":[{"index":0,"text":"ab c","logprobs":{"tokens":["token_id:1","token_id:2","token_id:3"],"token_logprobs":[null,-1.5,-0.25],
+				"top_logprobs":[null,{"token_id:2":-1.5,"token_id:9":-0.5},{"token_id:3":-0.25}]}}],"usage":{"prompt_tokens":2,"completion_tokens":1,"total_tokens":3}}`)
+			return
+		}
+		io.WriteString(w, `{"choices":[{"index":0,"text":" c","logprobs":{"tokens":["token_id:3"],"token_logprobs":[-0.25],"top_logprobs":[{"token_id:3":-0.25,"token_id:7":-2}]}}],"usage":{"prompt_tokens":2,"completion_tokens":1,"total_tokens":3}}`)
+	}))
+	defer srv.Close()
+	p, err := RunNumericsProbe(context.Background(), client.New(srv.URL, client.Options{}), []Prompt{{ID: "x", Text: "ab"}}, 1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	np := p.Prompts[0]
+	if np.Output[0].Token != 3 || np.Output[0].Text != "" || np.Output[0].Top[1].Token != 7 {
+		t.Errorf("output %+v", np.Output)
+	}
+	if np.PromptLogprobs[0].Token != 2 || np.PromptLogprobs[0].Top[0].Token != 9 {
+		t.Errorf("prompt logprobs %+v", np.PromptLogprobs)
+	}
+}
+
+// A strict server that rejects the unknown field: the probe retries without it.
+func TestNumericsProbeRetriesWithoutTokenIDNames(t *testing.T) {
+	rejected := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/models" {
+			io.WriteString(w, `{"data":[{"id":"v"}]}`)
+			return
+		}
+		if r.URL.Path != "/v1/completions" {
+			http.NotFound(w, r)
+			return
+		}
+		var req wire.CompletionRequest
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		if req.ReturnTokensAsTokenIDs {
+			rejected++
+			w.WriteHeader(400)
+			io.WriteString(w, `{"error":{"message":"extra fields not permitted","type":"BadRequestError"}}`)
+			return
+		}
+		if !req.Echo {
+			io.WriteString(w, `{"choices":[{"index":0,"text":" b","logprobs":{"tokens":[" b"],"token_logprobs":[-1],"top_logprobs":[{" b":-1}]},"token_ids":[2]}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`)
+			return
+		}
+		io.WriteString(w, `{"choices":[{"index":0,"text":"a b","logprobs":{"tokens":["a"," b"],"token_logprobs":[null,-1],"top_logprobs":[null,{" b":-1}]},"token_ids":[2],"prompt_token_ids":[1]}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`)
+	}))
+	defer srv.Close()
+	_, err := RunNumericsProbe(context.Background(), client.New(srv.URL, client.Options{}), []Prompt{{Text: "a"}, {Text: "a"}}, 1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rejected != 1 {
+		t.Errorf("the field was sent %d times after a rejection, want exactly once", rejected)
 	}
 }

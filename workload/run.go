@@ -283,7 +283,7 @@ func Run(ctx context.Context, c *client.Client, o Options) (*Result, error) {
 		Burstiness: burst, MaxConcurrency: o.Concurrency, InputLen: o.InputLen, OutputLen: o.OutputLen,
 		RangeRatio: o.RangeRatio, Warmup: o.Warmup, IgnoreEOS: o.IgnoreEOS, Temperature: 0, Goodput: o.Goodput,
 	}
-	r.annotate(res, records, bench)
+	r.annotate(res)
 	if o.Details {
 		res.Details = details(records)
 	}
@@ -311,9 +311,10 @@ type runner struct {
 	o     *Options
 	model string
 
-	mu         sync.Mutex
-	noUsage    int
-	shortCount int
+	mu          sync.Mutex
+	noUsage     int
+	shortCount  int
+	notStreamed int
 }
 
 // dispatch sends prompts at their offsets from start (open loop), never more than
@@ -401,6 +402,11 @@ func (r *runner) one(ctx context.Context, p Prompt, start time.Time) RequestReco
 	rec.ChunkTokens = res.ChunkTokens
 	rec.OutputTokens = res.OutputTokens
 	rec.PromptTokens = res.PromptTokens
+	if res.NotStreamed {
+		r.mu.Lock()
+		r.notStreamed++
+		r.mu.Unlock()
+	}
 	if res.Usage == nil {
 		rec.PromptTokens = p.InputLen
 		r.mu.Lock()
@@ -415,9 +421,12 @@ func (r *runner) one(ctx context.Context, p Prompt, start time.Time) RequestReco
 	return rec
 }
 
-func (r *runner) annotate(res *Result, records []RequestRecord, prompts []Prompt) {
+func (r *runner) annotate(res *Result) {
 	if r.noUsage > 0 {
 		res.warnf("%d requests had no usage event: output tokens counted from stream events, input tokens from the dataset (0 when unknown)", r.noUsage)
+	}
+	if r.notStreamed > 0 {
+		res.warnf("%d requests were answered with one JSON body instead of a stream: their TTFT equals their E2E latency and they add no ITL", r.notStreamed)
 	}
 	if r.shortCount > 0 {
 		res.warnf("%d requests returned fewer tokens than max_tokens although ignore_eos was set", r.shortCount)

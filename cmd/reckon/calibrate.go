@@ -27,29 +27,35 @@ func newCalibrateCmd() *cobra.Command {
 		asJSON               bool
 		writeDocs            string
 		samples              []string
-		metric               string
+		metric, samplesLabel string
 	)
 	cmd := &cobra.Command{
-		Use:   "calibrate [--reps N] [--cv LIST] [--trials LIST] [--effects LIST] [--samples FILE... --metric M] [--write-docs FILE]",
+		Use:   "calibrate [--reps N] [--cv LIST] [--trials LIST] [--effects LIST] [--metric M] [--write-docs FILE] [TRIAL-FILE...]",
 		Short: "Measure the gate's false-alarm and detection rates on simulated trials",
 		Long: `calibrate simulates comparisons with known truth and judges them exactly as the gate does: trials
-with log-normal noise at each CV (or resampled from measured trials with --samples), with no change
+with log-normal noise at each CV (and, when trial files are given, resampled from their measured
+values of --metric), with no change
 (false alarms) and with true throughput regressions (detection), for fixed trial counts per side
 and for the sequential plan (which adds trials while inconclusive). It prints a markdown table;
 --write-docs replaces the table between the calibration markers in that file (docs/statistics.md).`,
 		Example: `  reckon calibrate
   reckon calibrate --reps 20000 --write-docs docs/statistics.md
-  reckon calibrate --samples out/trials/nccl-*.json --metric output_throughput`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+  reckon calibrate --metric output_throughput gate/testdata/trials/refengine-tp2-nccl/*.json`,
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			samples = append(samples, args...)
 			cfg := gate.DefaultCalibrationConfig()
 			cfg.Reps, cfg.NullReps, cfg.Seed = reps, nullReps, seed
 			if nullReps < 1000 {
 				return withExitCode(2, fmt.Errorf("--null-reps %d: expected at least 1000 no-change comparisons", nullReps))
 			}
 			var err error
-			if cfg.CVs, err = floatList("--cv", cvs, 0.01); err != nil {
-				return withExitCode(2, err)
+			if cvs != "none" {
+				if cfg.CVs, err = floatList("--cv", cvs, 0.01); err != nil {
+					return withExitCode(2, err)
+				}
+			} else {
+				cfg.CVs = nil
 			}
 			if cfg.Effects, err = floatList("--effects", effects, 0.01); err != nil {
 				return withExitCode(2, err)
@@ -75,14 +81,17 @@ and for the sequential plan (which adds trials while inconclusive). It prints a 
 				for i, t := range trialSet {
 					v, ok := t[metric]
 					if !ok {
-						return withExitCode(2, fmt.Errorf("--samples: trial %d has no metric %q", i+1, metric))
+						return withExitCode(2, fmt.Errorf("trial files: trial %d has no metric %q", i+1, metric))
 					}
 					cfg.Samples = append(cfg.Samples, v)
 				}
 				if len(cfg.Samples) < 3 {
 					return withExitCode(2, fmt.Errorf("--samples: %d trials; expected at least 3 to resample from", len(cfg.Samples)))
 				}
-				cfg.SamplesLabel = fmt.Sprintf("measured %s (%d trials)", metric, len(cfg.Samples))
+				if samplesLabel == "" {
+					samplesLabel = "measured " + metric
+				}
+				cfg.SamplesLabel = fmt.Sprintf("%s (%d trials, CV %.1f%%)", samplesLabel, len(cfg.Samples), 100*gate.SampleCV(cfg.Samples))
 			}
 			start := time.Now()
 			rows, err := gate.Calibrate(cmd.Context(), cfg)
@@ -110,7 +119,7 @@ and for the sequential plan (which adds trials while inconclusive). It prints a 
 	f.IntVar(&reps, "reps", 2000, "simulated comparisons per cell with a true regression")
 	f.IntVar(&nullReps, "null-reps", 20000, "simulated no-change comparisons per cell (false alarms; at least 1000)")
 	f.Uint64Var(&seed, "seed", 1, "random seed (results are deterministic for a seed)")
-	f.StringVar(&cvs, "cv", "1,2,3,5", "noise levels: coefficients of variation in percent")
+	f.StringVar(&cvs, "cv", "1,2,3,5", `synthetic noise levels: coefficients of variation in percent ("none": measured noise only)`)
 	f.StringVar(&trials, "trials", "3,5,10", "fixed trial counts per side")
 	f.StringVar(&effects, "effects", "3,5,10", "true regressions to detect, in percent")
 	f.StringVar(&looks, "looks", "5,10", "sequential plan: trial counts per side at which the gate decides")
@@ -118,8 +127,9 @@ and for the sequential plan (which adds trials while inconclusive). It prints a 
 	f.Float64Var(&minEffect, "min-effect", 2, "minimum effect in percent")
 	f.BoolVar(&asJSON, "json", false, "print JSON")
 	f.StringVar(&writeDocs, "write-docs", "", "replace the calibration table between the markers in this markdown file")
-	f.StringSliceVar(&samples, "samples", nil, "measured trial files to resample the noise from (instead of synthetic noise)")
-	f.StringVar(&metric, "metric", "output_throughput", "metric of the --samples trials")
+	f.StringSliceVar(&samples, "samples", nil, "measured trial files to resample noise from (also accepted as arguments)")
+	f.StringVar(&metric, "metric", "output_throughput", "metric of the measured trials")
+	f.StringVar(&samplesLabel, "samples-label", "", "name of the measured trials in the table")
 	return cmd
 }
 

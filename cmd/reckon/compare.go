@@ -1,14 +1,11 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -18,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/reckon-ci/reckon/gate"
+	"github.com/reckon-ci/reckon/workload"
 )
 
 func init() { rootCmd.AddCommand(newCompareCmd()) }
@@ -40,11 +38,11 @@ func newCompareCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "compare --base FILE... --head FILE... [--json] [--alpha A] [--min-effect PCT] [--gate LIST]",
 		Short: "Compare benchmark trials of two versions or configs, benchstat-style, with a verdict per metric",
-		Long: `compare reads trial result files (one trial per file, in any format reckon import reads: vLLM
-bench serve --save-result JSON, SGLang bench_serving JSONL, where each line is one trial, reckon's
-own trial JSON) for a base and a head, and prints per metric the medians, the ratio head/base with
-its confidence interval, the p-value and a verdict: regression, improvement, no_change or
-inconclusive (with how many more trials per side would likely decide).
+		Long: `compare reads trial result files for a base and a head (one trial per file, in any format
+reckon import reads: vLLM bench serve --save-result JSON, SGLang bench_serving JSONL where each line
+is one trial, AIPerf / GenAI-Perf aggregates, reckon's own result JSON) and prints per metric the
+medians, the ratio head/base with its confidence interval, the p-value and a verdict: regression,
+improvement, no_change or inconclusive (with how many more trials per side would likely decide).
 
 A regression needs a one-sided t-test on log values at --alpha, a Mann-Whitney U rank test at
 0.05, and a median change of at least --min-effect percent in the bad direction (each metric's
@@ -367,83 +365,21 @@ func loadTrialSet(paths []string) ([]map[string]float64, error) {
 	return out, nil
 }
 
-// jsonErrPos renders a JSON decoding error with its line and column.
-func jsonErrPos(data []byte, err error) string {
-	var se *json.SyntaxError
-	var te *json.UnmarshalTypeError
-	off := int64(-1)
-	switch {
-	case errors.As(err, &se):
-		off = se.Offset
-	case errors.As(err, &te):
-		off = te.Offset
-	}
-	if off < 0 {
-		return " " + err.Error()
-	}
-	if off > int64(len(data)) {
-		off = int64(len(data))
-	}
-	line := bytes.Count(data[:off], []byte("\n")) + 1
-	col := off - int64(bytes.LastIndexByte(data[:off], '\n'))
-	return fmt.Sprintf("%d:%d: %v", line, col, err)
-}
-
-// importTrials reads one result file and returns its trials' numeric metrics (vLLM key names).
-// It reads a JSON object (vLLM --save-result, reckon trial files: numeric top-level fields, or a
-// "metrics" object) or JSON lines (SGLang bench_serving appends one object per run).
+// importTrials reads one result file in any format `reckon import` reads and returns its
+// trials' metrics (vLLM key names). A file with several results (JSON lines: SGLang
+// bench_serving, vLLM --append-result) gives one trial per result.
 var importTrials = func(path string) ([]map[string]float64, error) {
-	data, err := os.ReadFile(path)
+	rs, err := workload.ImportAll(path)
 	if err != nil {
-		return nil, fmt.Errorf("reading trial: %w", err)
+		return nil, err
 	}
-	trimmed := bytes.TrimSpace(data)
-	if len(trimmed) == 0 {
-		return nil, fmt.Errorf("%s: empty file", path)
-	}
-	var objs []map[string]any
-	var one map[string]any
-	if err := json.Unmarshal(trimmed, &one); err == nil {
-		objs = append(objs, one)
-	} else if first, _, _ := bytes.Cut(trimmed, []byte("\n")); !json.Valid(bytes.TrimSpace(first)) {
-		// Not JSON lines either: report the whole-document error where it is.
-		return nil, fmt.Errorf("%s:%s (expected a vLLM result JSON object or SGLang JSONL)", path, jsonErrPos(trimmed, err))
-	} else {
-		sc := bufio.NewScanner(bytes.NewReader(trimmed))
-		sc.Buffer(make([]byte, 1<<20), 256<<20)
-		line := 0
-		for sc.Scan() {
-			line++
-			l := bytes.TrimSpace(sc.Bytes())
-			if len(l) == 0 {
-				continue
-			}
-			var o map[string]any
-			if err := json.Unmarshal(l, &o); err != nil {
-				return nil, fmt.Errorf("%s:%d: not a JSON object (expected a vLLM result JSON or SGLang JSONL): %v", path, line, err)
-			}
-			objs = append(objs, o)
+	out := make([]map[string]float64, 0, len(rs))
+	for i, r := range rs {
+		m := r.Metrics()
+		if len(m) == 0 {
+			return nil, fmt.Errorf("%s: result %d has no metrics", path, i+1)
 		}
-		if err := sc.Err(); err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-	}
-	var out []map[string]float64
-	for i, o := range objs {
-		src := o
-		if m, ok := o["metrics"].(map[string]any); ok {
-			src = m
-		}
-		t := map[string]float64{}
-		for k, v := range src {
-			if f, ok := v.(float64); ok {
-				t[k] = f
-			}
-		}
-		if len(t) == 0 {
-			return nil, fmt.Errorf("%s: trial %d has no numeric metrics", path, i+1)
-		}
-		out = append(out, t)
+		out = append(out, m)
 	}
 	return out, nil
 }

@@ -161,7 +161,7 @@ func TestCompareBadInput(t *testing.T) {
 		}
 	}
 	_, errs, _ := execCmd(t, newCompareCmd(), "--base", base[0], "--head", bad)
-	if !strings.Contains(errs, "bad.json:2") {
+	if !strings.Contains(errs, "bad.json") || !strings.Contains(errs, "line") {
 		t.Errorf("error does not name file and line: %q", errs)
 	}
 }
@@ -173,4 +173,55 @@ func mkdir(t *testing.T, parts ...string) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// TestCompareRealTrials compares real reference-engine trials (gate/testdata/trials, reckon's
+// result format): nccl vs custom allreduce at tp 2 are the same computation, so no gated
+// regression; the same nccl trials against themselves scaled down 15% are a regression.
+func TestCompareRealTrials(t *testing.T) {
+	base, _ := filepath.Glob("../../gate/testdata/trials/refengine-tp2-nccl/trial0*.json")
+	head, _ := filepath.Glob("../../gate/testdata/trials/refengine-tp2-custom-ar/*.json")
+	if len(base) < 6 || len(head) < 6 {
+		t.Fatalf("fixtures: %d %d", len(base), len(head))
+	}
+	base = base[:6]
+	args := append(append([]string{"--json", "--base"}, base...), "--head")
+	out, errs, code := execCmd(t, newCompareCmd(), append(args, head...)...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s\n%s", code, errs, out)
+	}
+	if !strings.Contains(out, `"metric": "output_throughput"`) {
+		t.Errorf("output:\n%s", out)
+	}
+	// Slow head: the same files with every throughput scaled by 0.85 and latencies by 1/0.85.
+	dir := t.TempDir()
+	var slow []string
+	for i, p := range head {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc map[string]any
+		if err := json.Unmarshal(data, &doc); err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range doc {
+			if f, ok := v.(float64); ok {
+				switch {
+				case strings.HasSuffix(k, "_throughput"):
+					doc[k] = f * 0.85
+				case strings.HasSuffix(k, "_ms"):
+					doc[k] = f / 0.85
+				}
+			}
+		}
+		data, _ = json.Marshal(doc)
+		sp := filepath.Join(dir, fmt.Sprintf("slow%d.json", i))
+		os.WriteFile(sp, data, 0o644)
+		slow = append(slow, sp)
+	}
+	out, _, code = execCmd(t, newCompareCmd(), append(append(append([]string{"--base"}, base...), "--head"), slow...)...)
+	if code != 1 || !strings.Contains(out, "regression") {
+		t.Errorf("slow head: exit %d\n%s", code, out)
+	}
 }

@@ -150,6 +150,7 @@ func printDoctor(w io.Writer, rep doctorReport) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "testbed\t%s\n", rep.ID)
 	fmt.Fprintf(tw, "summary\t%s\n", fp.Summary())
+	fmt.Fprintf(tw, "baselines\tbaselines/%s/<spec>.json\n", rep.ID)
 	if fp.Engine != "" {
 		v := fp.EngineVersion
 		if v == "" {

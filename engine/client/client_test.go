@@ -304,3 +304,17 @@ func TestGenerate(t *testing.T) {
 		t.Errorf("empty answer: want malformed, got %v", err)
 	}
 }
+
+func TestStreamServerThatDoesNotStream(t *testing.T) {
+	srv := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"choices":[{"index":0,"text":"abc","token_ids":[1,2,3],"finish_reason":"length"}],"usage":{"prompt_tokens":2,"completion_tokens":3,"total_tokens":5}}`)
+	})
+	res, err := New(srv.URL, Options{}).Stream(context.Background(), wire.CompletionRequest{Prompt: PromptText("x")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.NotStreamed || res.OutputTokens != 3 || res.TTFT != res.Latency || len(res.ITLs()) != 0 || res.Text != "abc" {
+		t.Errorf("non-streamed answer: %+v", res)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/reckon-ci/reckon/wire"
@@ -64,6 +65,9 @@ type StreamResult struct {
 	PromptTokens int
 	// Done is true when the server ended the stream with "data: [DONE]".
 	Done bool
+	// NotStreamed is true when the server answered with one JSON body instead of an event
+	// stream: the whole answer then counts as a single chunk (TTFT = E2E latency).
+	NotStreamed bool
 
 	text []byte
 }
@@ -114,6 +118,14 @@ func (c *Client) Stream(ctx context.Context, req wire.CompletionRequest, onChunk
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		return res, apiError(endpoint, resp.StatusCode, data)
+	}
+	if ct := resp.Header.Get("Content-Type"); strings.HasPrefix(ct, "application/json") {
+		err = c.readWhole(endpoint, resp.Body, res, onChunk)
+		c.finish(res)
+		if err == nil && len(res.Arrivals) == 0 {
+			err = &MalformedError{Endpoint: endpoint, Field: "choices", Reason: "answer has no generated token"}
+		}
+		return res, err
 	}
 	err = c.readEvents(endpoint, resp.Body, res, onChunk)
 	c.finish(res)
@@ -279,6 +291,37 @@ func (c *Client) readEvents(endpoint string, body io.Reader, res *StreamResult, 
 			return nil
 		}
 	}
+}
+
+// readWhole handles a server that ignored stream=true and sent one JSON completion.
+func (c *Client) readWhole(endpoint string, body io.Reader, res *StreamResult, onChunk func(Chunk)) error {
+	data, err := io.ReadAll(io.LimitReader(body, maxBody))
+	if err != nil {
+		return fmt.Errorf("%s: reading body: %w", endpoint, err)
+	}
+	arrival := c.now().Sub(res.Start)
+	res.NotStreamed = true
+	res.Closed = arrival
+	var ev streamEvent
+	if err := json.Unmarshal(data, &ev); err != nil {
+		return decodeError(endpoint, data, err)
+	}
+	if err := checkCompletion(endpoint, &ev.CompletionResponse, false); err != nil {
+		return err
+	}
+	if ev.Usage != nil {
+		u := *ev.Usage
+		res.Usage = &u
+	}
+	for i := range ev.Choices {
+		ch := &ev.Choices[i]
+		k := Chunk{Arrival: arrival, Index: ch.Index, Text: ch.Text, TokenIDs: ch.TokenIDs, Logprobs: ch.Logprobs, Usage: ev.Usage}
+		if ch.FinishReason != nil {
+			k.FinishReason = *ch.FinishReason
+		}
+		chunkSink{}.choice(res, onChunk, k, ch.PromptTokenIDs)
+	}
+	return nil
 }
 
 // chunkSink folds one choice delta into the stream result and hands it to the callback.

@@ -54,6 +54,8 @@ type Scheduler struct {
 	reserved int // pages reserved by admitted requests
 	leaked   int // pages lost to the leak fault
 	reqCount uint64
+	// busySinceCheck: a step ran since the last idle self-check.
+	busySinceCheck bool
 
 	// statistics (guarded by mu)
 	st Stats
@@ -237,6 +239,9 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		s.mu.Lock()
 		idle := false
 		for !s.closed && len(s.waiting) == 0 && len(s.running) == 0 {
+			if !idle {
+				s.idleCheckLocked()
+			}
 			idle = true
 			s.cond.Wait()
 		}
@@ -254,11 +259,22 @@ func (s *Scheduler) Run(ctx context.Context) error {
 			return nil
 		}
 		s.admit()
+		s.busySinceCheck = true
 		s.mu.Unlock()
 		if err := s.step(ctx); err != nil {
 			return err
 		}
 	}
+}
+
+// idleCheckLocked is SGLang's idle self-check: with no request in the system every KV slot must
+// be free, else the pool leaks. It reports (once per idle period) and keeps serving.
+func (s *Scheduler) idleCheckLocked() {
+	avail := s.alloc.FreePages() * s.alloc.PageSize()
+	if total := s.alloc.CapacityTokens(); avail != total && s.busySinceCheck {
+		s.cfg.Logf("token_to_kv_pool_allocator memory leak detected! available_size=%d, protected_size=0, self.max_total_num_tokens=%d", avail, total)
+	}
+	s.busySinceCheck = false
 }
 
 // admit moves waiting requests into the running set while the running limit and the KV pool

@@ -137,6 +137,16 @@ func TestFaultLeak(t *testing.T) {
 	ct, cu := usage(clean)
 	perReq := int(math.Ceil(float64(1<<20)/float64(leaky.e.Plans[0].KVBytesPerToken*16))) * 16
 	t.Logf("idle after 3 requests: leaky %d tokens leaked (usage %.4f), clean %d (usage %.4f)", lt, lu, ct, cu)
+	// the self-check runs when the scheduler goes idle, asynchronously: poll for it
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if strings.Contains(leaky.log.String(), "memory leak detected") {
+			break
+		}
+	}
+	if !strings.Contains(leaky.log.String(), "token_to_kv_pool_allocator memory leak detected! available_size=") ||
+		strings.Contains(clean.log.String(), "memory leak detected") {
+		t.Error("the idle self-check must report the leak (and only the leak)")
+	}
 	if ct != 0 || cu != 0 || lt != 4*perReq || lu <= 0 {
 		t.Errorf("leaked tokens: clean %d (usage %v), leaky %d (usage %v); want 0 and %d", ct, cu, lt, lu, 4*perReq)
 	}

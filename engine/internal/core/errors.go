@@ -35,13 +35,19 @@ var prefixREs = []*regexp.Regexp{
 	regexp.MustCompile(`^\s*(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):(?:[\w.]+:)?\s*`),
 }
 
+// prefixWindow bounds the text StripPrefix looks at for one prefix.
+const prefixWindow = 160
+
 // StripPrefix removes the engine/uvicorn prefixes (rank tags, levels, timestamps, source
 // locations) and paste decorations from the start of a log line.
 func StripPrefix(line string) string {
 	for range 4 {
 		before := line
 		for _, re := range prefixREs {
-			if loc := re.FindStringIndex(line); loc != nil && loc[1] > 0 {
+			// Prefixes are short; matching on a bounded head keeps the cost independent of
+			// the line length (the backtracking matcher's set-up is proportional to it).
+			head := line[:min(len(line), prefixWindow)]
+			if loc := re.FindStringIndex(head); loc != nil && loc[1] > 0 {
 				line = line[loc[1]:]
 			}
 		}
@@ -113,7 +119,9 @@ var rules = []rule{
 		re:   regexp.MustCompile(`cuda ?graph.*(?:capture|capturing).*(?:failed|error)|capture_cuda_graph.*error`)},
 	{kind: KindOOM,
 		any: []string{"is less than desired gpu memory utilization", "out of memory", "outofmemoryerror",
-			"cudaerrormemoryallocation", "failed to allocate memory", " oom error", " oom when", "oom-killed", "oom killed"}},
+			"cudaerrormemoryallocation", "failed to allocate memory", " oom error", " oom when", "oom-killed", "oom killed"},
+		// start-up hints that mention memory without anything having failed
+		not: []string{"if you are running out of memory", "if out-of-memory", "consider decreasing", "to avoid oom", "may cause oom", "in case of oom"}},
 	{kind: KindNCCL,
 		any: []string{"nccl error", "ncclinternalerror", "ncclunhandledcudaerror", "ncclsystemerror", "ncclinvalidusage",
 			"ncclinvalidargument", "ncclremoteerror", "nccl warn", "watchdog caught collective operation timeout",
@@ -135,8 +143,9 @@ var rules = []rule{
 // matched on the line without its prefix; traceback frames and indented code are never errors
 // by themselves. Error-level lines without a known pattern, and bare exception lines, are
 // "other".
-func Classify(line string) string {
-	body := StripPrefix(line)
+func Classify(line string) string { return classify(line, StripPrefix(line)) }
+
+func classify(line, body string) string {
 	if isFrame(body) {
 		return ""
 	}
@@ -236,7 +245,7 @@ func (c *ErrorCollector) Line(n int, line string) {
 	body := StripPrefix(line)
 	frame := isFrame(body)
 	if !isTB && !frame && len(c.pending) == 0 {
-		if kind := Classify(line); kind != "" {
+		if kind := classify(line, body); kind != "" {
 			c.add(kind, n, line)
 		}
 		return
@@ -265,7 +274,7 @@ func (c *ErrorCollector) Line(n int, line string) {
 			return
 		}
 		if m := exceptionRE.FindStringSubmatchIndex(body); m != nil && !isNoiseException(body) && isExceptionStart(body, m[2]) {
-			kind := Classify(line)
+			kind := classify(line, body)
 			if kind == "" || kind == KindOther {
 				kind = KindTraceback
 			}
@@ -278,7 +287,7 @@ func (c *ErrorCollector) Line(n int, line string) {
 		}
 		return
 	}
-	if kind := Classify(line); kind != "" {
+	if kind := classify(line, body); kind != "" {
 		c.add(kind, n, line)
 	}
 }
