@@ -87,7 +87,9 @@ var (
 		{regexp.MustCompile(`KV Cache is allocated\.`), 4},
 		{regexp.MustCompile(`Load weight (?:begin|end)\.`), 4},
 		{regexp.MustCompile(`(?m)\[(?:\d{4}-\d\d-\d\d )?\d\d:\d\d:\d\d(?: (?:DP\d+ )?(?:PP\d+ )?TP\d+(?: EP\d+)?)?\] |\[gpu(?:_id)?=\d+\] `), 2},
-		{regexp.MustCompile(`ServerArgs\(|sglang\.launch_server|sglang`), 1},
+		{regexp.MustCompile(`ServerArgs\(`), 5},
+		{regexp.MustCompile(`sglang\.launch_server|sglang`), 1},
+		{regexp.MustCompile(`/sglang/srt/`), 2},
 		{regexp.MustCompile(`(?i)(?:Decode|Prefill) batch[.,] #`), 3},
 		{regexp.MustCompile(`Capture (?:cuda graph|target|draft)`), 3},
 	}
@@ -99,7 +101,8 @@ var (
 		{regexp.MustCompile(`\((?:VllmWorker|VllmWorkerProcess|EngineCore|Worker_|APIServer|RayWorkerWrapper)\w*[^()]*pid=\d+`), 4},
 		{regexp.MustCompile(`(?:INFO|WARNING|ERROR|DEBUG) \d\d-\d\d \d\d:\d\d:\d\d (?:\[[\w.]+:\d+\]|[\w.]+:\d+\])`), 2},
 		{regexp.MustCompile(`Initializing an? (?:V1 )?LLM engine|vllm serve|vllm\.entrypoints`), 3},
-		{regexp.MustCompile(`SpecDecoding metrics: |Speculative metrics: Draft acceptance rate|the rest of the memory reserved for KV Cache|Graph capturing finished in`), 4},
+		{regexp.MustCompile(`SpecDecoding metrics: |Speculative metrics: Draft acceptance rate|the rest of the memory reserved for KV Cache|Graph capturing finished in|Profiling CUDA graph memory: `), 4},
+		{regexp.MustCompile(`/vllm/(?:model_executor|worker|v1|engine|entrypoints|distributed)/`), 2},
 	}
 )
 

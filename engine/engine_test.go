@@ -27,8 +27,10 @@ func TestDetectEngine(t *testing.T) {
 		"[2025-06-12 22:41:35 TP0] Load weight begin. avail mem=46.74 GB\n":                                     "sglang",
 		"INFO 01-30 03:19:14 kv_cache_utils.py:395] # GPU blocks: 1381\n":                                       "vllm",
 		"(EngineCore_DP0 pid=1) INFO 10-21 09:11:57 [kv_cache_utils.py:1087] GPU KV cache size: 425,424 tokens": "vllm",
-		"hello world\nnothing to see\n":                                                                         "",
-		"":                                                                                                      "",
+		// sglang printing through vLLM's logging set-up (old versions import vllm)
+		"INFO 04-03 04:46:18 __init__.py:190] Automatically detected platform cuda.\n[2025-04-03 04:46:21] server_args=ServerArgs(model_path='m', tp_size=1)\n": "sglang",
+		"hello world\nnothing to see\n": "",
+		"":                              "",
 	}
 	for log, want := range cases {
 		if got := engine.DetectEngine([]byte(log)); got != want {

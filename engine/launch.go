@@ -166,6 +166,9 @@ func (i *Instance) Argv() []string { return append([]string(nil), i.argv...) }
 // LogPath is the engine's log file.
 func (i *Instance) LogPath() string { return i.logPath }
 
+// Config is the configuration the engine was launched with (Port filled in).
+func (i *Instance) Config() LaunchConfig { return i.cfg }
+
 // Adapter is the adapter the engine was launched with.
 func (i *Instance) Adapter() Adapter { return i.adapter }
 

@@ -362,3 +362,27 @@ func TestWaitGPUMemoryReleased(t *testing.T) {
 		t.Fatalf("err = %v, want a timeout naming 9000 MiB", err)
 	}
 }
+
+// TestReadinessModes: a healthy /health without the ready line is not ready under the default
+// (both signals), and is under ReadyHealth.
+func TestReadinessModes(t *testing.T) {
+	o := opts(t, "noline")
+	o.ReadyTimeout = 1500 * time.Millisecond
+	_, err := engine.Launch(context.Background(), sglangAdapter(), o)
+	var le *engine.LaunchError
+	if !errors.As(err, &le) || le.Op != "ready timeout" || !strings.Contains(err.Error(), "200: true; ready line seen: false") {
+		t.Fatalf("default readiness: err = %v, want a ready timeout naming the missing line", err)
+	}
+	assertGroupGone(t, pidFromLog(t, o.LogPath), "after the readiness timeout")
+
+	o = opts(t, "noline")
+	o.Ready = engine.ReadyHealth
+	inst, err := engine.Launch(context.Background(), sglangAdapter(), o)
+	if err != nil {
+		t.Fatalf("ReadyHealth: %v", err)
+	}
+	if err := inst.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	assertGroupGone(t, inst.Pid(), "after Stop")
+}

@@ -22,8 +22,11 @@ type CalibrationConfig struct {
 	NullReps int
 	Seed     uint64
 	Opts     StatOptions
-	// Sequential, when set, adds rows for the sequential plan.
+	// Sequential, when set, adds rows for the sequential plan (both sides grow: a same-run A/B).
 	Sequential *SequentialPlan
+	// StoredBaseline, when > 0 (and Sequential is set), adds rows for the sequential plan against
+	// a stored baseline of this many trials: only head grows.
+	StoredBaseline int
 	// Samples, when set, adds rows with measured noise: trials are resampled (with replacement)
 	// from these measured values, normalised to their median, and the regression applied to head.
 	Samples []float64
@@ -38,7 +41,7 @@ func DefaultCalibrationConfig() CalibrationConfig {
 	plan := DefaultSequentialPlan()
 	return CalibrationConfig{
 		CVs: []float64{0.01, 0.02, 0.03, 0.05}, Effects: []float64{0.03, 0.05, 0.10}, Ns: []int{3, 5, 10},
-		Reps: 2000, NullReps: 20000, Seed: 1, Opts: DefaultStatOptions(), Sequential: &plan,
+		Reps: 2000, NullReps: 20000, Seed: 1, Opts: DefaultStatOptions(), Sequential: &plan, StoredBaseline: 10,
 	}
 }
 
@@ -179,49 +182,64 @@ func Calibrate(ctx context.Context, cfg CalibrationConfig) ([]CalibrationRow, er
 		if err := plan.Validate(); err != nil {
 			return rows, err
 		}
-		if err := ctx.Err(); err != nil {
-			return rows, err
+		modes := []int{0}
+		if cfg.StoredBaseline > 0 {
+			modes = append(modes, cfg.StoredBaseline)
 		}
-		row := CalibrationRow{Noise: nz.label, CV: nz.cv, Mode: "sequential " + strings.Trim(lookText(plan.Looks), "()"),
-			N: plan.Max(), Reps: cfg.Reps, NullReps: cfg.NullReps, Detect: map[float64]float64{}, MeanTrials: map[float64]float64{}}
-		for _, eff := range append([]float64{0}, cfg.Effects...) {
-			var reg, inc, trials int
-			reps := cfg.Reps
-			if eff == 0 {
-				reps = cfg.NullReps
+		for _, stored := range modes {
+			if err := ctx.Err(); err != nil {
+				return rows, err
 			}
-			for i := 0; i < reps; i++ {
-				base, head := draw(plan.Looks[0], 1), draw(plan.Looks[0], 1-eff)
-				for {
-					d, err := plan.Decide(base, head, m, opts)
-					if err != nil {
-						return rows, err
+			mode := "sequential " + looksList(plan.Looks) + " per side"
+			if stored > 0 {
+				mode = fmt.Sprintf("sequential %s vs a stored baseline of %d", looksList(plan.Looks), stored)
+			}
+			row := CalibrationRow{Noise: nz.label, CV: nz.cv, Mode: mode, N: plan.Max(), Reps: cfg.Reps, NullReps: cfg.NullReps,
+				Detect: map[float64]float64{}, MeanTrials: map[float64]float64{}}
+			for _, eff := range append([]float64{0}, cfg.Effects...) {
+				var reg, inc, trials int
+				reps := cfg.Reps
+				if eff == 0 {
+					reps = cfg.NullReps
+				}
+				for i := 0; i < reps; i++ {
+					base, head := draw(plan.Looks[0], 1), draw(plan.Looks[0], 1-eff)
+					if stored > 0 {
+						base = draw(stored, 1)
 					}
-					if !d.NeedMore {
-						switch d.Result.Outcome {
-						case Regression:
-							reg++
-						case Undecided:
-							inc++
+					for {
+						d, err := plan.Decide(base, head, m, opts)
+						if err != nil {
+							return rows, err
 						}
-						trials += len(head)
-						break
+						if !d.NeedMore {
+							switch d.Result.Outcome {
+							case Regression:
+								reg++
+							case Undecided:
+								inc++
+							}
+							trials += len(head)
+							break
+						}
+						if stored == 0 {
+							base = append(base, draw(d.NextN-len(base), 1)...)
+						}
+						head = append(head, draw(d.NextN-len(head), 1-eff)...)
 					}
-					base = append(base, draw(d.NextN-len(base), 1)...)
-					head = append(head, draw(d.NextN-len(head), 1-eff)...)
+				}
+				if eff == 0 {
+					row.FalseAlarm, row.FalseAlarmHigh = frac(reg, reps), wilsonHigh(reg, reps)
+					row.NullInconclusive = frac(inc, reps)
+					row.MeanTrialsNull = float64(trials) / float64(reps)
+				} else {
+					row.Detect[eff] = frac(reg, reps)
+					row.MeanTrials[eff] = float64(trials) / float64(reps)
 				}
 			}
-			if eff == 0 {
-				row.FalseAlarm, row.FalseAlarmHigh = frac(reg, reps), wilsonHigh(reg, reps)
-				row.NullInconclusive = frac(inc, reps)
-				row.MeanTrialsNull = float64(trials) / float64(reps)
-			} else {
-				row.Detect[eff] = frac(reg, reps)
-				row.MeanTrials[eff] = float64(trials) / float64(reps)
-			}
+			row.fillEffects(cfg.Effects)
+			rows = append(rows, row)
 		}
-		row.fillEffects(cfg.Effects)
-		rows = append(rows, row)
 	}
 	return rows, nil
 }

@@ -155,10 +155,13 @@ func (p SequentialPlan) Decide(base, head []float64, m Metric, opts StatOptions)
 	}
 }
 
-func lookText(looks []int) string {
+func lookText(looks []int) string { return "(" + looksList(looks) + " per side)" }
+
+// looksList renders looks as "5, 10".
+func looksList(looks []int) string {
 	s := make([]string, len(looks))
 	for i, n := range looks {
 		s[i] = fmt.Sprint(n)
 	}
-	return "(" + strings.Join(s, ", ") + " per side)"
+	return strings.Join(s, ", ")
 }

@@ -12,15 +12,17 @@ import (
 // StatOutcome is the decision of a statistical comparison.
 type StatOutcome string
 
-// Statistical outcomes.
+// Statistical outcomes. Undecided is reported as "inconclusive"; StatError means the inputs
+// could not be judged (no trials, non-positive values, a metric without a direction).
 const (
-	Regression    StatOutcome = "regression"
-	Improvement   StatOutcome = "improvement"
-	NoChange      StatOutcome = "no_change"
-	Undecided     StatOutcome = "inconclusive"
-	StatError     StatOutcome = "error"
-	defaultMethod             = "t-test on log values + Mann-Whitney U guard"
+	Regression  StatOutcome = "regression"
+	Improvement StatOutcome = "improvement"
+	NoChange    StatOutcome = "no_change"
+	Undecided   StatOutcome = "inconclusive"
+	StatError   StatOutcome = "error"
 )
+
+const defaultMethod = "t-test on log values (pooled for equal n, else Welch) + Mann-Whitney U guard"
 
 // StatOptions configures Compare. Zero values take the documented defaults.
 type StatOptions struct {

@@ -392,7 +392,7 @@ func (fw *framework) runTrial(ctx context.Context, cs *configState, w *spec.Work
 }
 
 // wantsMoreTrials reports whether a statistical check of this config against its baseline is
-// still undecided after n trials and the sequential plan allows another look.
+// still undecided after n trials and the workload's sequential plan has a later look.
 func (fw *framework) wantsMoreTrials(cs *configState, w *spec.Workload, n int) bool {
 	if fw.baseline == nil {
 		return false
@@ -401,19 +401,32 @@ func (fw *framework) wantsMoreTrials(cs *configState, w *spec.Workload, n int) b
 		if c.Config != cs.name || c.Workload != w.Name || c.Against != spec.AgainstBaseline {
 			continue
 		}
+		plan, ok := sequentialPlan(w, c)
 		base := fw.baseline.Samples(cs.name, w.Name, c.Metric)
 		head := metricSamples(cs.trials[w.Name], c.Metric)
-		m, ok := gate.MetricFor(c.Metric)
-		if !ok || len(base) == 0 {
+		m, known := gate.MetricFor(c.Metric)
+		if !ok || !known || len(base) == 0 {
 			continue
 		}
-		plan := gate.DefaultSequentialPlan()
 		d, err := plan.Decide(base, head, m, fw.statOptions(c))
 		if err == nil && d.NeedMore {
 			return true
 		}
 	}
 	return false
+}
+
+// sequentialPlan is the plan of a check whose workload may add trials (max_trials > trials):
+// looks at trials and max_trials, false alarms bounded by the check's alpha over both looks.
+func sequentialPlan(w *spec.Workload, c *spec.Check) (gate.SequentialPlan, bool) {
+	if w == nil || w.MaxTrials <= w.Trials || w.Trials < 2 {
+		return gate.SequentialPlan{}, false
+	}
+	alpha := c.Alpha
+	if alpha <= 0 {
+		alpha = spec.DefaultAlpha
+	}
+	return gate.SequentialPlan{Looks: []int{w.Trials, w.MaxTrials}, Alpha: alpha}, true
 }
 
 func (fw *framework) statOptions(c *spec.Check) gate.StatOptions {

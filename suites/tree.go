@@ -422,15 +422,20 @@ func (fw *framework) computeStats() {
 			fw.statErrs[c.Name] = fmt.Errorf("%s: metric %q: direction unknown", fw.spec.File, c.Metric)
 			continue
 		}
-		r := gate.Compare(bs, hs, m, fw.statOptions(c))
+		// Each result is decided at its own level (the check's alpha, or the sequential plan's
+		// per-look level when the workload may add trials against a stored baseline), and Holm
+		// then corrects across the family of gated checks keeping those levels.
+		opts := fw.statOptions(c)
+		if w, _ := fw.spec.Workload(c.Workload); c.Against == spec.AgainstBaseline {
+			if plan, ok := sequentialPlan(w, c); ok {
+				opts = plan.Options(opts)
+			}
+		}
+		r := gate.Compare(bs, hs, m, opts)
 		fw.stats[c.Name] = &r
 		family = append(family, &r)
 	}
-	alpha := spec.DefaultAlpha
-	if cs := fw.spec.StatisticalChecks(); len(cs) > 0 && cs[0].Alpha > 0 {
-		alpha = cs[0].Alpha
-	}
-	gate.Holm(family, alpha)
+	gate.Holm(family, 0)
 }
 
 // kindMeasure is the report kind of a measurement step (numerics probe, throughput trials): it

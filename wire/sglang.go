@@ -39,6 +39,9 @@ type GenerateMeta struct {
 	E2ELatency          float64        `json:"e2e_latency,omitempty"`
 	SpecVerifyCount     int            `json:"spec_verify_ct,omitempty"`
 	Extra               map[string]any `json:"-"`
+	// InputTopLogprobs are the top-k candidates of each prompt position (from logprob_start_len),
+	// as SGLang returns them with top_logprobs_num; the first position has none (null or []).
+	InputTopLogprobs [][][]any `json:"input_top_logprobs,omitempty"`
 }
 
 // ServerInfo is the subset of SGLang's GET /get_server_info (newer: /server_info) that reckon reads.

@@ -25,8 +25,9 @@ const (
 )
 
 // ImportFile reads a result file of reckon, vLLM bench serve (JSON, or JSONL with
-// --append-result), SGLang bench_serving (JSONL), GenAI-Perf/AIPerf (aggregate JSON) or
-// nccl-tests (text output), detecting the format from the content. A file with several results
+// --append-result), SGLang bench_serving (JSONL), GenAI-Perf/AIPerf (aggregate JSON), a log with
+// the printed "Serving Benchmark Result" summary of vLLM or SGLang, or nccl-tests (text output or
+// -J JSON), detecting the format from the content. A file with several results
 // (JSONL) gives the last one, with a warning; ImportAll gives them all.
 func ImportFile(path string) (*Result, error) {
 	rs, err := ImportAll(path)
@@ -120,6 +121,8 @@ func Import(data []byte, name string) ([]*Result, error) {
 			r, err = importAIPerf(o, format)
 		case FormatNCCLJSON:
 			r, err = importNCCLJSON(o)
+		case "aiperf-records":
+			err = fmt.Errorf("this is AIPerf's per-request profile_export.jsonl; import the aggregate profile_export_aiperf.json written next to it")
 		default:
 			err = fmt.Errorf("unrecognised JSON result: expected vLLM bench serve keys (output_throughput, mean_ttft_ms, ...), SGLang bench_serving keys (mean_e2e_latency_ms, ...), GenAI-Perf/AIPerf metric objects ({\"unit\", \"avg\", ...}) or a reckon result (schema %q)", ResultSchema)
 		}
@@ -223,6 +226,13 @@ func classify(o map[string]any, name string) string {
 	if _, ok := o["results"].([]any); ok {
 		if _, ok := o["average_bus_bandwidth"]; ok {
 			return FormatNCCLJSON
+		}
+	}
+	if md, ok := o["metadata"].(map[string]any); ok {
+		if _, ok := md["request_start_ns"]; ok {
+			if _, ok := o["metrics"]; ok {
+				return "aiperf-records"
+			}
 		}
 	}
 	if isAIPerf(o) {
@@ -371,6 +381,7 @@ func (im *importer) finish() *Result {
 			im.r.setMissing(f.key)
 		}
 	}
+	sort.Strings(im.r.Missing)
 	if len(im.unknown) > 0 {
 		sort.Strings(im.unknown)
 		im.r.warnf("unknown fields (kept in extra when numeric, labels when text): %s", strings.Join(im.unknown, ", "))

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"math"
 	"regexp"
 	"strconv"
 	"strings"
@@ -59,18 +60,15 @@ func importConsole(b []byte) ([]*Result, error) {
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
 	lineNo, seen := 0, 0
-	var rate string
-	var maxConc string
+	var rate, maxConc, preRate, preConc string
 	finish := func() {
 		if im == nil {
 			return
 		}
 		if seen > 0 {
 			r := im.r
-			if rate != "" {
-				if v, ok := requestRate(rate); ok {
-					r.Metadata.Workload.RequestRate = v
-				}
+			if f, err := strconv.ParseFloat(rate, 64); err == nil && !math.IsInf(f, 0) && f > 0 {
+				r.Metadata.Workload.RequestRate = f
 			}
 			if n, err := strconv.Atoi(maxConc); err == nil {
 				r.Metadata.Workload.MaxConcurrency = n
@@ -88,9 +86,20 @@ func importConsole(b []byte) ([]*Result, error) {
 		if reConsoleStart.MatchString(line) {
 			finish()
 			im = newImporter(FormatConsole, "serving benchmark (printed summary)")
+			// vLLM prints the traffic settings before the block.
+			rate, maxConc = preRate, preConc
+			preRate, preConc = "", ""
 			continue
 		}
 		if im == nil {
+			if m := reConsoleLine.FindStringSubmatch(line); m != nil {
+				switch strings.ToLower(strings.TrimSpace(m[1])) {
+				case "traffic request rate":
+					preRate = m[2]
+				case "maximum request concurrency", "max request concurrency":
+					preConc = m[2]
+				}
+			}
 			continue
 		}
 		if reConsoleRule.MatchString(line) {

@@ -372,3 +372,45 @@ func TestImportNCCLJSON(t *testing.T) {
 		t.Errorf("row without size: %v", err)
 	}
 }
+
+func TestImportPrintedSummaries(t *testing.T) {
+	rs, err := ImportAll(fixtures + "sglang-console-summary.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != 2 {
+		t.Fatalf("%d blocks, want 2", len(rs))
+	}
+	r := rs[1]
+	m := r.Metrics()
+	if r.Metadata.SourceFormat != FormatConsole || r.Metadata.Tool != "sglang.bench_serving" || r.Metadata.Workload.RequestRate != 4 {
+		t.Errorf("metadata %+v", r.Metadata)
+	}
+	near(t, "median_e2el_ms", m["median_e2el_ms"], 594.76)
+	near(t, "p99_ttft_ms", m["p99_ttft_ms"], 15249.17)
+	near(t, "total_token_throughput", m["total_token_throughput"], 2100.12)
+	if m["completed"] != 996 || m["input_throughput"] != 1282.66 {
+		t.Errorf("metrics %v", m)
+	}
+	if _, ok := m["failed"]; ok {
+		t.Errorf("SGLang prints no failed count, yet failed is reported")
+	}
+
+	v, err := ImportFile(fixtures + "vllm-console-summary.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm := v.Metrics()
+	if v.Metadata.Workload.RequestRate != 10 || vm["completed"] != 300 || vm["p99_itl_ms"] != 34.21 {
+		t.Errorf("vLLM summary: rate %v metrics %v", v.Metadata.Workload.RequestRate, vm)
+	}
+	if _, ok := vm["mean_e2el_ms"]; ok {
+		t.Errorf("e2el not printed, yet reported")
+	}
+	if !strings.Contains(strings.Join(v.Warnings, "\n"), "rounded") {
+		t.Errorf("rounding not reported: %v", v.Warnings)
+	}
+	if _, err := Import([]byte("============ Serving Benchmark Result ============\n==================================================\n"), "x.log"); err == nil {
+		t.Errorf("an empty block was accepted")
+	}
+}

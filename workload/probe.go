@@ -89,9 +89,15 @@ func probeOne(ctx context.Context, c *client.Client, p Prompt, maxTokens, topK i
 	// ids; servers without it (vLLM) answer 404 and the OpenAI endpoint is used from then on.
 	var genOut []wire.TokenLogprob
 	if *useGenerate {
-		out, err := greedyViaGenerate(ctx, c, p, maxTokens, topK)
+		out, promptLP, err := greedyViaGenerate(ctx, c, p, maxTokens, topK)
 		var ae *client.APIError
 		switch {
+		case err == nil && promptLP != nil:
+			np := &wire.NumericsPrompt{Prompt: p.Text, Output: out, PromptLogprobs: promptLP}
+			if np.Prompt == "" {
+				np.Prompt = fmt.Sprint(p.TokenIDs)
+			}
+			return np, nil
 		case err == nil:
 			genOut = out
 		case errors.As(err, &ae) && (ae.StatusCode == 404 || ae.StatusCode == 405):
@@ -181,37 +187,59 @@ func teacherForced(ctx context.Context, c *client.Client, st *probeState, p Prom
 
 // greedyViaGenerate asks SGLang's /generate for a greedy continuation with top-k logprobs, whose
 // entries are [logprob, token_id, text-or-null] triples.
-func greedyViaGenerate(ctx context.Context, c *client.Client, p Prompt, maxTokens, topK int) ([]wire.TokenLogprob, error) {
+//
+// It also asks for the prompt's logprobs (logprob_start_len 0); when the server returns them with
+// their top-k candidates (input_top_logprobs, as SGLang does), promptLP holds the teacher-forced
+// entries and the echo pass is not needed; otherwise promptLP is nil.
+func greedyViaGenerate(ctx context.Context, c *client.Client, p Prompt, maxTokens, topK int) (out, promptLP []wire.TokenLogprob, err error) {
 	temp := 0.0
 	mt := maxTokens
-	req := wire.GenerateRequest{Text: p.Text, InputIDs: p.TokenIDs, ReturnLogprob: true, TopLogprobsNum: topK,
+	zero := 0
+	req := wire.GenerateRequest{Text: p.Text, InputIDs: p.TokenIDs, ReturnLogprob: true, TopLogprobsNum: topK, LogprobStart: &zero,
 		SamplingParams: wire.SamplingParams{MaxNewTokens: &mt, Temperature: &temp}}
 	if len(p.TokenIDs) > 0 {
 		req.Text = ""
 	}
 	resp, err := c.Generate(ctx, req)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	m := resp.MetaInfo
 	if len(m.OutputTokenLogprobs) == 0 {
-		return nil, fmt.Errorf("/generate returned no output_token_logprobs (asked for return_logprob)")
+		return nil, nil, fmt.Errorf("/generate returned no output_token_logprobs (asked for return_logprob)")
 	}
-	out := make([]wire.TokenLogprob, 0, len(m.OutputTokenLogprobs))
-	for i, tri := range m.OutputTokenLogprobs {
+	out, err = triples("output", m.OutputTokenLogprobs, m.OutputTopLogprobs, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	// Prompt positions 1.. (the first prompt token has no logprob), only with their top-k.
+	if topK > 0 && len(m.InputTokenLogprobs) > 1 && len(m.InputTopLogprobs) == len(m.InputTokenLogprobs) {
+		promptLP, err = triples("input", m.InputTokenLogprobs, m.InputTopLogprobs, 1)
+		if err != nil {
+			return nil, nil, err
+		}
+	}
+	return out, promptLP, nil
+}
+
+// triples converts SGLang logprob entries (from index from on) with their top-k lists.
+func triples(what string, entries [][]any, tops [][][]any, from int) ([]wire.TokenLogprob, error) {
+	out := make([]wire.TokenLogprob, 0, len(entries))
+	for i := from; i < len(entries); i++ {
+		tri := entries[i]
 		lp, id, text, err := triple(tri)
 		if err != nil {
-			return nil, fmt.Errorf("meta_info.output_token_logprobs[%d]: %w", i, err)
+			return nil, fmt.Errorf("meta_info.%s_token_logprobs[%d]: %w", what, i, err)
 		}
 		if lp == nil || math.IsNaN(*lp) || *lp > 1e-6 {
-			return nil, fmt.Errorf("meta_info.output_token_logprobs[%d]: %v is not a log-probability", i, tri)
+			return nil, fmt.Errorf("meta_info.%s_token_logprobs[%d]: %v is not a log-probability", what, i, tri)
 		}
 		e := wire.TokenLogprob{Token: id, Text: text, Logprob: *lp}
-		if i < len(m.OutputTopLogprobs) {
-			for j, ctri := range m.OutputTopLogprobs[i] {
+		if i < len(tops) {
+			for j, ctri := range tops[i] {
 				clp, cid, ctext, err := triple(ctri)
 				if err != nil || clp == nil {
-					return nil, fmt.Errorf("meta_info.output_top_logprobs[%d][%d]: %v: expected [logprob, token_id, text]", i, j, ctri)
+					return nil, fmt.Errorf("meta_info.%s_top_logprobs[%d][%d]: %v: expected [logprob, token_id, text]", what, i, j, ctri)
 				}
 				e.Top = append(e.Top, wire.TokenCandidate{Token: cid, Text: ctext, Logprob: *clp})
 			}

@@ -236,3 +236,36 @@ func TestNumericsProbeRetriesWithoutTokenIDNames(t *testing.T) {
 		t.Errorf("the field was sent %d times after a rejection, want exactly once", rejected)
 	}
 }
+
+// A real SGLang server returns the prompt's top-k too: one /generate call per prompt suffices.
+func TestNumericsProbeSGLangPromptTopK(t *testing.T) {
+	comps := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/v1/models":
+			io.WriteString(w, `{"data":[{"id":"s"}]}`)
+		case "/generate":
+			var req wire.GenerateRequest
+			_ = json.NewDecoder(r.Body).Decode(&req)
+			if req.LogprobStart == nil || *req.LogprobStart != 0 {
+				t.Errorf("logprob_start_len not 0: %+v", req.LogprobStart)
+			}
+			io.WriteString(w, `{"text":" c","output_ids":[3],"meta_info":{"id":"g","prompt_tokens":2,"completion_tokens":1,
+				"input_token_logprobs":[[null,1,null],[-1.5,2,null]],
+				"input_top_logprobs":[null,[[-0.5,9,null],[-1.5,2,null]]],
+				"output_token_logprobs":[[-0.25,3,null]],"output_top_logprobs":[[[-0.25,3,null],[-2,7,null]]]}}`)
+		default:
+			comps++
+			http.Error(w, "unexpected", 500)
+		}
+	}))
+	defer srv.Close()
+	p, err := RunNumericsProbe(context.Background(), client.New(srv.URL, client.Options{}), []Prompt{{ID: "s", Text: "ab"}}, 1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	np := p.Prompts[0]
+	if comps != 0 || len(np.PromptLogprobs) != 1 || np.PromptLogprobs[0].Token != 2 || np.PromptLogprobs[0].Top[0].Token != 9 || np.Output[0].Top[1].Token != 7 {
+		t.Errorf("completions calls %d, probe %+v", comps, np)
+	}
+}

@@ -190,7 +190,7 @@ func baselineFromResults(f baselineFlags) (*gate.Baseline, string, error) {
 		return nil, "", fmt.Errorf("%s: field testbed_key is empty; expected the testbed key the run measured (reckon doctor prints it)", f.from)
 	}
 	b := &gate.Baseline{
-		Schema: gate.BaselineSchema, SpecName: run.SpecName, TestbedKey: run.TestbedKey, Testbed: run.Testbed,
+		Schema: gate.BaselineSchema, SpecName: run.SpecName, TestbedKey: run.TestbedKey, Testbed: finiteOnly(run.Testbed),
 		Provenance: gate.Provenance{
 			RecordedAt: time.Now().UTC().Truncate(time.Second), GitCommit: run.GitCommit, Engine: run.Engine,
 			ReckonVersion: run.ReckonVersion, Source: f.from, Note: f.note,
@@ -233,7 +233,7 @@ func baselineFromResults(f baselineFlags) (*gate.Baseline, string, error) {
 			logrus.Infof("config %s has no throughput trials; not recorded", c.Name)
 			continue
 		}
-		bc := gate.BaselineConfig{Name: c.Name, Engine: c.Engine}
+		bc := gate.BaselineConfig{Name: c.Name, Engine: finiteOnly(c.Engine)}
 		for _, wl := range order {
 			bw := gate.BaselineWorkload{Name: wl, Metrics: map[string]gate.MetricSamples{}}
 			for k, s := range byWorkload[wl] {
@@ -251,6 +251,27 @@ func baselineFromResults(f baselineFlags) (*gate.Baseline, string, error) {
 		return nil, "", fmt.Errorf("%s: %w", f.from, err)
 	}
 	return b, gate.BaselinePath(f.dir, b.TestbedKey, b.SpecName), nil
+}
+
+// finiteOnly returns a copy of m without non-finite numbers (JSON cannot hold them; a report
+// field the engine did not print is simply absent from the baseline).
+func finiteOnly(m map[string]any) map[string]any {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		switch x := v.(type) {
+		case float64:
+			if math.IsNaN(x) || math.IsInf(x, 0) {
+				continue
+			}
+		case map[string]any:
+			v = finiteOnly(x)
+		}
+		out[k] = v
+	}
+	return out
 }
 
 // engineVersion picks the engine version out of an EngineReport object.

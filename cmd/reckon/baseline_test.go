@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,7 +18,7 @@ func writeResults(t *testing.T, dir string, scale float64, configs ...string) st
 		Testbed:   map[string]any{"cpu_model": "test", "cores": 2.0},
 		StartedAt: time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC), FinishedAt: time.Date(2026, 11, 29, 9, 10, 0, 0, time.UTC)}
 	for _, c := range configs {
-		cfg := reporters.Config{Name: c, Launches: 1, Engine: map[string]any{"kv_cache_tokens": 180224.0, "version": "0.1.0"}}
+		cfg := reporters.Config{Name: c, Launches: 1, Engine: map[string]any{"kv_cache_tokens": 180224.0, "version": "0.1.0", "cuda_graph_gib": math.NaN()}}
 		for i, v := range []float64{1200, 1210, 1195, 1205, 1190} {
 			cfg.Trials = append(cfg.Trials, reporters.Trial{Workload: "chat", Index: i,
 				Metrics: map[string]float64{"output_throughput": v * scale, "median_ttft_ms": 50 + float64(i)}})

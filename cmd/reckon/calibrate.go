@@ -20,6 +20,7 @@ func init() { rootCmd.AddCommand(newCalibrateCmd()) }
 func newCalibrateCmd() *cobra.Command {
 	var (
 		reps, nullReps       int
+		storedN              int
 		seed                 uint64
 		cvs, trials, effects string
 		looks                string
@@ -72,6 +73,10 @@ and for the sequential plan (which adds trials while inconclusive). It prints a 
 				return withExitCode(2, fmt.Errorf("--looks/--alpha: %w", err))
 			}
 			cfg.Sequential = &plan
+			if storedN < 0 || storedN == 1 {
+				return withExitCode(2, fmt.Errorf("--stored-baseline %d: expected 0 (none) or at least 2 trials", storedN))
+			}
+			cfg.StoredBaseline = storedN
 			cfg.Opts.Alpha, cfg.Opts.MinEffect = alpha, minEffect/100
 			if len(samples) > 0 {
 				trialSet, err := loadTrialSet(samples)
@@ -123,6 +128,7 @@ and for the sequential plan (which adds trials while inconclusive). It prints a 
 	f.StringVar(&trials, "trials", "3,5,10", "fixed trial counts per side")
 	f.StringVar(&effects, "effects", "3,5,10", "true regressions to detect, in percent")
 	f.StringVar(&looks, "looks", "5,10", "sequential plan: trial counts per side at which the gate decides")
+	f.IntVar(&storedN, "stored-baseline", 10, "also simulate the sequential plan against a stored baseline of this many trials (0: skip)")
 	f.Float64Var(&alpha, "alpha", 0.01, "false-alarm bound (one-sided)")
 	f.Float64Var(&minEffect, "min-effect", 2, "minimum effect in percent")
 	f.BoolVar(&asJSON, "json", false, "print JSON")

@@ -48,8 +48,10 @@ A regression needs a one-sided t-test on log values at --alpha, a Mann-Whitney U
 0.05, and a median change of at least --min-effect percent in the bad direction (each metric's
 direction is known: throughput higher is better, latency lower is better). The metrics listed in
 --gate (default output_throughput, median_ttft_ms, median_tpot_ms; "all" for every metric with a
-known direction) are Holm-Bonferroni corrected together and decide the exit code; the others are
-printed for information. See docs/statistics.md.
+known direction) are Holm-Bonferroni corrected together, get the verdicts regression / improvement,
+and decide the exit code; the others are printed for information, with a significant change shown
+as worse / better (correcting over every printed metric would cost all the power; see
+docs/statistics.md).
 
 Exit code: 0 no gated regression, 1 a gated regression, 2 bad input.`,
 		Example: `  reckon compare --base main/run*.json --head pr/run*.json
@@ -212,7 +214,7 @@ func runCompare(w, errw io.Writer, o compareOptions) error {
 	regressions := 0
 	for i, r := range results {
 		rows[i] = compareRow{Metric: r.Metric, Direction: string(r.Direction), BaseMedian: numPtr(r.BaseMedian), HeadMedian: numPtr(r.HeadMedian),
-			Ratio: numPtr(r.Ratio), CILow: numPtr(r.CILow), CIHigh: numPtr(r.CIHigh), PValue: numPtr(r.PValue), Verdict: string(r.Outcome),
+			Ratio: numPtr(r.Ratio), CILow: numPtr(r.CILow), CIHigh: numPtr(r.CIHigh), PValue: numPtr(r.PValue), Verdict: rowVerdict(r, isGated[i]),
 			Gated: isGated[i], NBase: r.NBase, NHead: r.NHead, Reason: r.Reason, MoreTrials: r.MoreTrials}
 		if isGated[i] && r.Outcome == gate.Regression {
 			regressions++
@@ -248,7 +250,7 @@ func printCompareTable(w io.Writer, results []*gate.StatResult, gated []bool, nb
 			mark = "*"
 		}
 		name := fmt.Sprintf("%-*s", width, r.Metric+mark)
-		verdict := strings.ReplaceAll(string(r.Outcome), "_", " ")
+		verdict := strings.ReplaceAll(rowVerdict(r, gated[i]), "_", " ")
 		if r.Outcome == gate.Undecided && r.MoreTrials > 0 {
 			verdict += fmt.Sprintf(" (+%d)", r.MoreTrials)
 		}
@@ -263,11 +265,29 @@ func printCompareTable(w io.Writer, results []*gate.StatResult, gated []bool, nb
 		}
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "\n%d base vs %d head trials; * gated (Holm-Bonferroni over %d metrics at alpha %g, min effect %g%%); ↑ higher is better, ↓ lower is better; CI ≈ 95%% (Hodges-Lehmann/Moses); (+N) more trials per side would likely decide\n",
-		nb, nh, countTrue(gated), o.alpha, o.minEffect)
+	fmt.Fprintf(w, "\n%d base vs %d head trials. * gated: Holm-Bonferroni over %d metrics at alpha %g, min effect %g%%; a gated regression exits 1.\n"+
+		"Not gated: worse/better = significant at alpha %g uncorrected, for information. ↑ higher is better, ↓ lower is better;\n"+
+		"CI ≈ 95%% (Hodges-Lehmann/Moses); (+N) more trials per side would likely decide.\n",
+		nb, nh, countTrue(gated), o.alpha, o.minEffect, o.alpha)
 	for _, n := range notes {
 		fmt.Fprintln(w, n)
 	}
+}
+
+// rowVerdict is a metric's verdict as printed: the outcome for gated metrics; for the others,
+// which are neither Holm-corrected nor part of the exit code, a significant change is called
+// "worse" or "better" instead of regression or improvement.
+func rowVerdict(r *gate.StatResult, gated bool) string {
+	if gated {
+		return string(r.Outcome)
+	}
+	switch r.Outcome {
+	case gate.Regression:
+		return "worse"
+	case gate.Improvement:
+		return "better"
+	}
+	return string(r.Outcome)
 }
 
 func countTrue(b []bool) int {

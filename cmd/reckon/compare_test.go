@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"github.com/spf13/cobra"
+
+	"github.com/reckon-ci/reckon/gate"
 )
 
 // execCmd runs a freshly built command (so flag values never leak between tests) and returns its
@@ -223,5 +225,20 @@ func TestCompareRealTrials(t *testing.T) {
 	out, _, code = execCmd(t, newCompareCmd(), append(append(append([]string{"--base"}, base...), "--head"), slow...)...)
 	if code != 1 || !strings.Contains(out, "regression") {
 		t.Errorf("slow head: exit %d\n%s", code, out)
+	}
+}
+
+func TestRowVerdict(t *testing.T) {
+	r := &gate.StatResult{Outcome: gate.Regression}
+	if rowVerdict(r, true) != "regression" || rowVerdict(r, false) != "worse" {
+		t.Error("regression")
+	}
+	r.Outcome = gate.Improvement
+	if rowVerdict(r, false) != "better" {
+		t.Error("improvement")
+	}
+	r.Outcome = gate.Undecided
+	if rowVerdict(r, false) != "inconclusive" {
+		t.Error("inconclusive")
 	}
 }

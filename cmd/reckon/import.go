@@ -23,8 +23,9 @@ func newImportCmd() *cobra.Command {
 		Short: "Read another tool's result file into reckon's result format",
 		Long: `Read a result file of vllm bench serve (JSON, or JSONL with --append-result, including the old
 "request_goodput:" key), sglang.bench_serving (JSONL with Infinity/NaN literals), GenAI-Perf/AIPerf
-(profile_export_*.json aggregates), nccl-tests (text output) or reckon itself. The format is detected
-from the content. Metrics the file does not report are listed as missing, never guessed.
+(profile_export_*.json aggregates), a log holding vLLM's or SGLang's printed "Serving Benchmark
+Result" summary (values as printed), nccl-tests (text output or -J JSON) or reckon itself. The
+format is detected from the content. Metrics the file does not report are listed as missing, never guessed.
 
 Without --json a summary is printed; with --json the normalized result (for nccl-tests: per-row
 size_bytes, algbw_gbps, busbw_gbps and wrong, out-of-place and in-place, and avg_busbw_gbps).`,

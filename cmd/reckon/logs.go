@@ -24,7 +24,7 @@ func newLogsCmd() *cobra.Command {
 	var kind string
 	var asJSON bool
 	parse := &cobra.Command{
-		Use:   "parse [--engine sglang|vllm|auto] [--json] FILE...",
+		Use:   "parse FILE...",
 		Short: "Parse engine logs into EngineReports (memory plan, KV capacity, allreduce backend, errors)",
 		Long: `parse reads SGLang or vLLM server logs (any version, several ranks, pasted logs with colour
 codes) and prints what the engine actually did: readiness, the effective allreduce backend and why

@@ -37,7 +37,7 @@ func TestMain(m *testing.M) {
 }
 
 // buildBinary compiles cmd/refengine once for the tests of this package.
-func buildBinary(t *testing.T) string {
+func buildBinary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		buildDir, buildErr = os.MkdirTemp("", "refengine-test-")
@@ -74,6 +74,13 @@ func TestProcessLifecycle(t *testing.T) {
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "no-such-flag") {
 		t.Errorf("unknown flag: err %v, output %q; want exit 2 naming the flag", err, out)
+	}
+
+	// a device too small for the model: exit 1 with SGLang's message in a traceback
+	out, err = exec.Command(bin, "--model-path", model, "--device-memory", "8MiB", "--port", "0").CombinedOutput()
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(string(out), "Traceback (most recent call last):") ||
+		!strings.Contains(string(out), "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.") {
+		t.Errorf("tiny device: err %v, output %q; want exit 1 with a traceback", err, out)
 	}
 
 	cmd := exec.Command(bin, "--model-path", model, "--tp-size", "2", "--port", "0")
@@ -179,4 +186,39 @@ func TestProbeAllreduceDispatch(t *testing.T) {
 	if err := json.Unmarshal(out, &p); err != nil || p.Schema != wire.AllReduceProbeSchema || p.WorldSize != 2 || len(p.Results) == 0 {
 		t.Errorf("probe output %s: %v", out, err)
 	}
+}
+
+// BenchmarkStartToReady measures a process's time from exec to "The server is fired up and ready
+// to roll!" (tp 4, default model).
+func BenchmarkStartToReady(b *testing.B) {
+	bin := buildBinary(b)
+	model, _ := filepath.Abs("../../fixtures/models/tiny.json")
+	var total time.Duration
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		cmd := exec.Command(bin, "--model-path", model, "--tp-size", "4", "--port", "0")
+		stderr, err := cmd.StderrPipe()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		sc := bufio.NewScanner(stderr)
+		ready := false
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), "The server is fired up and ready to roll!") {
+				ready = true
+				break
+			}
+		}
+		total += time.Since(t0)
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		go io.Copy(io.Discard, stderr)
+		_ = cmd.Wait()
+		if !ready {
+			b.Fatal("engine exited before it was ready")
+		}
+	}
+	b.ReportMetric(total.Seconds()/float64(b.N), "s_to_ready")
 }

@@ -318,3 +318,33 @@ func TestStreamServerThatDoesNotStream(t *testing.T) {
 		t.Errorf("non-streamed answer: %+v", res)
 	}
 }
+
+// A server that sends [DONE] but keeps the response open must not hold the client.
+func TestStreamDoesNotWaitAfterDone(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	srv := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: {\"choices\":[{\"text\":\"a\"}]}\n\ndata: [DONE]\n\n")
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	})
+	res, err := New(srv.URL, Options{}).Stream(context.Background(), wire.CompletionRequest{Prompt: PromptText("x")}, nil)
+	if err != nil || !res.Done || res.Text != "a" {
+		t.Fatalf("Stream = %+v, %v", res, err)
+	}
+}
+
+// An event longer than the read buffer (a long text or big logprobs) is assembled whole.
+func TestStreamLongEvent(t *testing.T) {
+	long := strings.Repeat("x", 200<<10)
+	srv := sseServer(t, "data:{\"choices\":[{\"index\":0,\"text\":\""+long+"\"}]}\n\n", "data: [DONE]\n\n")
+	res, err := New(srv.URL, Options{}).Stream(context.Background(), wire.CompletionRequest{Prompt: PromptText("x")}, nil)
+	if err != nil || len(res.Text) != len(long) || res.OutputTokens != 1 {
+		t.Fatalf("long event: %v, %d bytes", err, len(res.Text))
+	}
+}

@@ -129,8 +129,7 @@ func (c *Client) Stream(ctx context.Context, req wire.CompletionRequest, onChunk
 	}
 	err = c.readEvents(endpoint, resp.Body, res, onChunk)
 	c.finish(res)
-	// Drain what follows [DONE] (normally nothing) so that the connection can be reused.
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	drain(resp.Body)
 	if err != nil {
 		if ctx.Err() != nil && !errors.Is(err, ErrMalformed) {
 			err = fmt.Errorf("%s: %w", endpoint, ctx.Err())
@@ -141,6 +140,26 @@ func (c *Client) Stream(ctx context.Context, req wire.CompletionRequest, onChunk
 		return res, &MalformedError{Endpoint: endpoint, Field: "choices", Reason: "stream ended without any generated token"}
 	}
 	return res, nil
+}
+
+// drainGrace bounds how long the client waits for the end of a body after [DONE].
+const drainGrace = 50 * time.Millisecond
+
+// drain reads what follows [DONE] (normally only the end of the chunked body) so that the
+// connection can be reused, without waiting long for a server that keeps the response open:
+// the caller's Close then ends the read.
+func drain(body io.Reader) {
+	done := make(chan struct{})
+	go func() {
+		_, _ = io.Copy(io.Discard, io.LimitReader(body, 64<<10))
+		close(done)
+	}()
+	t := time.NewTimer(drainGrace)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
 }
 
 var (

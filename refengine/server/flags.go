@@ -92,10 +92,14 @@ func ParseFlags(args []string, stderr io.Writer) (*Options, error) {
 	fs.BoolVar(&o.FaultHangStartup, "fault-hang-startup", false, "fault: never become ready")
 	fs.Float64Var(&o.FaultLeakMBPerReq, "fault-leak-mb-per-request", 0, "fault: each finished request leaks this many MiB of KV pages")
 	// SGLang flags accepted and ignored (they do not change what the reference engine does).
-	for _, name := range []string{"tokenizer-path", "attention-backend", "sampling-defaults", "kv-cache-dtype", "load-format", "quantization", "schedule-policy", "api-key", "admin-api-key"} {
+	for _, name := range []string{"tokenizer-path", "attention-backend", "sampling-defaults", "kv-cache-dtype", "load-format", "quantization",
+		"schedule-policy", "api-key", "admin-api-key", "watchdog-timeout", "stream-interval", "schedule-conservativeness",
+		"cuda-graph-bs", "sampling-backend", "grammar-backend", "reasoning-parser", "tool-call-parser", "chat-template", "revision"} {
 		fs.String(name, "", "accepted for compatibility; ignored")
 	}
-	for _, name := range []string{"trust-remote-code", "enable-metrics", "skip-server-warmup", "disable-radix-cache", "enable-p2p-check", "enable-torch-compile", "disable-overlap-schedule", "enable-mixed-chunk", "log-requests"} {
+	for _, name := range []string{"trust-remote-code", "enable-metrics", "skip-server-warmup", "disable-radix-cache", "enable-p2p-check",
+		"enable-torch-compile", "disable-overlap-schedule", "enable-mixed-chunk", "log-requests", "enable-mscclpp", "enable-symm-mem",
+		"enable-nccl-nvls", "enable-cache-report", "show-time-cost"} {
 		fs.Bool(name, false, "accepted for compatibility; ignored")
 	}
 	if err := fs.Parse(args); err != nil {

@@ -41,7 +41,15 @@ func (e *Engine) Handler() http.Handler {
 	mux.HandleFunc("GET /flush_cache", e.flushCache)
 	mux.HandleFunc("POST /flush_cache", e.flushCache)
 	mux.HandleFunc("GET /metrics", e.metrics)
+	known := map[string]string{"/health": "GET", "/health_generate": "GET", "/v1/models": "GET", "/v1/completions": "POST",
+		"/generate": "POST", "/get_server_info": "GET", "/server_info": "GET", "/get_model_info": "GET", "/model_info": "GET",
+		"/flush_cache": "GET, POST", "/metrics": "GET"}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if allow, ok := known[r.URL.Path]; ok {
+			w.Header().Set("Allow", allow)
+			writeError(w, http.StatusMethodNotAllowed, "MethodNotAllowed", fmt.Sprintf("%s %s: method not allowed (use %s)", r.Method, r.URL.Path, allow))
+			return
+		}
 		writeError(w, http.StatusNotFound, "NotFoundError", fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path))
 	})
 	return mux
@@ -283,8 +291,7 @@ type submitted struct {
 }
 
 func (e *Engine) submit(w http.ResponseWriter, reqs []*sched.Request) bool {
-	for i, rq := range reqs {
-		_ = i
+	for _, rq := range reqs {
 		if err := e.Sched.Submit(rq); err != nil {
 			// Requests already queued (reqs[:i]) end with the HTTP request's context.
 			var tl *sched.InputTooLongError

@@ -9,7 +9,7 @@ import (
 )
 
 // Logger prints SGLang-format log lines: "[YYYY-MM-DD HH:MM:SS TPn] message", without the TP tag
-// when tp == 1. It is safe for concurrent use.
+// when tp == 1. It is safe for concurrent use: each message is written in one piece.
 type Logger struct {
 	mu  sync.Mutex
 	w   io.Writer
@@ -32,12 +32,11 @@ func (l *Logger) Rank(r int, format string, args ...any) {
 	} else {
 		prefix = fmt.Sprintf("[%s] ", ts)
 	}
+	// Like Python's logging, a multi-line message (a traceback) gets the prefix on its first line.
 	var b strings.Builder
-	for _, line := range strings.Split(msg, "\n") {
-		b.WriteString(prefix)
-		b.WriteString(line)
-		b.WriteByte('\n')
-	}
+	b.WriteString(prefix)
+	b.WriteString(msg)
+	b.WriteByte('\n')
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	io.WriteString(l.w, b.String())

@@ -183,13 +183,12 @@ func Build(opts *Options, lg *Logger, getenv func(string) string) (*Engine, erro
 			MaxTotalTokens: opts.MaxTotalTokens,
 		})
 		if err != nil {
-			return nil, fmt.Errorf("TP%d: %w", r, err)
+			return nil, fmt.Errorf("%w [rank TP%d]", err, r)
 		}
 		e.Plans = append(e.Plans, p)
 		if minTokens < 0 || p.KVTokens < minTokens {
 			minTokens = p.KVTokens
 		}
-		_ = dw
 	}
 	pages := minTokens / opts.PageSize
 	// Logs, rank by rank, in SGLang's order.
@@ -366,7 +365,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	lg := NewLogger(stderr, opts.TPSize)
 	e, err := Build(opts, lg, nil)
 	if err != nil {
-		lg.Info("Scheduler hit an exception: %v", err)
+		// SGLang's scheduler process dies with a Python traceback; print the same shape.
+		lg.Info("Scheduler hit an exception: Traceback (most recent call last):\n"+
+			"  File \"refengine/server/server.go\", in Build\n"+
+			"RuntimeError: %v", err)
 		return 1
 	}
 	ln, err := net.Listen("tcp", net.JoinHostPort(opts.Host, fmt.Sprint(opts.Port)))
@@ -438,9 +440,7 @@ func (e *Engine) Serve(ctx context.Context, ln net.Listener) error {
 
 // warmup sends one short request through the whole path, then declares the server ready.
 func (e *Engine) warmup(ctx context.Context) {
-	one := 1
-	zero := 0.0
-	req := &sched.Request{ID: "warmup", Prompt: model.Encode("The capital city of France is"), MaxNew: one, Temperature: zero, Ctx: ctx}
+	req := &sched.Request{ID: "warmup", Prompt: model.Encode("The capital city of France is"), MaxNew: 1, Ctx: ctx}
 	if err := e.Sched.Submit(req); err != nil {
 		e.Log.Info("Warmup failed: %v", err)
 		return

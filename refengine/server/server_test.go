@@ -164,6 +164,9 @@ func TestMalformedRequests(t *testing.T) {
 	if code, _ := ts.get(t, "/no/such/route"); code != http.StatusNotFound {
 		t.Errorf("unknown route: HTTP %d, want 404", code)
 	}
+	if code, body := ts.get(t, "/v1/completions"); code != http.StatusMethodNotAllowed || !strings.Contains(string(body), "method not allowed") {
+		t.Errorf("GET /v1/completions: HTTP %d %s, want 405 with a JSON error", code, body)
+	}
 	// still serving
 	if out := ts.complete(t, greedyReq("still alive?", 4)); len(out.Choices[0].TokenIDs) != 4 {
 		t.Errorf("server not answering after malformed requests: %+v", out)

@@ -168,7 +168,7 @@ func TestDeterministicAllReduceIsBatchInvariant(t *testing.T) {
 	w := model.Generate(c)
 	a := model.Encode("first sequence of the batch")
 	b := model.Encode("a second, longer sequence that shares the batch with the first one")
-	for _, opts := range []Options{{TP: 4, Deterministic: true}, {TP: 4, Custom: true}} {
+	for _, opts := range []Options{{TP: 4, Deterministic: true}, {TP: 4, Custom: true}, {TP: 4}} {
 		alone := logitsFor(t, w, opts, a)
 		g, _ := newGroup(t, w, opts, 0)
 		al := kvcache.NewAllocator(64, 16)
@@ -179,7 +179,17 @@ func TestDeterministicAllReduceIsBatchInvariant(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if abs, _ := maxDiff(alone, both); abs != 0 {
+		abs, rel := maxDiff(alone, both)
+		if !opts.Custom && !opts.Deterministic {
+			// plain ring: chunk boundaries move with the batch size, so the summation order of an
+			// element depends on the batch: rounding-level differences are expected
+			t.Logf("ring, batched vs alone: max abs logit difference %.3g (rel %.3g)", abs, rel)
+			if rel > 1e-5 {
+				t.Errorf("ring: batch composition changed logits by %.3g relative, beyond rounding", rel)
+			}
+			continue
+		}
+		if abs != 0 {
 			t.Errorf("opts %+v: logits changed by %.3g when batched with another sequence", opts, abs)
 		}
 	}

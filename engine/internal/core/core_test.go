@@ -102,6 +102,7 @@ func TestClassify(t *testing.T) {
 		"Feb 04 08:47:05 host python3[1]: ERROR 02-04 08:47:05 core.py:45] EngineCore failed to start.":                    KindOther,
 		"vllm-1  | ERROR 11-18 18:07:28 engine.py:366] RuntimeError: CUDA error: an illegal memory access was encountered": KindCUDA,
 		// Not errors:
+		"frame #1: c10d::ProcessGroupNCCL::WorkNCCL::checkTimeout(std::optional<std::chrono::duration<long> >) + 0x1d2":                                                                                                                                                                      "",
 		"INFO 08-19 07:51:12 model_runner.py:1028] CUDA graphs can take additional 1~3 GiB memory per GPU. If you are running out of memory, consider decreasing `gpu_memory_utilization` or enforcing eager mode.":                                                                          "",
 		"INFO 12-19 22:58:27 model_runner.py:1415] Capturing cudagraphs for decoding. This may lead to unexpected consequences if the model is not static. If out-of-memory error occurs during cudagraph capture, consider decreasing `gpu_memory_utilization` or switching to eager mode.": "",
 		"WARNING 07-02 17:41:37 custom_all_reduce.py:118] Custom allreduce is disabled because your platform lacks GPU P2P capability or P2P test failed. To silence this warning, specify disable_custom_all_reduce=True explicitly.":                                                       "",

@@ -134,7 +134,7 @@ var rules = []rule{
 		gate: []string{"cudaerror", "cublas_status", "cudnn_status", "xid "},
 		re:   regexp.MustCompile(`cudaerror[a-z]\w*|cublas_status_(?:[a-rt-z]\w*|s[a-tv-z]\w*)|cudnn_status_[a-rt-z]\w*|xid \d+`)},
 	{kind: KindOther,
-		any:  []string{"exceeds the maximum allowed length", "received sigquit from a child", "died unexpectedly"},
+		any:  []string{"exceeds the maximum allowed length", "received sigquit from a child", "died unexpectedly", "scheduler is dead"},
 		gate: []string{"child process"},
 		re:   regexp.MustCompile(`child process.*(?:died|exited|failed)`)},
 }
@@ -146,14 +146,11 @@ var rules = []rule{
 func Classify(line string) string { return classify(line, StripPrefix(line)) }
 
 func classify(line, body string) string {
-	if isFrame(body) {
+	if isFrame(body) || isCppFrame(body) {
 		return ""
 	}
-	lower := strings.ToLower(body)
-	for _, r := range rules {
-		if r.match(lower) {
-			return r.kind
-		}
+	if k := ruleKind(body); k != "" {
+		return k
 	}
 	if isIndentedOrEmpty(body) {
 		return ""
@@ -182,8 +179,25 @@ func mayBeException(body string) bool {
 	return false
 }
 
+// ruleKind returns the kind of the first rule matching the body, or "".
+func ruleKind(body string) string {
+	lower := strings.ToLower(body)
+	for _, r := range rules {
+		if r.match(lower) {
+			return r.kind
+		}
+	}
+	return ""
+}
+
+// isFrame reports a Python traceback frame ('File "x.py", line N').
 func isFrame(body string) bool {
 	return strings.Contains(body, `File "`) && frameRE.MatchString(body)
+}
+
+// isCppFrame reports a C++ stack frame as PyTorch prints them ("frame #3: c10d::...").
+func isCppFrame(body string) bool {
+	return strings.HasPrefix(strings.TrimSpace(body), "frame #")
 }
 
 // isIndentedOrEmpty reports traceback code lines ("    x = f()", "    ^^^^") and blank text.
@@ -281,6 +295,13 @@ func (c *ErrorCollector) Line(n int, line string) {
 			c.add(kind, n, line)
 			delete(c.pending, key)
 			return
+		}
+		// A line of its own inside the traceback (another rank's record, a C++ abort):
+		// classified by the rules only, never as a generic error-level line.
+		if !isCppFrame(body) {
+			if k := ruleKind(body); k != "" {
+				c.add(k, n, line)
+			}
 		}
 		if tb.age > 400 {
 			c.flush(key)
