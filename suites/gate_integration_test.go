@@ -2,6 +2,7 @@ package suites_test
 
 import (
 	"bytes"
+	"flag"
 	"encoding/json"
 	"encoding/xml"
 	"fmt"
@@ -26,6 +27,7 @@ var repoRoot string
 func TestMain(m *testing.M) {
 	wd, _ := os.Getwd()
 	repoRoot = filepath.Dir(wd)
+	flag.Parse()
 	if testing.Short() {
 		os.Exit(m.Run())
 	}

@@ -86,7 +86,7 @@ func Run(ctx context.Context, opts Options) (*reporters.Run, error) {
 	if err != nil {
 		return nil, err
 	}
-	stopSignals := engine.StopAllOnSignal(ctx)
+	stopSignals := engine.StopAllOnSignalFunc(ctx, nil)
 	defer stopSignals()
 	defer engine.StopAll(context.Background())
 

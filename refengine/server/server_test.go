@@ -446,3 +446,21 @@ func TestMetrics(t *testing.T) {
 		}
 	}
 }
+
+// TestBF16 runs the engine with --dtype bfloat16: deterministic, close to float32 but not equal.
+func TestBF16(t *testing.T) {
+	f32 := start(t, nil, true, "--tp-size", "4")
+	bf := start(t, nil, true, "--tp-size", "4", "--dtype", "bfloat16")
+	p := "Rounding activations to bfloat16 at every allreduce boundary."
+	a := echoLogprobs(t, f32, p)
+	b := echoLogprobs(t, bf, p)
+	c := echoLogprobs(t, bf, p)
+	d := maxAbsDiff(a, b)
+	t.Logf("bf16 vs float32: max |Δ prompt logprob| %.3g", d)
+	if d == 0 || d > 0.5 {
+		t.Errorf("bf16 vs float32 prompt logprobs differ by %.3g; want a small non-zero difference", d)
+	}
+	if maxAbsDiff(b, c) != 0 {
+		t.Error("bf16 run is not deterministic")
+	}
+}

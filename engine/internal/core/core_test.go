@@ -99,8 +99,9 @@ func TestClassify(t *testing.T) {
 		"RuntimeError: CUDA error: device-side assert triggered":                                                                                                                   KindCUDA,
 		"ERROR 07-07 15:19:51 [core.py:515] EngineCore failed to start.":                                                                                                           KindOther,
 		"ValueError: unsupported model": KindOther,
-		"Feb 04 08:47:05 host python3[1]: ERROR 02-04 08:47:05 core.py:45] EngineCore failed to start.":                    KindOther,
-		"vllm-1  | ERROR 11-18 18:07:28 engine.py:366] RuntimeError: CUDA error: an illegal memory access was encountered": KindCUDA,
+		"[2026-11-29 10:08:27 TP0] token_to_kv_pool_allocator memory leak detected! available_size=133280, protected_size=0, self.max_total_num_tokens=134304": KindOther,
+		"Feb 04 08:47:05 host python3[1]: ERROR 02-04 08:47:05 core.py:45] EngineCore failed to start.":                                                        KindOther,
+		"vllm-1  | ERROR 11-18 18:07:28 engine.py:366] RuntimeError: CUDA error: an illegal memory access was encountered":                                     KindCUDA,
 		// Not errors:
 		"frame #1: c10d::ProcessGroupNCCL::WorkNCCL::checkTimeout(std::optional<std::chrono::duration<long> >) + 0x1d2":                                                                                                                                                                      "",
 		"INFO 08-19 07:51:12 model_runner.py:1028] CUDA graphs can take additional 1~3 GiB memory per GPU. If you are running out of memory, consider decreasing `gpu_memory_utilization` or enforcing eager mode.":                                                                          "",

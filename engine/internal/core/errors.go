@@ -134,7 +134,7 @@ var rules = []rule{
 		gate: []string{"cudaerror", "cublas_status", "cudnn_status", "xid "},
 		re:   regexp.MustCompile(`cudaerror[a-z]\w*|cublas_status_(?:[a-rt-z]\w*|s[a-tv-z]\w*)|cudnn_status_[a-rt-z]\w*|xid \d+`)},
 	{kind: KindOther,
-		any:  []string{"exceeds the maximum allowed length", "received sigquit from a child", "died unexpectedly", "scheduler is dead"},
+		any:  []string{"exceeds the maximum allowed length", "received sigquit from a child", "memory leak detected", "died unexpectedly", "scheduler is dead"},
 		gate: []string{"child process"},
 		re:   regexp.MustCompile(`child process.*(?:died|exited|failed)`)},
 }

@@ -1,0 +1,280 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/reckon-ci/reckon/engine"
+	"github.com/reckon-ci/reckon/spec"
+)
+
+func init() { rootCmd.AddCommand(newSpecCmd()) }
+
+func newSpecCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "spec",
+		Short: "Work with gate specs (the YAML files reckon gate runs)",
+	}
+	cmd.AddCommand(newSpecCheckCmd())
+	return cmd
+}
+
+func newSpecCheckCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "check FILE... [--json]",
+		Short: "Validate gate specs: every problem with its file:line:col, or OK",
+		Long: `check loads each spec the way "reckon gate" does and reports every problem at once, one per line,
+as file:line:col: field: what was expected (docs/spec.md is the format's reference). It then builds
+each config's engine command line with the spec's engine adapter, so that settings the engine would
+refuse at launch (e.g. an EAGLE top-k above 1 for vLLM) are found before any GPU is taken.
+
+A valid file prints "OK" with its spec name, engine and counts. Paths the run will read (numerics
+prompts, datasets, probe files, a command given as a path) that do not exist relative to the
+current directory are warned about without failing the file: the gate may run elsewhere.
+
+--json prints the resolved spec instead: defaults filled in, generated check names, implied expect
+checks, and per config the effective launch settings with the engine's argv (the harness adds
+--host and --port at launch). One JSON object per file, a JSON array for several files.
+
+Exit code 0 when every file is valid, 2 when any file is invalid or unreadable.`,
+		Example: `  reckon spec check fixtures/specs/examples/*.yaml
+  reckon spec check --json my-spec.yaml | jq '.launches[] | {config, argv}'`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runSpecCheck(cmd.OutOrStdout(), asJSON, args)
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the resolved spec as JSON (one object per file, an array for several)")
+	return cmd
+}
+
+// specProblem is one reason a spec file is invalid (or, as a warning, may fail at run time).
+type specProblem struct {
+	File    string `json:"file"`
+	Line    int    `json:"line,omitempty"`
+	Column  int    `json:"column,omitempty"`
+	Field   string `json:"field,omitempty"`
+	Message string `json:"message"`
+}
+
+// String formats the problem as "file:line:col: field: message" (line and column only when
+// known), the form spec.Error uses.
+func (p specProblem) String() string { return p.format("") }
+
+// format is String with an optional severity ("warning") after the position.
+func (p specProblem) format(severity string) string {
+	var b strings.Builder
+	b.WriteString(p.File)
+	if p.Line > 0 {
+		fmt.Fprintf(&b, ":%d", p.Line)
+		if p.Column > 0 {
+			fmt.Fprintf(&b, ":%d", p.Column)
+		}
+	}
+	b.WriteString(": ")
+	if severity != "" {
+		b.WriteString(severity)
+		b.WriteString(": ")
+	}
+	if p.Field != "" {
+		b.WriteString(p.Field)
+		b.WriteString(": ")
+	}
+	b.WriteString(p.Message)
+	return b.String()
+}
+
+// specLaunch is a config's effective launch settings and the argv its engine adapter builds.
+type specLaunch struct {
+	spec.Launch
+	Argv []string `json:"argv,omitempty"`
+}
+
+// specCheckResult is what `reckon spec check --json` prints for one file.
+type specCheckResult struct {
+	File     string        `json:"file"`
+	Valid    bool          `json:"valid"`
+	Errors   []specProblem `json:"errors,omitempty"`
+	Warnings []specProblem `json:"warnings,omitempty"`
+	Spec     *spec.Spec    `json:"spec,omitempty"`
+	Launches []specLaunch  `json:"launches,omitempty"`
+}
+
+// runSpecCheck validates every file and prints the results; any invalid file makes it return
+// exit code 2 (after every file has been reported).
+func runSpecCheck(w io.Writer, asJSON bool, files []string) error {
+	results := make([]specCheckResult, 0, len(files))
+	invalid := 0
+	for _, f := range files {
+		r := checkSpecFile(f)
+		if !r.Valid {
+			invalid++
+		}
+		results = append(results, r)
+	}
+	if asJSON {
+		var v any = results
+		if len(results) == 1 {
+			v = results[0]
+		}
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(v); err != nil {
+			return withExitCode(3, fmt.Errorf("write JSON: %w", err))
+		}
+	} else {
+		for _, r := range results {
+			printSpecCheck(w, r)
+		}
+	}
+	if invalid > 0 {
+		noun := "files are"
+		if invalid == 1 {
+			noun = "file is"
+		}
+		return withExitCode(2, fmt.Errorf("%d of %d spec %s invalid", invalid, len(files), noun))
+	}
+	return nil
+}
+
+func printSpecCheck(w io.Writer, r specCheckResult) {
+	for _, p := range r.Errors {
+		fmt.Fprintln(w, p.String())
+	}
+	for _, p := range r.Warnings {
+		fmt.Fprintln(w, p.format("warning"))
+	}
+	if !r.Valid {
+		return
+	}
+	s := r.Spec
+	implied := 0
+	for _, c := range s.Checks {
+		if c.Implicit {
+			implied++
+		}
+	}
+	checks := plural(len(s.Checks), "check")
+	if implied > 0 {
+		checks += fmt.Sprintf(" (%d implied by expect)", implied)
+	}
+	fmt.Fprintf(w, "OK %s: spec %s, %s tp %d, %s, %s, %s\n", r.File, s.Name, s.Engine.Kind, s.Engine.TPSize,
+		plural(len(s.Configs), "config"), plural(len(s.Workloads), "workload"), checks)
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// checkSpecFile loads one spec and builds every config's engine command line.
+func checkSpecFile(path string) specCheckResult {
+	r := specCheckResult{File: path}
+	s, err := spec.Load(path)
+	if err != nil {
+		var list spec.ErrorList
+		if errors.As(err, &list) {
+			for _, e := range list {
+				r.Errors = append(r.Errors, specProblem{File: e.File, Line: e.Line, Column: e.Column, Field: e.Field, Message: e.Msg})
+			}
+		} else {
+			// An unreadable file: the message already names it ("read spec: open x.yaml: ...").
+			r.Errors = append(r.Errors, specProblem{File: path, Message: err.Error()})
+		}
+		return r
+	}
+	r.Spec = s
+	adapter, err := engine.AdapterFor(s.Engine.Kind)
+	if err != nil {
+		r.Errors = append(r.Errors, specProblem{File: path, Field: "engine.kind", Message: err.Error()})
+	}
+	for i, c := range s.Configs {
+		l, err := s.Resolved(c.Name)
+		if err != nil {
+			r.Errors = append(r.Errors, specProblem{File: path, Line: c.Line, Field: fmt.Sprintf("configs[%d]", i), Message: err.Error()})
+			continue
+		}
+		sl := specLaunch{Launch: l}
+		if adapter != nil {
+			argv, err := adapter.Command(launchConfigOf(l))
+			if err != nil {
+				r.Errors = append(r.Errors, specProblem{File: path, Line: c.Line, Field: fmt.Sprintf("configs[%d]", i),
+					Message: fmt.Sprintf("config %s cannot be launched: %v", c.Name, err)})
+			}
+			sl.Argv = argv
+		}
+		r.Launches = append(r.Launches, sl)
+	}
+	r.Warnings = missingPaths(s)
+	r.Valid = len(r.Errors) == 0
+	return r
+}
+
+// launchConfigOf turns a config's effective settings into the engine adapter's launch config, as
+// the suites do (the harness fills host and port at launch).
+func launchConfigOf(l spec.Launch) engine.LaunchConfig {
+	lc := engine.LaunchConfig{
+		Command:                l.Command,
+		Model:                  l.Model,
+		TPSize:                 l.TPSize,
+		DisableCustomAllReduce: l.DisableCustomAllReduce,
+		ExtraArgs:              l.Args,
+		Env:                    l.Env,
+	}
+	if l.CudaGraphMaxBS != nil {
+		lc.CUDAGraphMaxBS = *l.CudaGraphMaxBS
+	}
+	if l.MemFractionStatic != nil {
+		lc.MemFractionStatic = *l.MemFractionStatic
+	}
+	if sp := l.Speculative; sp != nil {
+		lc.Speculative = &engine.Speculative{
+			Algorithm:      sp.Algorithm,
+			DraftModelPath: sp.DraftModel,
+			NumSteps:       sp.NumSteps,
+			EagleTopK:      sp.EagleTopK,
+			NumDraftTokens: sp.NumDraftTokens,
+		}
+	}
+	return lc
+}
+
+// missingPaths lists the files the run will read that do not exist relative to the current
+// directory: numerics prompts, workload datasets, probe files, and a command given as a path.
+// The model is left out: it may be a hub id, which looks like a relative path.
+func missingPaths(s *spec.Spec) []specProblem {
+	var out []specProblem
+	warn := func(field, path, what string) {
+		if path == "" {
+			return
+		}
+		if _, err := os.Stat(path); err != nil {
+			out = append(out, specProblem{File: s.File, Field: field,
+				Message: fmt.Sprintf("%s %s does not exist relative to the current directory (paths are relative to where reckon runs, not to the spec)", what, path)})
+		}
+	}
+	if len(s.Engine.Command) > 0 && strings.ContainsRune(s.Engine.Command[0], '/') {
+		warn("engine.command[0]", s.Engine.Command[0], "program")
+	}
+	for i, w := range s.Workloads {
+		warn(fmt.Sprintf("workloads[%d].dataset", i), w.Dataset, "dataset")
+	}
+	if s.Numerics != nil {
+		warn("numerics.prompts", s.Numerics.Prompts, "prompts file")
+	}
+	for _, c := range s.Checks {
+		if c.Kind == spec.KindAllReduceProbe {
+			warn("check "+c.Name, c.File, "probe file")
+		}
+	}
+	return out
+}
