@@ -302,6 +302,10 @@ func TestMemoryLeakFails(t *testing.T) {
 	if r.exit != 1 {
 		t.Fatalf("exit %d, want 1\n%s", r.exit, r.dump())
 	}
+	c := r.check(t, "leaking: engine log shows no errors")
+	if c.Status != reporters.StatusFailed || !strings.Contains(c.Message, "memory leak detected") {
+		t.Errorf("leak check: %+v", c)
+	}
 }
 
 func TestInterruptStopsEnginesAndWritesPartialReports(t *testing.T) {

@@ -135,11 +135,7 @@ func runSpecCheck(w io.Writer, asJSON bool, files []string) error {
 		}
 	}
 	if invalid > 0 {
-		noun := "files are"
-		if invalid == 1 {
-			noun = "file is"
-		}
-		return withExitCode(2, fmt.Errorf("%d of %d spec %s invalid", invalid, len(files), noun))
+		return withExitCode(2, fmt.Errorf("%s invalid (of %d checked)", plural(invalid, "spec file"), len(files)))
 	}
 	return nil
 }

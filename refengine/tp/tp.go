@@ -8,6 +8,7 @@ package tp
 import (
 	"fmt"
 	"math"
+	"runtime"
 	"sync"
 	"time"
 
@@ -88,10 +89,52 @@ type Group struct {
 }
 
 type rank struct {
-	id                                 int
-	shards                             [2]*model.Shard
-	kv                                 [2]*kvcache.Store
-	x, h, o, att, qkv, gu, act, sc, lg []float32
+	id     int
+	shards [2]*model.Shard
+	kv     [2]*kvcache.Store
+	// workers is how many goroutines share this rank's matmuls and attention (more than one only
+	// when there are more cores than ranks, e.g. tp 1 on two cores). Rows are split between
+	// them; each row's arithmetic is unchanged, so results do not depend on the split.
+	workers        int
+	x, h, o, att   []float32
+	qkv, gu, act   []float32
+	lg             []float32
+	sc             [][]float32 // per-worker attention scores
+	tokSeq, tokPos []int       // per token of the batch: its sequence and position
+}
+
+// parallel runs fn over [0, n) split into contiguous ranges (multiples of align) among the
+// rank's workers; fn gets the worker index and its range.
+func (rk *rank) parallel(n, align int, fn func(w, lo, hi int)) {
+	W := rk.workers
+	if W <= 1 || n < 4*align {
+		fn(0, 0, n)
+		return
+	}
+	per := (n/W + align - 1) / align * align
+	var wg sync.WaitGroup
+	for w := 0; w < W; w++ {
+		lo, hi := w*per, min((w+1)*per, n)
+		if w == W-1 {
+			hi = n
+		}
+		if lo >= hi {
+			continue
+		}
+		wg.Add(1)
+		go func(w, lo, hi int) {
+			defer wg.Done()
+			fn(w, lo, hi)
+		}(w, lo, hi)
+	}
+	wg.Wait()
+}
+
+// matMul is model.MatMul with the rows split among the rank's workers.
+func (rk *rank) matMul(out, x, w []float32, T, K, N int) {
+	rk.parallel(T, 2, func(_, lo, hi int) {
+		model.MatMul(out[lo*N:hi*N], x[lo*K:hi*K], w, hi-lo, K, N)
+	})
 }
 
 // NewGroup shards target (and draft, when not nil) over opts.TP ranks. KV stores are attached
@@ -102,8 +145,9 @@ func NewGroup(target, draft *model.Weights, opts Options) (*Group, error) {
 	}
 	g := &Group{opts: opts, cfg: target.Cfg}
 	g.rope = model.NewRope(target.Cfg.HeadDim(), target.Cfg.MaxPositions, target.Cfg.RopeTheta)
+	workers := max(1, runtime.GOMAXPROCS(0)/opts.TP)
 	for r := 0; r < opts.TP; r++ {
-		rk := &rank{id: r}
+		rk := &rank{id: r, workers: workers, sc: make([][]float32, workers)}
 		rk.shards[Target] = model.ShardFor(target, r, opts.TP)
 		if draft != nil {
 			rk.shards[Draft] = model.ShardFor(draft, r, opts.TP)
@@ -230,17 +274,21 @@ func (rk *rank) forward(g *Group, m ModelID, seqs []SeqInput, T, rows int, logit
 	rk.gu = grow(rk.gu, T*2*F)
 	rk.act = grow(rk.act, T*F)
 	x, h, o := rk.x, rk.h, rk.o
+	rk.tokSeq = rk.tokSeq[:0]
+	rk.tokPos = rk.tokPos[:0]
 	t := 0
-	for _, sq := range seqs {
-		for _, tok := range sq.Tokens {
+	for si, sq := range seqs {
+		for i, tok := range sq.Tokens {
 			copy(x[t*H:(t+1)*H], s.Embed[tok*H:(tok+1)*H])
+			rk.tokSeq = append(rk.tokSeq, si)
+			rk.tokPos = append(rk.tokPos, sq.Start+i)
 			t++
 		}
 	}
 	scale := float32(1 / math.Sqrt(float64(hd)))
 	for l, L := range s.Layers {
 		model.RMSNorm(h, x, L.AttnNorm, T, H, c.NormEps)
-		model.MatMul(rk.qkv, h, L.Wqkv, T, H, qkvN)
+		rk.matMul(rk.qkv, h, L.Wqkv, T, H, qkvN)
 		t0 := 0
 		for _, sq := range seqs {
 			n := len(sq.Tokens)
@@ -259,18 +307,22 @@ func (rk *rank) forward(g *Group, m ModelID, seqs []SeqInput, T, rows int, logit
 					copy(kv.V[off:off+hd], row[qN+kvN+hh*hd:qN+kvN+(hh+1)*hd])
 				}
 			}
-			for i := 0; i < n; i++ {
-				rk.attend(kv, l, sq.Pages, sq.Start+i, rk.qkv[(t0+i)*qkvN:(t0+i)*qkvN+qN], rk.att[(t0+i)*qN:(t0+i+1)*qN], s, scale)
-			}
 			t0 += n
 		}
-		model.MatMul(o, rk.att, L.Wo, T, qN, H)
+		// attention for every token (each reads only its own sequence's earlier positions)
+		rk.parallel(T, 1, func(w, lo, hi int) {
+			for t := lo; t < hi; t++ {
+				sq := &seqs[rk.tokSeq[t]]
+				rk.attend(kv, l, sq.Pages, rk.tokPos[t], rk.qkv[t*qkvN:t*qkvN+qN], rk.att[t*qN:(t+1)*qN], s, scale, &rk.sc[w])
+			}
+		})
+		rk.matMul(o, rk.att, L.Wo, T, qN, H)
 		g.red.allReduce(rk.id, o, H)
 		for i := range x[:T*H] {
 			x[i] += o[i]
 		}
 		model.RMSNorm(h, x, L.MLPNorm, T, H, c.NormEps)
-		model.MatMul(rk.gu, h, L.Wgu, T, H, 2*F)
+		rk.matMul(rk.gu, h, L.Wgu, T, H, 2*F)
 		for tt := 0; tt < T; tt++ {
 			gr := rk.gu[tt*2*F : tt*2*F+F]
 			ur := rk.gu[tt*2*F+F : (tt+1)*2*F]
@@ -279,7 +331,7 @@ func (rk *rank) forward(g *Group, m ModelID, seqs []SeqInput, T, rows int, logit
 				ar[i] = model.Silu(gr[i]) * ur[i]
 			}
 		}
-		model.MatMul(o, rk.act, L.Wd, T, F, H)
+		rk.matMul(o, rk.act, L.Wd, T, F, H)
 		g.red.allReduce(rk.id, o, H)
 		for i := range x[:T*H] {
 			x[i] += o[i]
@@ -306,19 +358,20 @@ func (rk *rank) forward(g *Group, m ModelID, seqs []SeqInput, T, rows int, logit
 	model.RMSNorm(o, h, s.FinalNorm, rows, H, c.NormEps)
 	vn := s.VocabHi - s.VocabLo
 	rk.lg = grow(rk.lg, rows*vn)
-	model.MatMul(rk.lg, o, s.LMHead, rows, H, vn)
+	rk.matMul(rk.lg, o, s.LMHead, rows, H, vn)
 	V := c.Vocab
 	for i := 0; i < rows; i++ {
 		copy(logits[i*V+s.VocabLo:i*V+s.VocabHi], rk.lg[i*vn:(i+1)*vn])
 	}
 }
 
-// attend computes causal attention for one query token at position pos for all local heads.
-func (rk *rank) attend(kv *kvcache.Store, layer int, pages []int32, pos int, q, out []float32, s *model.Shard, scale float32) {
+// attend computes causal attention for one query token at position pos for all local heads;
+// scratch is the calling worker's score buffer.
+func (rk *rank) attend(kv *kvcache.Store, layer int, pages []int32, pos int, q, out []float32, s *model.Shard, scale float32, scratch *[]float32) {
 	hd := s.Cfg.HeadDim()
 	n := pos + 1
-	rk.sc = grow(rk.sc, n)
-	sc := rk.sc
+	*scratch = grow(*scratch, n)
+	sc := *scratch
 	ps := kv.PageSize
 	for hq := 0; hq < s.QHeads; hq++ {
 		kvh := s.KVOfQ[hq]

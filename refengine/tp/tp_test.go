@@ -210,3 +210,27 @@ func TestForwardRejectsBadInput(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkersDoNotChangeResults: splitting a rank's rows among goroutines leaves every logit
+// bit-identical.
+func TestWorkersDoNotChangeResults(t *testing.T) {
+	c := tinyConfig(t)
+	w := model.Generate(c)
+	prompt := model.Encode("The same batch computed by one worker and by three workers per rank.")
+	var outs [][][]float32
+	for _, workers := range []int{1, 3} {
+		g, pages := newGroup(t, w, Options{TP: 1}, len(prompt))
+		for _, rk := range g.ranks {
+			rk.workers = workers
+			rk.sc = make([][]float32, workers)
+		}
+		out, err := g.Forward(Target, []SeqInput{{Tokens: prompt, Pages: pages, Logits: LogitsAll}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		outs = append(outs, out)
+	}
+	if abs, _ := maxDiff(outs[0], outs[1]); abs != 0 {
+		t.Errorf("1 vs 3 workers: logits differ by %.3g", abs)
+	}
+}

@@ -1,0 +1,311 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// runSpecCmd runs `reckon spec ARGS...` in-process on a freshly built command and returns stdout,
+// stderr (with the error main would print) and the exit code main would use.
+func runSpecCmd(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := newSpecCmd()
+	var out, errb bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&errb)
+	cmd.SetArgs(args)
+	cmd.SilenceErrors, cmd.SilenceUsage = true, true
+	err := cmd.Execute()
+	code := 0
+	if err != nil {
+		code = 2
+		var ee *exitError
+		if errors.As(err, &ee) {
+			code = ee.code
+		}
+		errb.WriteString(err.Error())
+	}
+	return out.String(), errb.String(), code
+}
+
+// fixtureSpecs is relative to the repository root: the tests that use it run there (inRepoRoot),
+// as reckon does in CI, so that the paths inside the specs resolve.
+const fixtureSpecs = "fixtures/specs"
+
+// inRepoRoot makes the repository root the working directory for the rest of the test.
+func inRepoRoot(t *testing.T) {
+	t.Helper()
+	t.Chdir("../..")
+}
+
+func writeSpec(t *testing.T, name, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestSpecCheckRegistered(t *testing.T) {
+	c, _, err := rootCmd.Find([]string{"spec", "check"})
+	if err != nil || c.Name() != "check" {
+		t.Fatalf("reckon spec check is not registered: %v", err)
+	}
+}
+
+func TestSpecCheckGoodSpecs(t *testing.T) {
+	inRepoRoot(t)
+	examples, _ := filepath.Glob(filepath.Join(fixtureSpecs, "examples", "*.yaml"))
+	if len(examples) < 3 {
+		t.Fatalf("found %d example specs", len(examples))
+	}
+	files := append([]string{filepath.Join(fixtureSpecs, "default.yaml")}, examples...)
+	out, errs, code := runSpecCmd(t, append([]string{"check"}, files...)...)
+	if code != 0 {
+		t.Fatalf("exit %d, want 0\nstdout:\n%s\nstderr:\n%s", code, out, errs)
+	}
+	for _, f := range files {
+		if !strings.Contains(out, "OK "+f+": spec ") {
+			t.Errorf("no OK line for %s in:\n%s", f, out)
+		}
+	}
+	for _, want := range []string{
+		"OK " + filepath.Join(fixtureSpecs, "default.yaml") + ": spec default, sglang tp 4, 5 configs, 1 workload, 15 checks (5 implied by expect)",
+		": spec sglang-8gpu-nvlink, sglang tp 8, 5 configs, 1 workload, ",
+		": spec vllm-4gpu, vllm tp 4, ",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	// Run from the repository root, as in CI, every path the specs name exists (bin/refengine is
+	// a build output, so default.yaml may warn about it alone).
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, "warning") && !strings.Contains(l, "program bin/refengine") {
+			t.Errorf("unexpected warning: %s", l)
+		}
+	}
+}
+
+func TestSpecCheckBadSpec(t *testing.T) {
+	inRepoRoot(t)
+	bad := filepath.Join(fixtureSpecs, "bad", "dangling-reference.yaml")
+	good := filepath.Join(fixtureSpecs, "examples", "sglang-8gpu-pcie.yaml")
+	out, errs, code := runSpecCmd(t, "check", bad, good)
+	if code != 2 {
+		t.Fatalf("exit %d, want 2\nstdout:\n%s\nstderr:\n%s", code, out, errs)
+	}
+	want := []string{
+		bad + `:17:13: checks[0].config: names no config "custom_ar" (did you mean "custom-ar"? configs: nccl, custom-ar)`,
+		bad + `:23:15: checks[1].workload: names no workload "prefill" (workloads: decode)`,
+		bad + `:25:14: checks[1].against: names no config "NCCL" (did you mean "nccl"? configs: nccl, custom-ar)`,
+		"OK " + good + ": spec sglang-8gpu-pcie",
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != len(want) {
+		t.Fatalf("got %d lines, want %d:\n%s", len(lines), len(want), out)
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(lines[i], w) {
+			t.Errorf("line %d:\n got %s\nwant %s", i+1, lines[i], w)
+		}
+	}
+	if !strings.Contains(errs, "1 spec file invalid (of 2 checked)") {
+		t.Errorf("stderr: %q", errs)
+	}
+	if strings.Contains(out, "OK "+bad) {
+		t.Errorf("bad spec reported OK:\n%s", out)
+	}
+}
+
+func TestSpecCheckEveryBadFixtureFails(t *testing.T) {
+	inRepoRoot(t)
+	bad, _ := filepath.Glob(filepath.Join(fixtureSpecs, "bad", "*.yaml"))
+	if len(bad) == 0 {
+		t.Skip("no bad fixtures")
+	}
+	for _, f := range bad {
+		out, _, code := runSpecCmd(t, "check", f)
+		if code != 2 {
+			t.Errorf("%s: exit %d, want 2", f, code)
+		}
+		if !strings.HasPrefix(out, f+":") || strings.Contains(out, "OK ") {
+			t.Errorf("%s: output does not start with the file name or says OK:\n%s", f, out)
+		}
+	}
+}
+
+func TestSpecCheckUnreadableAndUsage(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "nope.yaml")
+	out, errs, code := runSpecCmd(t, "check", missing)
+	if code != 2 || !strings.Contains(out, missing+": read spec: open ") {
+		t.Errorf("missing file: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errs)
+	}
+	if _, _, code := runSpecCmd(t, "check"); code != 2 {
+		t.Errorf("no files: exit %d, want 2", code)
+	}
+}
+
+// A spec that loads but that the engine adapter would refuse at launch is invalid too, with the
+// config's line.
+func TestSpecCheckAdapterRefusal(t *testing.T) {
+	const body = `name: topk
+engine: {kind: vllm, model: meta-llama/Llama-3.1-8B-Instruct, tp_size: 2}
+configs:
+  - name: nccl
+    disable_custom_all_reduce: true
+  - name: eagle-tree
+    speculative: {algorithm: EAGLE3, draft_model: yuhuili/EAGLE3-LLaMA3.1-Instruct-8B, eagle_topk: 4, num_draft_tokens: 8}
+`
+	p := writeSpec(t, "topk.yaml", body)
+	out, errs, code := runSpecCmd(t, "check", p)
+	if code != 2 {
+		t.Fatalf("exit %d, want 2\nstdout:\n%s\nstderr:\n%s", code, out, errs)
+	}
+	want := p + ":6: configs[1]: config eagle-tree cannot be launched: vllm: speculative: eagle topk 4"
+	if !strings.HasPrefix(out, want) {
+		t.Errorf("output:\n%s\nwant prefix:\n%s", out, want)
+	}
+	// SGLang drafts trees: the same settings are fine there.
+	p2 := writeSpec(t, "topk-sglang.yaml", strings.Replace(body, "kind: vllm", "kind: sglang", 1))
+	if out, errs, code := runSpecCmd(t, "check", p2); code != 0 {
+		t.Errorf("sglang: exit %d\n%s%s", code, out, errs)
+	}
+}
+
+func TestSpecCheckWarnsMissingPaths(t *testing.T) {
+	p := writeSpec(t, "paths.yaml", `name: paths
+engine: {kind: sglang, command: [./no/such/engine], model: m, tp_size: 2}
+configs: [{name: nccl, disable_custom_all_reduce: true}, {name: custom-ar}]
+numerics: {prompts: no/such/prompts.jsonl}
+checks:
+  - {kind: equivalence, base: nccl, head: custom-ar}
+`)
+	out, errs, code := runSpecCmd(t, "check", p)
+	if code != 0 {
+		t.Fatalf("warnings must not fail the file: exit %d\n%s%s", code, out, errs)
+	}
+	for _, want := range []string{
+		p + ": warning: engine.command[0]: program ./no/such/engine does not exist",
+		p + ": warning: numerics.prompts: prompts file no/such/prompts.jsonl does not exist",
+		"OK " + p + ": spec paths",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestSpecCheckJSON(t *testing.T) {
+	inRepoRoot(t)
+	f := filepath.Join(fixtureSpecs, "examples", "sglang-8gpu-pcie.yaml")
+	out, errs, code := runSpecCmd(t, "check", "--json", f)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, out, errs)
+	}
+	var r struct {
+		File  string `json:"file"`
+		Valid bool   `json:"valid"`
+		Spec  struct {
+			Name   string `json:"name"`
+			Engine struct {
+				ReadyTimeout string `json:"ready_timeout"`
+			} `json:"engine"`
+			Checks []struct {
+				Name     string `json:"name"`
+				Implicit bool   `json:"implicit"`
+			} `json:"checks"`
+		} `json:"spec"`
+		Launches []struct {
+			Config      string   `json:"config"`
+			Argv        []string `json:"argv"`
+			Speculative *struct {
+				Algorithm string `json:"algorithm"`
+			} `json:"speculative"`
+		} `json:"launches"`
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("not one JSON object: %v\n%s", err, out)
+	}
+	if r.File != f || !r.Valid || r.Spec.Name != "sglang-8gpu-pcie" || r.Spec.Engine.ReadyTimeout != "30m0s" {
+		t.Errorf("result: %+v", r)
+	}
+	names := map[string]bool{}
+	for _, c := range r.Spec.Checks {
+		names[c.Name] = true
+	}
+	for _, n := range []string{"custom allreduce is not slower than NCCL", "latency custom-ar interactive median_tpot_ms vs nccl", "expect nccl allreduce == nccl"} {
+		if !names[n] {
+			t.Errorf("no check %q in %v", n, names)
+		}
+	}
+	if len(r.Launches) != 2 {
+		t.Fatalf("launches: %+v", r.Launches)
+	}
+	argv := map[string]string{}
+	for _, l := range r.Launches {
+		argv[l.Config] = strings.Join(l.Argv, " ")
+		if l.Speculative == nil || l.Speculative.Algorithm != "EAGLE3" {
+			t.Errorf("config %s: speculative %+v (the x-eagle3 anchor is merged into both)", l.Config, l.Speculative)
+		}
+	}
+	if !strings.Contains(argv["nccl"], "--tp-size 8 --disable-custom-all-reduce") || strings.Contains(argv["custom-ar"], "--disable-custom-all-reduce") {
+		t.Errorf("argv:\n%s\n%s", argv["nccl"], argv["custom-ar"])
+	}
+	if !strings.HasPrefix(argv["custom-ar"], "python3 -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct") ||
+		!strings.Contains(argv["custom-ar"], "--speculative-algorithm EAGLE3 --speculative-draft-model-path lmsys/sglang-EAGLE3-LLaMA3.1-Instruct-8B") {
+		t.Errorf("custom-ar argv: %s", argv["custom-ar"])
+	}
+}
+
+func TestSpecCheckJSONSeveralFilesAndErrors(t *testing.T) {
+	inRepoRoot(t)
+	bad := filepath.Join(fixtureSpecs, "bad", "wrong-type.yaml")
+	good := filepath.Join(fixtureSpecs, "examples", "vllm-4gpu.yaml")
+	out, errs, code := runSpecCmd(t, "check", "--json", good, bad)
+	if code != 2 {
+		t.Fatalf("exit %d, want 2\n%s%s", code, out, errs)
+	}
+	var rs []struct {
+		File   string `json:"file"`
+		Valid  bool   `json:"valid"`
+		Errors []struct {
+			File    string `json:"file"`
+			Line    int    `json:"line"`
+			Column  int    `json:"column"`
+			Field   string `json:"field"`
+			Message string `json:"message"`
+		} `json:"errors"`
+		Launches []struct {
+			Config string   `json:"config"`
+			Argv   []string `json:"argv"`
+		} `json:"launches"`
+	}
+	if err := json.Unmarshal([]byte(out), &rs); err != nil {
+		t.Fatalf("not a JSON array: %v\n%s", err, out)
+	}
+	if len(rs) != 2 || !rs[0].Valid || rs[1].Valid || len(rs[1].Errors) == 0 {
+		t.Fatalf("results: %+v", rs)
+	}
+	for _, e := range rs[1].Errors {
+		if e.File != bad || e.Line == 0 || e.Column == 0 || e.Message == "" {
+			t.Errorf("error without position: %+v", e)
+		}
+	}
+	var eagle string
+	for _, l := range rs[0].Launches {
+		if l.Config == "eagle3" {
+			eagle = strings.Join(l.Argv, " ")
+		}
+	}
+	if !strings.Contains(eagle, `vllm serve meta-llama/Llama-3.1-8B-Instruct --tensor-parallel-size 4`) ||
+		!strings.Contains(eagle, `--speculative-config {"method":"eagle3","model":"yuhuili/EAGLE3-LLaMA3.1-Instruct-8B","num_speculative_tokens":3}`) {
+		t.Errorf("vLLM eagle3 argv: %s", eagle)
+	}
+}
