@@ -53,6 +53,10 @@ type framework struct {
 	statErrs map[string]error
 }
 
+// gpuReleaseSlackMiB is how much GPU memory above what was in use before a launch may remain
+// after the engine stopped before the next launch proceeds.
+const gpuReleaseSlackMiB = 512
+
 // configState is what one config's container launched and measured.
 type configState struct {
 	name     string
@@ -152,15 +156,14 @@ func (fw *framework) reportConfig(name string) *reporters.Config {
 	return nil
 }
 
-// launchConfig starts the engine for a config. A failure is recorded, not returned: every check
-// of the config then reports it as an infrastructure error, and the run goes on.
-func (fw *framework) launchConfig(ctx context.Context, cs *configState) {
-	l := cs.launch
+// LaunchConfig turns a config's effective settings (spec.Launch) into the engine adapter's
+// launch config. The harness fills host and port when it launches; `reckon spec check` uses the
+// same mapping to show each config's command line.
+func LaunchConfig(l spec.Launch) engine.LaunchConfig {
 	lc := engine.LaunchConfig{
 		Command:                l.Command,
 		Model:                  l.Model,
 		TPSize:                 l.TPSize,
-		Host:                   "127.0.0.1",
 		DisableCustomAllReduce: l.DisableCustomAllReduce,
 		ExtraArgs:              l.Args,
 		Env:                    l.Env,
@@ -180,6 +183,15 @@ func (fw *framework) launchConfig(ctx context.Context, cs *configState) {
 			NumDraftTokens: sp.NumDraftTokens,
 		}
 	}
+	return lc
+}
+
+// launchConfig starts the engine for a config. A failure is recorded, not returned: every check
+// of the config then reports it as an infrastructure error, and the run goes on.
+func (fw *framework) launchConfig(ctx context.Context, cs *configState) {
+	lc := LaunchConfig(cs.launch)
+	lc.Host = "127.0.0.1"
+	l := cs.launch
 	log := fw.log.WithField("config", cs.name)
 	log.WithField("log", cs.logPath).Info("launching engine")
 	fw.mu.Lock()
@@ -245,6 +257,17 @@ func (fw *framework) stopConfig(ctx context.Context, cs *configState) {
 		}
 	}
 	if cs.sampler != nil {
+		// Do not let the next config launch onto GPUs the previous engine still holds.
+		err := engine.WaitGPUMemoryReleased(ctx, func() (int, error) {
+			var held int64
+			for _, g := range cs.sampler.Snapshot().GPUs {
+				held += max(0, g.LastUsedMiB-g.FirstUsedMiB)
+			}
+			return int(held), nil
+		}, gpuReleaseSlackMiB)
+		if err != nil {
+			fw.log.WithError(err).WithField("config", cs.name).Warn("GPU memory not released after stop")
+		}
 		rep, err := cs.sampler.Stop()
 		if err != nil {
 			fw.log.WithError(err).WithField("config", cs.name).Warn("GPU memory sampling")

@@ -2,9 +2,9 @@ package suites_test
 
 import (
 	"bytes"
-	"flag"
 	"encoding/json"
 	"encoding/xml"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -74,7 +74,9 @@ type junitSuites struct {
 
 // marker is put in the environment of every reckon process a test starts; engines inherit it, so
 // /proc tells whether any process of the test outlived its run.
-func marker(t *testing.T) string { return "RECKON_TEST_MARKER=" + strings.ReplaceAll(t.Name(), "/", "_") + strconv.Itoa(os.Getpid()) }
+func marker(t *testing.T) string {
+	return "RECKON_TEST_MARKER=" + strings.ReplaceAll(t.Name(), "/", "_") + strconv.Itoa(os.Getpid())
+}
 
 func gate(t *testing.T, specFile string, extra ...string) *gateRun {
 	t.Helper()

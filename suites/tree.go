@@ -60,15 +60,15 @@ func defineConfig(fw *framework, cs *configState) {
 		ginkgo.It("launches and becomes ready", ginkgo.Label(labelHealth), func() {
 			fw.judge(reporters.Check{Name: cs.name + ": launch and readiness", Kind: reporters.KindHealth, Config: cs.name, Labels: labels}, healthVerdict(cs))
 		})
-		// Checks on what the engine did at start-up run first; peak GPU memory is judged after
-		// the measurements, when the peak has been reached.
+		// Checks on what the engine did at start-up run first; metrics that only exist after
+		// traffic (peak GPU memory, speculative accept length) are judged after the measurements.
 		var late []*spec.Check
 		for _, c := range s.ChecksFor(cs.name) {
-			if c.Metric == metricPeakGPUMem {
+			if lateMetrics[c.Metric] {
 				late = append(late, c)
 				continue
 			}
-			defineConfigCheck(fw, cs, c, labels)
+			defineConfigCheck(fw, cs, c, labels, false)
 		}
 		if s.NeedsNumerics(cs.name) {
 			name := cs.name + ": numerics probe"
@@ -92,7 +92,7 @@ func defineConfig(fw *framework, cs *configState) {
 			}, ginkgo.NodeTimeout(timeout))
 		}
 		for _, c := range late {
-			defineConfigCheck(fw, cs, c, labels)
+			defineConfigCheck(fw, cs, c, labels, true)
 		}
 		// Last: what the engine logged while it was measured (crashes, leaks, CUDA/NCCL errors).
 		logName := cs.name + ": engine log shows no errors"
@@ -107,12 +107,18 @@ func defineConfig(fw *framework, cs *configState) {
 // engine log.
 const metricPeakGPUMem = "peak_gpu_mem_gib"
 
-func defineConfigCheck(fw *framework, cs *configState, c *spec.Check, labels []string) {
+// lateMetrics are judged after a config's measurements, from a fresh read of its log.
+var lateMetrics = map[string]bool{metricPeakGPUMem: true, "spec_accept_length": true}
+
+func defineConfigCheck(fw *framework, cs *configState, c *spec.Check, labels []string, late bool) {
 	kindLabel := labelMemory
 	if c.Kind == spec.KindExpect {
 		kindLabel = labelHealth
 	}
 	ginkgo.It(c.Name, ginkgo.Label(sanitizeLabels(append([]string{kindLabel}, c.Tags...))...), func() {
+		if late {
+			fw.refreshReport(cs)
+		}
 		fw.judge(checkEntry(c, cs.name, labels), configVerdict(cs, c))
 	})
 }
@@ -333,7 +339,7 @@ func equivalenceVerdict(fw *framework, c *spec.Check) gate.Verdict {
 		}
 	}
 	tol := gate.EquivalenceTolerance{
-		TopK:                c.TopK,
+		TopK:           c.TopK,
 		MaxAbsLogprob:  c.MaxAbsLogprobDelta,
 		MeanAbsLogprob: c.MeanAbsLogprobDelta,
 		MinExactMatch:  c.MinExactMatch,

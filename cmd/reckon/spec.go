@@ -5,13 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/reckon-ci/reckon/engine"
 	"github.com/reckon-ci/reckon/spec"
+	"github.com/reckon-ci/reckon/suites"
 )
 
 func init() { rootCmd.AddCommand(newSpecCmd()) }
@@ -28,23 +31,24 @@ func newSpecCmd() *cobra.Command {
 func newSpecCheckCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "check FILE... [--json]",
+		Use:   "check FILE|DIR... [--json]",
 		Short: "Validate gate specs: every problem with its file:line:col, or OK",
 		Long: `check loads each spec the way "reckon gate" does and reports every problem at once, one per line,
 as file:line:col: field: what was expected (docs/spec.md is the format's reference). It then builds
 each config's engine command line with the spec's engine adapter, so that settings the engine would
 refuse at launch (e.g. an EAGLE top-k above 1 for vLLM) are found before any GPU is taken.
 
-A valid file prints "OK" with its spec name, engine and counts. Paths the run will read (numerics
-prompts, datasets, probe files, a command given as a path) that do not exist relative to the
-current directory are warned about without failing the file: the gate may run elsewhere.
+A directory stands for every .yaml and .yml file under it. A valid file prints "OK" with its spec
+name, engine and counts. Paths the run will read (numerics prompts, datasets, probe files, a
+command given as a path) that do not exist relative to the current directory are warned about
+without failing the file: the gate may run elsewhere.
 
 --json prints the resolved spec instead: defaults filled in, generated check names, implied expect
 checks, and per config the effective launch settings with the engine's argv (the harness adds
 --host and --port at launch). One JSON object per file, a JSON array for several files.
 
 Exit code 0 when every file is valid, 2 when any file is invalid or unreadable.`,
-		Example: `  reckon spec check fixtures/specs/examples/*.yaml
+		Example: `  reckon spec check fixtures/specs/examples/
   reckon spec check --json my-spec.yaml | jq '.launches[] | {config, argv}'`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -109,7 +113,11 @@ type specCheckResult struct {
 
 // runSpecCheck validates every file and prints the results; any invalid file makes it return
 // exit code 2 (after every file has been reported).
-func runSpecCheck(w io.Writer, asJSON bool, files []string) error {
+func runSpecCheck(w io.Writer, asJSON bool, args []string) error {
+	files, err := expandSpecArgs(args)
+	if err != nil {
+		return withExitCode(2, err)
+	}
 	results := make([]specCheckResult, 0, len(files))
 	invalid := 0
 	for _, f := range files {
@@ -138,6 +146,37 @@ func runSpecCheck(w io.Writer, asJSON bool, files []string) error {
 		return withExitCode(2, fmt.Errorf("%s invalid (of %d checked)", plural(invalid, "spec file"), len(files)))
 	}
 	return nil
+}
+
+// expandSpecArgs replaces each directory argument with the .yaml and .yml files under it (at any
+// depth, in lexical order); other arguments are kept as given, so that a missing file is reported
+// as unreadable.
+func expandSpecArgs(args []string) ([]string, error) {
+	var files []string
+	for _, a := range args {
+		fi, err := os.Stat(a)
+		if err != nil || !fi.IsDir() {
+			files = append(files, a)
+			continue
+		}
+		n := len(files)
+		err = filepath.WalkDir(a, func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if ext := filepath.Ext(path); !d.IsDir() && (ext == ".yaml" || ext == ".yml") {
+				files = append(files, path)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("listing specs under %s: %w", a, err)
+		}
+		if len(files) == n {
+			return nil, fmt.Errorf("%s: no .yaml or .yml files in this directory", a)
+		}
+	}
+	return files, nil
 }
 
 func printSpecCheck(w io.Writer, r specCheckResult) {
@@ -201,7 +240,7 @@ func checkSpecFile(path string) specCheckResult {
 		}
 		sl := specLaunch{Launch: l}
 		if adapter != nil {
-			argv, err := adapter.Command(launchConfigOf(l))
+			argv, err := adapter.Command(suites.LaunchConfig(l))
 			if err != nil {
 				r.Errors = append(r.Errors, specProblem{File: path, Line: c.Line, Field: fmt.Sprintf("configs[%d]", i),
 					Message: fmt.Sprintf("config %s cannot be launched: %v", c.Name, err)})
@@ -213,35 +252,6 @@ func checkSpecFile(path string) specCheckResult {
 	r.Warnings = missingPaths(s)
 	r.Valid = len(r.Errors) == 0
 	return r
-}
-
-// launchConfigOf turns a config's effective settings into the engine adapter's launch config, as
-// the suites do (the harness fills host and port at launch).
-func launchConfigOf(l spec.Launch) engine.LaunchConfig {
-	lc := engine.LaunchConfig{
-		Command:                l.Command,
-		Model:                  l.Model,
-		TPSize:                 l.TPSize,
-		DisableCustomAllReduce: l.DisableCustomAllReduce,
-		ExtraArgs:              l.Args,
-		Env:                    l.Env,
-	}
-	if l.CudaGraphMaxBS != nil {
-		lc.CUDAGraphMaxBS = *l.CudaGraphMaxBS
-	}
-	if l.MemFractionStatic != nil {
-		lc.MemFractionStatic = *l.MemFractionStatic
-	}
-	if sp := l.Speculative; sp != nil {
-		lc.Speculative = &engine.Speculative{
-			Algorithm:      sp.Algorithm,
-			DraftModelPath: sp.DraftModel,
-			NumSteps:       sp.NumSteps,
-			EagleTopK:      sp.EagleTopK,
-			NumDraftTokens: sp.NumDraftTokens,
-		}
-	}
-	return lc
 }
 
 // missingPaths lists the files the run will read that do not exist relative to the current

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -307,5 +308,92 @@ func TestSpecCheckJSONSeveralFilesAndErrors(t *testing.T) {
 	if !strings.Contains(eagle, `vllm serve meta-llama/Llama-3.1-8B-Instruct --tensor-parallel-size 4`) ||
 		!strings.Contains(eagle, `--speculative-config {"method":"eagle3","model":"yuhuili/EAGLE3-LLaMA3.1-Instruct-8B","num_speculative_tokens":3}`) {
 		t.Errorf("vLLM eagle3 argv: %s", eagle)
+	}
+}
+
+// docCommandProblems finds every reckon command line in a Markdown text ("bin/reckon ..." or
+// "`reckon ..."), and reports those whose subcommand or flags the real CLI does not have.
+func docCommandProblems(text string) []string {
+	var problems []string
+	for _, line := range strings.Split(text, "\n") {
+		for _, prefix := range []string{"bin/reckon ", "`reckon "} {
+			rest := line
+			for {
+				i := strings.Index(rest, prefix)
+				if i < 0 {
+					break
+				}
+				rest = rest[i+len(prefix):]
+				cmdline := rest
+				if j := strings.IndexAny(cmdline, "`|#\\"); j >= 0 {
+					cmdline = cmdline[:j]
+				}
+				if j := strings.Index(cmdline, "&&"); j >= 0 {
+					cmdline = cmdline[:j]
+				}
+				fields := strings.Fields(cmdline)
+				if len(fields) == 0 {
+					continue
+				}
+				c, _, err := rootCmd.Find(fields)
+				if err != nil || c == rootCmd {
+					problems = append(problems, fmt.Sprintf("%q: no such command", strings.TrimSpace(cmdline)))
+					continue
+				}
+				for _, f := range fields {
+					switch {
+					case strings.HasPrefix(f, "--"):
+						name, _, _ := strings.Cut(strings.TrimPrefix(f, "--"), "=")
+						if c.Flags().Lookup(name) == nil && c.InheritedFlags().Lookup(name) == nil {
+							problems = append(problems, fmt.Sprintf("%q: %s has no flag --%s", strings.TrimSpace(cmdline), c.CommandPath(), name))
+						}
+					case len(f) == 2 && f[0] == '-' && f[1] != '-':
+						if c.Flags().ShorthandLookup(f[1:]) == nil {
+							problems = append(problems, fmt.Sprintf("%q: %s has no flag %s", strings.TrimSpace(cmdline), c.CommandPath(), f))
+						}
+					}
+				}
+			}
+		}
+	}
+	return problems
+}
+
+// TestSpecGPUMachinesDocCommands keeps docs/gpu-machines.md honest: every reckon command it shows
+// must exist with the flags it uses.
+func TestSpecGPUMachinesDocCommands(t *testing.T) {
+	b, err := os.ReadFile("../../docs/gpu-machines.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(b)
+	if n := strings.Count(text, "bin/reckon "); n < 10 {
+		t.Fatalf("found %d command lines in docs/gpu-machines.md; the scan is broken", n)
+	}
+	for _, p := range docCommandProblems(text) {
+		t.Error(p)
+	}
+	// The checker itself must catch a wrong subcommand and wrong flags.
+	bad := "```sh\nbin/reckon baseline record --form out/results.json\nbin/reckon gates --spec x\n```\nrun `reckon gate -x --spec s` now\n"
+	if got := docCommandProblems(bad); len(got) != 3 {
+		t.Errorf("checker found %d problems in a text with 3:\n%s", len(got), strings.Join(got, "\n"))
+	}
+}
+
+func TestSpecCheckDirectory(t *testing.T) {
+	inRepoRoot(t)
+	out, errs, code := runSpecCmd(t, "check", filepath.Join(fixtureSpecs, "examples"))
+	if code != 0 || strings.Count(out, "OK ") < 3 {
+		t.Errorf("examples dir: exit %d\n%s%s", code, out, errs)
+	}
+	// fixtures/specs holds bad/ too: a directory is checked whole, so it is invalid.
+	out, errs, code = runSpecCmd(t, "check", fixtureSpecs)
+	if code != 2 || !strings.Contains(out, "OK "+filepath.Join(fixtureSpecs, "examples", "vllm-4gpu.yaml")) ||
+		!strings.Contains(out, filepath.Join(fixtureSpecs, "bad", "bad-enum.yaml")+":3:9: engine.kind:") {
+		t.Errorf("specs dir: exit %d\n%s%s", code, out, errs)
+	}
+	empty := t.TempDir()
+	if _, errs, code := runSpecCmd(t, "check", empty); code != 2 || !strings.Contains(errs, "no .yaml or .yml files") {
+		t.Errorf("empty dir: exit %d, %s", code, errs)
 	}
 }

@@ -16,6 +16,9 @@ import (
 	"github.com/reckon-ci/reckon/refengine/tp"
 )
 
+// ErrClosed is returned by Submit once the scheduler has been closed (shutdown).
+var ErrClosed = errors.New("the server is shutting down")
+
 // Config configures a Scheduler.
 type Config struct {
 	MaxRunning      int // --max-running-requests
@@ -195,7 +198,7 @@ func (s *Scheduler) Submit(r *Request) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return errors.New("the server is shutting down")
+		return ErrClosed
 	}
 	s.reqCount++
 	seed := uint64(s.cfg.RandomSeed)*0x9e3779b97f4a7c15 + s.reqCount

@@ -106,18 +106,18 @@ func ParseFlags(args []string, stderr io.Writer) (*Options, error) {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, err
 		}
-		return nil, fmt.Errorf("%w: %v", errUsage, err)
+		return nil, fmt.Errorf("%w: %w", errUsage, err)
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("%w: unexpected argument %q (all settings are --flags)", errUsage, fs.Arg(0))
 	}
 	b, err := ParseBytes(*devMem)
 	if err != nil {
-		return nil, fmt.Errorf("%w: --device-memory: %v", errUsage, err)
+		return nil, fmt.Errorf("%w: --device-memory: %w", errUsage, err)
 	}
 	o.DeviceMemory = b
 	if err := o.validate(); err != nil {
-		return nil, fmt.Errorf("%w: %v", errUsage, err)
+		return nil, fmt.Errorf("%w: %w", errUsage, err)
 	}
 	return o, nil
 }

@@ -295,7 +295,9 @@ func (e *Engine) submit(w http.ResponseWriter, reqs []*sched.Request) bool {
 		if err := e.Sched.Submit(rq); err != nil {
 			// Requests already queued (reqs[:i]) end with the HTTP request's context.
 			var tl *sched.InputTooLongError
-			if errors.As(err, &tl) {
+			if errors.Is(err, sched.ErrClosed) {
+				writeError(w, http.StatusServiceUnavailable, "ServiceUnavailableError", err.Error())
+			} else if errors.As(err, &tl) {
 				badRequest(w, "%s", tl.Error())
 			} else {
 				badRequest(w, "%v", err)

@@ -407,11 +407,11 @@ func (e *Engine) Serve(ctx context.Context, ln net.Listener) error {
 	case <-ctx.Done():
 		e.Log.Info("Received shutdown signal; stopping (in-flight requests get up to 2 s to finish).")
 	case err := <-schedDone:
-		failure = fmt.Errorf("scheduler stopped: %v", err)
+		failure = fmt.Errorf("scheduler stopped: %w", err)
 		e.Log.Info("Scheduler hit an exception: %v", err)
 		schedDone <- err
 	case err := <-httpDone:
-		failure = fmt.Errorf("http server stopped: %v", err)
+		failure = fmt.Errorf("http server stopped: %w", err)
 		httpDone <- err
 	case err := <-e.fatal:
 		failure = err

@@ -464,3 +464,23 @@ func TestBF16(t *testing.T) {
 		t.Error("bf16 run is not deterministic")
 	}
 }
+
+// TestSpeculativeLosslessBF16TP4 is the default gate's configuration: tp 4, bf16, custom allreduce.
+func TestSpeculativeLosslessBF16TP4(t *testing.T) {
+	args := []string{"--tp-size", "4", "--dtype", "bfloat16", "--random-seed", "1"}
+	plain := start(t, nil, true, args...)
+	spec := start(t, nil, true, append(args, "--speculative-algorithm", "EAGLE3")...)
+	var wg sync.WaitGroup
+	for i, p := range prompts {
+		wg.Add(1)
+		go func(i int, p string) {
+			defer wg.Done()
+			a := plain.complete(t, greedyReq(p, 24)).Choices[0].TokenIDs
+			b := spec.complete(t, greedyReq(p, 24)).Choices[0].TokenIDs
+			if fmt.Sprint(a) != fmt.Sprint(b) {
+				t.Errorf("%q: speculative %v != plain %v", p, b, a)
+			}
+		}(i, p)
+	}
+	wg.Wait()
+}

@@ -16,6 +16,7 @@ func BenchmarkDecodeStep(b *testing.B) {
 	w := model.Generate(c)
 	const bs, ctx = 32, 128
 	g, _ := newGroup(b, w, Options{TP: 1}, 0)
+	g.ranks[0].workers = 1 // one core, to compare with the single-core matmul rate
 	const ps = 16
 	g.AttachKV(Target, bs*(ctx/ps+2), ps)
 	al := kvcache.NewAllocator(bs*(ctx/ps+2), ps)

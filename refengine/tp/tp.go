@@ -483,8 +483,11 @@ func (g *Group) reduce(bufs [][]float32, rowWidth int) {
 		g.faultCtr++
 		e := g.opts.FaultAllReduceError
 		for i := range bufs[0] {
-			u := hashUnit(g.faultCtr, uint64(i))
-			f := float32(1 + e*u)
+			// relative error of exactly E on every element, with a deterministic pseudo-random sign
+			f := float32(1 + e)
+			if hashUnit(g.faultCtr, uint64(i)) < 0 {
+				f = float32(1 - e)
+			}
 			for r := range bufs {
 				bufs[r][i] *= f
 			}
