@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -81,6 +82,18 @@ func TestProcessLifecycle(t *testing.T) {
 	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(string(out), "Traceback (most recent call last):") ||
 		!strings.Contains(string(out), "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.") {
 		t.Errorf("tiny device: err %v, output %q; want exit 1 with a traceback", err, out)
+	}
+
+	// port taken: exit 1 with uvicorn's "address already in use" (the launcher retries on it)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := fmt.Sprint(ln.Addr().(*net.TCPAddr).Port)
+	out, err = exec.Command(bin, "--model-path", model, "--port", port).CombinedOutput()
+	ln.Close()
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(string(out), "address already in use") {
+		t.Errorf("port taken: err %v, output %q; want exit 1 and 'address already in use'", err, tail(string(out), 300))
 	}
 
 	cmd := exec.Command(bin, "--model-path", model, "--tp-size", "2", "--port", "0")

@@ -72,6 +72,7 @@ type InputTooLongError struct {
 	Tokens, Limit int
 }
 
+// Error words the rejection as SGLang does.
 func (e *InputTooLongError) Error() string {
 	return fmt.Sprintf("Input length (%d tokens) exceeds the maximum allowed length (%d tokens). Use a shorter input or enable --allow-auto-truncate.", e.Tokens, e.Limit)
 }

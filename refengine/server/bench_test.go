@@ -77,25 +77,31 @@ func BenchmarkAllReduceMatrix(b *testing.B) {
 	}
 }
 
-// BenchmarkSpeculative compares EAGLE3 with plain decoding (tp 2, 128-token prompts, 128 output
-// tokens) at concurrency 1 and 8, on nvlink and pcie (where the modelled allreduce latency
-// dominates a decode step and speculation pays).
+// BenchmarkSpeculative compares EAGLE3 (3 draft steps, 4 draft tokens) with plain decoding at
+// concurrency 1 and 8 (64-token prompts, 32 output tokens, best of 3 trials) on tp 4 NVLink (the
+// default gate's machine), tp 2 PCIe and tp 8 PCIe with the ring, where modelled allreduce latency
+// weighs most.
 func BenchmarkSpeculative(b *testing.B) {
-	for _, topo := range []string{"nvlink", "pcie"} {
+	machines := map[string][]string{
+		"nvlink-tp4":    {"--tp-size", "4"},
+		"pcie-tp2":      {"--tp-size", "2", "--topology", "pcie"},
+		"pcie-tp8-ring": {"--tp-size", "8", "--topology", "pcie", "--disable-custom-all-reduce"},
+	}
+	for _, m := range []string{"nvlink-tp4", "pcie-tp2", "pcie-tp8-ring"} {
 		for _, c := range []int{1, 8} {
 			for _, spec := range []bool{false, true} {
-				name := fmt.Sprintf("%s/c%d/plain", topo, c)
-				args := []string{"--tp-size", "2", "--topology", topo}
+				args := append([]string{}, machines[m]...)
+				name := fmt.Sprintf("%s/c%d/plain", m, c)
 				if spec {
-					name = fmt.Sprintf("%s/c%d/eagle3", topo, c)
+					name = fmt.Sprintf("%s/c%d/eagle3", m, c)
 					args = append(args, "--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3", "--speculative-num-draft-tokens", "4")
 				}
 				b.Run(name, func(b *testing.B) {
 					ts := start(b, nil, true, args...)
 					b.ResetTimer()
 					var tps float64
-					for i := 0; i < 2*b.N; i++ { // best of 2: contention only slows down
-						tps = max(tps, ts.load(b, c, 2*c, 128, 128))
+					for i := 0; i < 3*b.N; i++ { // best of 3: contention only slows down
+						tps = max(tps, ts.load(b, c, 2*c, 64, 32))
 					}
 					b.ReportMetric(tps, "out_tok/s")
 					b.ReportMetric(ts.e.Sched.Stats().AvgAcceptLength(), "accept_len")

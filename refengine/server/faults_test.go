@@ -47,8 +47,8 @@ func TestFaultAllReduceError(t *testing.T) {
 }
 
 func TestFaultReserveShrinksKV(t *testing.T) {
-	a := start(t, nil, false)
-	b := start(t, nil, false, "--fault-reserve-mb", "32")
+	a := start(t, nil, false, "--device-memory", "192MiB")
+	b := start(t, nil, false, "--device-memory", "192MiB", "--fault-reserve-mb", "32")
 	lost := a.e.Alloc.CapacityTokens() - b.e.Alloc.CapacityTokens()
 	perTok := a.e.Plans[0].KVBytesPerToken
 	want := float64(32<<20) / float64(perTok)
@@ -80,7 +80,12 @@ func TestFaultCrashAfter(t *testing.T) {
 	ts := start(t, nil, true, "--fault-crash-after", "2")
 	ts.complete(t, greedyReq("one", 2))
 	ts.complete(t, greedyReq("two", 2))
-	// Serve ends on its own after the second request (guard against a hang only).
+	// the third request finds the engine crashing: no answer
+	if resp, err := http.Post(ts.url+"/v1/completions", "application/json", strings.NewReader(`{"prompt": "three"}`)); err == nil {
+		resp.Body.Close()
+		t.Errorf("request after the crash answered HTTP %d", resp.StatusCode)
+	}
+	// Serve ends on its own (guard against a hang only).
 	select {
 	case <-ts.exited:
 	case <-time.After(30 * time.Second):

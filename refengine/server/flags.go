@@ -34,6 +34,8 @@ type Options struct {
 	DecodeLogInterval int
 	Topology          string
 	LogLevel          string
+	// Interconnect overrides of the topology's default modelled constants (0 = default).
+	LinkGBps, BusGBps, LatencyUs, TransferUs float64
 
 	SpecAlgorithm      string
 	SpecDraftModelPath string
@@ -47,6 +49,8 @@ type Options struct {
 	FaultCrashAfter     int
 	FaultHangStartup    bool
 	FaultLeakMBPerReq   float64
+
+	SkipWarmup bool
 }
 
 // errUsage marks a command-line error (exit code 2).
@@ -74,12 +78,17 @@ func ParseFlags(args []string, stderr io.Writer) (*Options, error) {
 	fs.IntVar(&o.PageSize, "page-size", 16, "KV cache page size in tokens")
 	fs.IntVar(&o.CUDAGraphMaxBS, "cuda-graph-max-bs", 64, "largest decode batch with a (modelled) graph; sizes the graph reserve")
 	fs.BoolVar(&o.DisableCUDAGraph, "disable-cuda-graph", false, "no graph reserve")
+	fs.BoolVar(&o.SkipWarmup, "skip-server-warmup", false, "declare ready without the warmup request")
 	fs.BoolVar(&o.DisableCustomAR, "disable-custom-all-reduce", false, "disable the custom (one-shot) allreduce and fall back to NCCL (ring)")
 	fs.BoolVar(&o.Deterministic, "enable-deterministic-inference", false, "batch-invariant allreduce (each token row reduced on its own)")
 	fs.Int64Var(&o.RandomSeed, "random-seed", 0, "seed for sampling (requests without a seed)")
 	fs.IntVar(&o.DecodeLogInterval, "decode-log-interval", 40, "decode steps between Decode batch log lines")
 	fs.StringVar(&o.Topology, "topology", "nvlink", "modelled interconnect: nvlink or pcie")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "accepted for compatibility")
+	fs.Float64Var(&o.LinkGBps, "interconnect-link-gbps", 0, "override the modelled link bandwidth, GB/s (0 = topology default)")
+	fs.Float64Var(&o.BusGBps, "interconnect-bus-gbps", 0, "override the modelled shared PCIe bus bandwidth, GB/s (0 = default)")
+	fs.Float64Var(&o.LatencyUs, "interconnect-latency-us", 0, "override the modelled per-step latency, us (0 = default)")
+	fs.Float64Var(&o.TransferUs, "interconnect-transfer-us", 0, "override the modelled per-transfer PCIe overhead, us (0 = default)")
 	fs.StringVar(&o.SpecAlgorithm, "speculative-algorithm", "", "EAGLE3 or EAGLE (draft model derived from the target)")
 	fs.StringVar(&o.SpecDraftModelPath, "speculative-draft-model-path", "", "accepted; the draft is always derived from the target")
 	fs.IntVar(&o.SpecNumSteps, "speculative-num-steps", 3, "draft steps per round")
@@ -97,7 +106,7 @@ func ParseFlags(args []string, stderr io.Writer) (*Options, error) {
 		"cuda-graph-bs", "sampling-backend", "grammar-backend", "reasoning-parser", "tool-call-parser", "chat-template", "revision"} {
 		fs.String(name, "", "accepted for compatibility; ignored")
 	}
-	for _, name := range []string{"trust-remote-code", "enable-metrics", "skip-server-warmup", "disable-radix-cache", "enable-p2p-check",
+	for _, name := range []string{"trust-remote-code", "enable-metrics", "disable-radix-cache", "enable-p2p-check",
 		"enable-torch-compile", "disable-overlap-schedule", "enable-mixed-chunk", "log-requests", "enable-mscclpp", "enable-symm-mem",
 		"enable-nccl-nvls", "enable-cache-report", "show-time-cost"} {
 		fs.Bool(name, false, "accepted for compatibility; ignored")
@@ -163,6 +172,9 @@ func (o *Options) validate() error {
 		if o.SpecNumDraftTokens < 2 {
 			return fmt.Errorf("--speculative-num-draft-tokens %d: expected at least 2", o.SpecNumDraftTokens)
 		}
+	}
+	if o.LinkGBps < 0 || o.BusGBps < 0 || o.LatencyUs < 0 || o.TransferUs < 0 {
+		return errors.New("--interconnect-* overrides must be >= 0 (0 keeps the topology's default)")
 	}
 	if o.FaultAllReduceError < 0 || o.FaultReserveMB < 0 || o.FaultSlowdown < 1 || o.FaultCrashAfter < 0 || o.FaultLeakMBPerReq < 0 {
 		return errors.New("fault flags: errors, reserves and leaks must be >= 0 and --fault-slowdown >= 1")

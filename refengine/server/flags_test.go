@@ -43,3 +43,17 @@ func TestFlagErrors(t *testing.T) {
 		t.Errorf("good flags: %+v, %v", o, err)
 	}
 }
+
+func TestInterconnectOverrides(t *testing.T) {
+	ts := start(t, nil, false, "--tp-size", "8", "--topology", "pcie", "--interconnect-transfer-us", "40", "--interconnect-bus-gbps", "1")
+	m := ts.e.Interconnect
+	if m.TransferUs != 40 || m.BusGBps != 1 || m.LatencyUs != 25 {
+		t.Errorf("model %+v: overrides not applied (or defaults lost)", m)
+	}
+	if !strings.Contains(ts.log.String(), "transfer=40us") {
+		t.Error("the start-up description does not show the override")
+	}
+	if _, err := ParseFlags([]string{"--interconnect-latency-us", "-1"}, io.Discard); err == nil {
+		t.Error("negative override accepted")
+	}
+}

@@ -11,6 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -62,6 +64,11 @@ type testServer struct {
 func start(t testing.TB, env map[string]string, wait bool, args ...string) *testServer {
 	t.Helper()
 	args = append([]string{"--model-path", modelPath(t), "--port", "0"}, args...)
+	if _, isTest := t.(*testing.T); isTest && !slices.Contains(args, "--device-memory") {
+		// tests run many engines in one process: a small modelled device keeps the KV pools
+		// (really allocated) small; benchmarks and tests of the defaults use the default size
+		args = append([]string{"--device-memory", "64MiB"}, args...)
+	}
 	opts, err := ParseFlags(args, io.Discard)
 	if err != nil {
 		t.Fatalf("flags %v: %v", args, err)
@@ -81,9 +88,15 @@ func start(t testing.TB, env map[string]string, wait bool, args ...string) *test
 		ts.exitErr = e.Serve(ctx, ln)
 		close(ts.exited)
 	}()
+	var once sync.Once
 	ts.stop = func() error {
 		cancel()
 		<-ts.exited
+		once.Do(func() {
+			// give the engine's KV pool back before the next engine is built
+			ts.e = nil
+			debug.FreeOSMemory()
+		})
 		return ts.exitErr
 	}
 	t.Cleanup(func() { _ = ts.stop() })

@@ -30,7 +30,7 @@ const maxBodyBytes = 8 << 20
 func (e *Engine) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /health", e.health)
-	mux.HandleFunc("GET /health_generate", e.health)
+	mux.HandleFunc("GET /health_generate", e.healthGenerate)
 	mux.HandleFunc("GET /v1/models", e.models)
 	mux.HandleFunc("POST /v1/completions", e.completions)
 	mux.HandleFunc("POST /generate", e.generate)
@@ -72,6 +72,20 @@ func badRequest(w http.ResponseWriter, format string, args ...any) {
 func (e *Engine) health(w http.ResponseWriter, _ *http.Request) {
 	if !e.ready.Load() {
 		w.WriteHeader(http.StatusServiceUnavailable)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+// healthGenerate is /health_generate: 503 until ready, then a one-token generation through the
+// scheduler (200 when it completes, 503 when it fails).
+func (e *Engine) healthGenerate(w http.ResponseWriter, r *http.Request) {
+	if !e.ready.Load() {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return
+	}
+	if err := e.generateOne(r.Context()); err != nil {
+		writeError(w, http.StatusServiceUnavailable, "ServiceUnavailableError", "health generation failed: "+err.Error())
 		return
 	}
 	w.WriteHeader(http.StatusOK)
@@ -309,6 +323,10 @@ func (e *Engine) submit(w http.ResponseWriter, reqs []*sched.Request) bool {
 }
 
 func (e *Engine) completions(w http.ResponseWriter, r *http.Request) {
+	if e.crashDue() {
+		hangUp(w)
+		return
+	}
 	var req wire.CompletionRequest
 	if !decodeBody(w, r, &req) {
 		return
@@ -374,7 +392,6 @@ func (e *Engine) completions(w http.ResponseWriter, r *http.Request) {
 	if !e.submit(w, reqs) {
 		return
 	}
-	defer e.requestServed()
 	created := time.Now().Unix()
 	if req.Stream {
 		e.streamCompletions(w, r, id, created, &req, subs, stop)
@@ -627,6 +644,10 @@ func (e *Engine) streamCompletions(w http.ResponseWriter, r *http.Request, id st
 }
 
 func (e *Engine) generate(w http.ResponseWriter, r *http.Request) {
+	if e.crashDue() {
+		hangUp(w)
+		return
+	}
 	var req wire.GenerateRequest
 	if !decodeBody(w, r, &req) {
 		return
@@ -675,7 +696,6 @@ func (e *Engine) generate(w http.ResponseWriter, r *http.Request) {
 	if !e.submit(w, []*sched.Request{rq}) {
 		return
 	}
-	defer e.requestServed()
 	start := time.Now()
 	if req.Stream {
 		fl, _ := w.(http.Flusher)

@@ -92,6 +92,18 @@ func Build(opts *Options, lg *Logger, getenv func(string) string) (*Engine, erro
 		return nil, err
 	}
 	e.Interconnect = interconnect.Default(topo)
+	for _, o := range []struct {
+		v   float64
+		dst *float64
+	}{{opts.LinkGBps, &e.Interconnect.LinkGBps}, {opts.BusGBps, &e.Interconnect.BusGBps},
+		{opts.LatencyUs, &e.Interconnect.LatencyUs}, {opts.TransferUs, &e.Interconnect.TransferUs}} {
+		if o.v > 0 {
+			*o.dst = o.v
+		}
+	}
+	if err := e.Interconnect.Validate(); err != nil {
+		return nil, fmt.Errorf("--topology: %w", err)
+	}
 	lg.Info("%s", e.Interconnect.Describe())
 
 	// Allreduce selection, as SGLang's CustomAllreduce does it.
@@ -153,6 +165,10 @@ func Build(opts *Options, lg *Logger, getenv func(string) string) (*Engine, erro
 		numDraft = opts.SpecNumDraftTokens
 	}
 	bsList := graphBatchSizes(opts.CUDAGraphMaxBS)
+	phase := "decode" // the target's captured graph: decode, or verify of draft tokens
+	if spec {
+		phase = "verify"
+	}
 	var graphTarget, graphDraft int64
 	if !opts.DisableCUDAGraph {
 		per := int64(opts.CUDAGraphMaxBS) * int64(H) * 4 * graphVectorsPerBS
@@ -234,9 +250,9 @@ func Build(opts *Options, lg *Logger, getenv func(string) string) (*Engine, erro
 		}
 		if !opts.DisableCUDAGraph {
 			bs := formatInts(bsList)
-			lg.Rank(r, "Capture target %s CUDA graph begin. backend=full, num_tokens_per_req=%d, bs=%s, avail mem=%s", map[bool]string{false: "decode", true: "verify"}[spec], numDraft, bs, memplan.GiBString(avail))
+			lg.Rank(r, "Capture target %s CUDA graph begin. backend=full, num_tokens_per_req=%d, bs=%s, avail mem=%s", phase, numDraft, bs, memplan.GiBString(avail))
 			avail -= graphTarget
-			lg.Rank(r, "Capture target %s CUDA graph end. elapsed=%.2f s, mem usage=%s, avail mem=%s.", map[bool]string{false: "decode", true: "verify"}[spec], 0.0, memplan.GiBString(graphTarget), memplan.GiBString(avail))
+			lg.Rank(r, "Capture target %s CUDA graph end. elapsed=%.2f s, mem usage=%s, avail mem=%s.", phase, 0.0, memplan.GiBString(graphTarget), memplan.GiBString(avail))
 			if spec {
 				lg.Rank(r, "Capture draft decode CUDA graph begin. backend=full, num_tokens_per_req=1, bs=%s, avail mem=%s", bs, memplan.GiBString(avail))
 				avail -= graphDraft
@@ -440,12 +456,11 @@ func (e *Engine) Serve(ctx context.Context, ln net.Listener) error {
 
 // warmup sends one short request through the whole path, then declares the server ready.
 func (e *Engine) warmup(ctx context.Context) {
-	req := &sched.Request{ID: "warmup", Prompt: model.Encode("The capital city of France is"), MaxNew: 1, Ctx: ctx}
-	if err := e.Sched.Submit(req); err != nil {
-		e.Log.Info("Warmup failed: %v", err)
-		return
-	}
-	for range req.Events() {
+	if !e.Opts.SkipWarmup {
+		if err := e.generateOne(ctx); err != nil {
+			e.Log.Info("Warmup failed: %v", err)
+			return
+		}
 	}
 	if ctx.Err() != nil {
 		return
@@ -454,22 +469,55 @@ func (e *Engine) warmup(ctx context.Context) {
 	e.Log.Info("The server is fired up and ready to roll!")
 }
 
+// generateOne runs a one-token greedy request through the scheduler (warmup, /health_generate).
+func (e *Engine) generateOne(ctx context.Context) error {
+	req := &sched.Request{ID: "warmup", Prompt: model.Encode("The capital city of France is"), MaxNew: 1, Ctx: ctx}
+	if err := e.Sched.Submit(req); err != nil {
+		return err
+	}
+	var last sched.Event
+	for ev := range req.Events() {
+		last = ev
+	}
+	if last.FinishReason == "abort" {
+		return errors.New("the request was aborted")
+	}
+	return last.Err
+}
+
 // Ready reports whether the server has finished its warmup.
 func (e *Engine) Ready() bool { return e.ready.Load() }
 
-// requestServed counts finished requests and triggers the crash fault.
-func (e *Engine) requestServed() {
-	n := e.served.Add(1)
-	if c := e.Opts.FaultCrashAfter; c > 0 && n == int64(c) {
-		e.fatalOnce.Do(func() {
-			e.Log.Info("%s", "Scheduler hit an exception: Traceback (most recent call last):\n"+
-				"  File \"refengine/sched/sched.go\", line 1, in Scheduler.Run\n"+
-				"    s.step(ctx)\n"+
-				"  File \"refengine/server/server.go\", line 1, in Engine.requestServed\n"+
-				"    fault injection\n"+
-				fmt.Sprintf("RuntimeError: refengine fault injection: --fault-crash-after %d reached (%d requests served)", c, n))
-			e.Log.Info("Received sigquit from a child process. It usually means the child failed.")
-			e.fatal <- fmt.Errorf("fault injection: crashed after %d requests", n)
-		})
+// crashDue counts an arriving generation request and reports whether the crash fault fires:
+// with --fault-crash-after N, the first N requests are served and the next one crashes the
+// engine (Python-style traceback in the log, exit 1), as a scheduler exception would.
+func (e *Engine) crashDue() bool {
+	c := e.Opts.FaultCrashAfter
+	if c <= 0 {
+		return false
 	}
+	n := e.served.Add(1)
+	if n <= int64(c) {
+		return false
+	}
+	e.fatalOnce.Do(func() {
+		e.Log.Info("%s", "Scheduler hit an exception: Traceback (most recent call last):\n"+
+			"  File \"refengine/server/server.go\", in Engine.crashDue\n"+
+			"    fault injection\n"+
+			fmt.Sprintf("RuntimeError: refengine fault injection: --fault-crash-after %d reached (%d requests served)", c, c))
+		e.Log.Info("Received sigquit from a child process. It usually means the child failed.")
+		e.fatal <- fmt.Errorf("fault injection: crashed after %d requests", c)
+	})
+	return true
+}
+
+// hangUp drops the client's connection without an answer (what a crashed server does).
+func hangUp(w http.ResponseWriter) {
+	if hj, ok := w.(http.Hijacker); ok {
+		if conn, _, err := hj.Hijack(); err == nil {
+			conn.Close()
+			return
+		}
+	}
+	writeError(w, http.StatusInternalServerError, "InternalServerError", "the engine crashed")
 }

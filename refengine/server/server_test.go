@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"regexp"
@@ -357,6 +358,27 @@ func logsMatchServerInfo(t *testing.T, args []string) {
 	if !strings.Contains(ts.log.String(), "The server is fired up and ready to roll!") {
 		t.Error("no ready line")
 	}
+	// the remaining patterns of sglang.md §4 (prefix, graph capture, decode stats)
+	for _, re := range []string{
+		`(?m)^\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} TP3\] `,
+		`Capture (target|draft) (decode|verify|extend|prefill) (?:CUDA|NPU|CPU|XPU) graph end\. elapsed=([\d.]+) s(?:, mem usage=(-?[\d.]+) GB)?(?:, avail mem=([\d.]+) GB)?`,
+		`Uvicorn running on http://127\.0\.0\.1:\d+ \(Press CTRL\+C to quit\)`,
+		`Allreduce backend: custom`,
+	} {
+		if !regexp.MustCompile(re).MatchString(ts.log.String()) {
+			t.Errorf("log does not match %s", re)
+		}
+	}
+	var wg sync.WaitGroup
+	for i := 0; i < 4; i++ {
+		wg.Add(1)
+		go func(i int) { defer wg.Done(); ts.complete(t, greedyReq(fmt.Sprint("decode lines ", i), 50)) }(i)
+	}
+	wg.Wait()
+	dec := regexp.MustCompile(`Decode batch[.,](?: \[\d+\])? #running-req: (\d+), #token: (\d+), token usage: ([\d.]+), (?:accept len: ([\d.]+), )?cuda graph: (True|False), gen throughput \(token/s\): ([\d.]+), #queue-req: (\d+)`)
+	if !dec.MatchString(ts.log.String()) {
+		t.Errorf("no Decode batch line in the expected format:\n%s", ts.log.String())
+	}
 }
 
 // TestAllReduceSelection covers SGLang's selection rules and the memory each choice costs.
@@ -372,8 +394,8 @@ func TestAllReduceSelection(t *testing.T) {
 		{"nvlink tp4", nil, []string{"--tp-size", "4"}, "custom", false},
 		{"nvlink tp4 disabled", nil, []string{"--tp-size", "4", "--disable-custom-all-reduce"}, "nccl", false},
 		{"pcie tp2", nil, []string{"--tp-size", "2", "--topology", "pcie"}, "custom", false},
-		{"pcie tp8 refused", nil, []string{"--tp-size", "8", "--topology", "pcie"}, "nccl", true},
-		{"pcie tp8 forced", force, []string{"--tp-size", "8", "--topology", "pcie"}, "custom", false},
+		{"pcie tp8 refused", nil, []string{"--tp-size", "8", "--topology", "pcie", "--device-memory", "192MiB"}, "nccl", true},
+		{"pcie tp8 forced", force, []string{"--tp-size", "8", "--topology", "pcie", "--device-memory", "192MiB"}, "custom", false},
 	}
 	tokens := map[string]int{}
 	for _, c := range cases {
@@ -408,10 +430,15 @@ func TestAllReduceSelection(t *testing.T) {
 		t.Errorf("forced custom on PCIe lost only %.0f%% of the KV cache; its prefill-sized workspace should take most of it", 100*frac)
 	}
 	if !strings.Contains(func() string {
-		s := start(t, force, false, "--tp-size", "8", "--topology", "pcie")
+		s := start(t, force, false, "--tp-size", "8", "--topology", "pcie", "--device-memory", "192MiB")
 		return s.log.String()
 	}(), "IPC workspace sized for the largest prefill") {
 		t.Error("forced custom: no workspace size line")
+	}
+	// on a small device the forced workspace does not fit: a clear start-up error
+	opts, _ := ParseFlags([]string{"--model-path", modelPath(t), "--tp-size", "8", "--topology", "pcie", "--device-memory", "64MiB"}, io.Discard)
+	if _, err := Build(opts, NewLogger(io.Discard, 8), func(k string) string { return force[k] }); err == nil || !strings.Contains(err.Error(), "Not enough memory") {
+		t.Errorf("forced custom on a 64 MiB device: got %v, want Not enough memory", err)
 	}
 }
 
@@ -440,7 +467,7 @@ func TestMetrics(t *testing.T) {
 	if m == nil || string(m[1]) < "8" && len(m[1]) == 1 {
 		t.Errorf("generation_tokens_total: %s", m)
 	}
-	for _, path := range []string{"/health", "/v1/models", "/flush_cache", "/get_model_info", "/server_info"} {
+	for _, path := range []string{"/health", "/health_generate", "/v1/models", "/flush_cache", "/get_model_info", "/server_info"} {
 		if code, body := ts.get(t, path); code != 200 {
 			t.Errorf("GET %s: HTTP %d %s", path, code, body)
 		}

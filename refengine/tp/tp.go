@@ -366,48 +366,71 @@ func (rk *rank) forward(g *Group, m ModelID, seqs []SeqInput, T, rows int, logit
 }
 
 // attend computes causal attention for one query token at position pos for all local heads;
-// scratch is the calling worker's score buffer.
+// scratch is the calling worker's score buffer. The query heads that share a KV head (GQA) are
+// processed together, so each key and value vector is loaded once for the whole group; each
+// head's arithmetic (and so its result) is the same as if it were computed alone.
 func (rk *rank) attend(kv *kvcache.Store, layer int, pages []int32, pos int, q, out []float32, s *model.Shard, scale float32, scratch *[]float32) {
 	hd := s.Cfg.HeadDim()
 	n := pos + 1
-	*scratch = grow(*scratch, n)
-	sc := *scratch
 	ps := kv.PageSize
-	for hq := 0; hq < s.QHeads; hq++ {
-		kvh := s.KVOfQ[hq]
-		qv := q[hq*hd : (hq+1)*hd]
-		mx := float32(math.Inf(-1))
+	stride := s.KVHeads * hd
+	var mxBuf, invBuf [16]float32
+	for hq0 := 0; hq0 < s.QHeads; {
+		kvh := s.KVOfQ[hq0]
+		hq1 := hq0 + 1
+		for hq1 < s.QHeads && s.KVOfQ[hq1] == kvh {
+			hq1++
+		}
+		G := hq1 - hq0
+		mx, inv := mxBuf[:0], invBuf[:0]
+		if G > len(mxBuf) {
+			mx, inv = make([]float32, 0, G), make([]float32, 0, G)
+		}
+		for g := 0; g < G; g++ {
+			mx = append(mx, float32(math.Inf(-1)))
+			inv = append(inv, 0)
+		}
+		*scratch = grow(*scratch, G*n)
+		sc := *scratch
 		for j0 := 0; j0 < n; j0 += ps {
 			base := kv.Offset(layer, pages, j0, kvh)
 			cnt := min(ps, n-j0)
 			for jj := 0; jj < cnt; jj++ {
-				kvec := kv.K[base+jj*s.KVHeads*hd : base+jj*s.KVHeads*hd+hd]
-				d := dot(qv, kvec) * scale
-				sc[j0+jj] = d
-				if d > mx {
-					mx = d
+				kvec := kv.K[base+jj*stride : base+jj*stride+hd]
+				for g := 0; g < G; g++ {
+					d := dot(q[(hq0+g)*hd:(hq0+g+1)*hd], kvec) * scale
+					sc[g*n+j0+jj] = d
+					if d > mx[g] {
+						mx[g] = d
+					}
 				}
 			}
 		}
-		var sum float32
-		for j := 0; j < n; j++ {
-			e := float32(math.Exp(float64(sc[j] - mx)))
-			sc[j] = e
-			sum += e
-		}
-		inv := 1 / sum
-		ov := out[hq*hd : (hq+1)*hd]
-		for i := range ov {
-			ov[i] = 0
+		for g := 0; g < G; g++ {
+			row := sc[g*n : (g+1)*n]
+			var sum float32
+			for j := range row {
+				e := float32(math.Exp(float64(row[j] - mx[g])))
+				row[j] = e
+				sum += e
+			}
+			inv[g] = 1 / sum
+			ov := out[(hq0+g)*hd : (hq0+g+1)*hd]
+			for i := range ov {
+				ov[i] = 0
+			}
 		}
 		for j0 := 0; j0 < n; j0 += ps {
 			base := kv.Offset(layer, pages, j0, kvh)
 			cnt := min(ps, n-j0)
 			for jj := 0; jj < cnt; jj++ {
-				p := sc[j0+jj] * inv
-				axpy(ov, p, kv.V[base+jj*s.KVHeads*hd:base+jj*s.KVHeads*hd+hd])
+				vvec := kv.V[base+jj*stride : base+jj*stride+hd]
+				for g := 0; g < G; g++ {
+					axpy(out[(hq0+g)*hd:(hq0+g+1)*hd], sc[g*n+j0+jj]*inv[g], vvec)
+				}
 			}
 		}
+		hq0 = hq1
 	}
 }
 
