@@ -220,6 +220,44 @@ func TestPCIeForcedCustomFails(t *testing.T) {
 	if ex := reporters.Explain(r.results, &tp); !strings.Contains(strings.ToLower(ex), "kv") {
 		t.Errorf("explanation does not correlate the KV cache: %q", ex)
 	}
+	// The same junit.xml read by a third-party JUnit parser (npm junit2json), as a CI would.
+	if view, ok := consumeJUnit(t, filepath.Join(r.out, "junit.xml")); ok {
+		if view.Failures != r.junit.Failures || view.Tests != r.junit.Tests || view.Failures < 2 {
+			t.Errorf("junit2json sees tests=%d failures=%d; reckon wrote tests=%d failures=%d", view.Tests, view.Failures, r.junit.Tests, r.junit.Failures)
+		}
+	}
+}
+
+type consumerView struct {
+	Tests    int `json:"tests"`
+	Failures int `json:"failures"`
+	Errors   int `json:"errors"`
+}
+
+// consumeJUnit parses a JUnit file with the npm package junit2json (installed by .ci/run); it
+// reports false (and the test carries on) where node or the package is missing, unless
+// RECKON_REQUIRE_JUNIT_CONSUMER=1 says CI installed them.
+func consumeJUnit(t *testing.T, path string) (consumerView, bool) {
+	t.Helper()
+	dir := filepath.Join(repoRoot, "reporters", "testdata", "junit-consumer")
+	node, err := exec.LookPath("node")
+	_, modErr := os.Stat(filepath.Join(dir, "node_modules", "junit2json"))
+	if err != nil || modErr != nil {
+		if os.Getenv("RECKON_REQUIRE_JUNIT_CONSUMER") == "1" {
+			t.Fatalf("JUnit consumer required but not installed (node: %v, junit2json: %v)", err, modErr)
+		}
+		t.Log("junit2json not installed; third-party JUnit check skipped")
+		return consumerView{}, false
+	}
+	out, err := exec.Command(node, filepath.Join(dir, "consume.mjs"), path).Output()
+	if err != nil {
+		t.Fatalf("junit2json could not read %s: %v", path, err)
+	}
+	var v consumerView
+	if err := json.Unmarshal(out, &v); err != nil {
+		t.Fatalf("consume.mjs output: %v", err)
+	}
+	return v, true
 }
 
 func TestNumericsFaultFails(t *testing.T) {
@@ -358,5 +396,4 @@ func TestInterruptStopsEnginesAndWritesPartialReports(t *testing.T) {
 			t.Errorf("partial report %s: %v", f, err)
 		}
 	}
-	_ = json.Valid
 }
