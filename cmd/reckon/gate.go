@@ -45,8 +45,13 @@ health, memory, numerics and throughput, and the spec's tags, e.g. --label-filte
 			}
 			opts.Version = version
 			opts.Log = logrus.StandardLogger()
-			ctx, cancel := signalContext(cmd.Context())
-			defer cancel()
+			// SIGINT/SIGTERM: Ginkgo interrupts the running spec and runs the cleanup nodes that
+			// stop the engines, and the engine registry stops any engine still running; the
+			// reports of what was measured are then written, marked interrupted.
+			ctx := cmd.Context()
+			if ctx == nil {
+				ctx = context.Background()
+			}
 			start := time.Now()
 			run, err := suites.Run(ctx, opts)
 			if err != nil && run == nil {
@@ -82,14 +87,4 @@ health, memory, numerics and throughput, and the spec's tags, e.g. --label-filte
 	f.BoolVarP(&opts.Verbose, "verbose", "v", false, "print every spec as it runs")
 	f.BoolVar(&quiet, "quiet", false, "do not print the Markdown summary")
 	return cmd
-}
-
-// signalContext is cancelled on SIGINT/SIGTERM. Ginkgo's own interrupt handling stops the running
-// spec and runs the cleanup nodes that stop the engines; the context makes everything that waits
-// return promptly too.
-func signalContext(parent context.Context) (context.Context, context.CancelFunc) {
-	if parent == nil {
-		parent = context.Background()
-	}
-	return context.WithCancel(parent)
 }
