@@ -217,6 +217,9 @@ func TestPCIeForcedCustomFails(t *testing.T) {
 	if tp.Status != reporters.StatusFailed || tp.Outcome != "regression" || tp.Ratio == nil || *tp.Ratio > 0.85 {
 		t.Errorf("throughput check: status %s ratio %v message %q", tp.Status, tp.Ratio, tp.Message)
 	}
+	if !strings.Contains(tp.Message, "KV cache -") {
+		t.Errorf("the one-line verdict does not carry the KV change: %q", tp.Message)
+	}
 	if ex := reporters.Explain(r.results, &tp); !strings.Contains(strings.ToLower(ex), "kv") {
 		t.Errorf("explanation does not correlate the KV cache: %q", ex)
 	}

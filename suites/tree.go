@@ -193,6 +193,16 @@ func (fw *framework) judge(e reporters.Check, v gate.Verdict) {
 	default:
 		e.Status = reporters.StatusError
 	}
+	if e.Status == reporters.StatusFailed && (e.Kind == reporters.KindThroughput || e.Kind == reporters.KindLatency) {
+		// The one-line verdict carries the correlated evidence, e.g. "custom-ar: output_throughput
+		// -57% vs nccl (...): regression; KV cache -91% (10.42 -> 0.90 GiB ...)".
+		fw.mu.Lock()
+		e.Explanation = reporters.Explain(&fw.run, &e)
+		fw.mu.Unlock()
+		if first, _, _ := strings.Cut(e.Explanation, "; "); first != "" && !strings.Contains(e.Message, first) {
+			e.Message += "; " + first
+		}
+	}
 	if e.Status == reporters.StatusError {
 		if cs, ok := fw.configs[e.Config]; ok && cs.launchEr != nil {
 			e.Details = strings.TrimSpace(e.Details + "\n\nengine log tail (" + cs.logPath + "):\n" + tailFile(cs.logPath, 40))
@@ -285,7 +295,7 @@ func configVerdict(cs *configState, c *spec.Check) gate.Verdict {
 		}
 		out := gate.Floor(c.Name, c.Metric, v, c.Min, c.Max)
 		out.Config = cs.name
-		out.Message = cs.name + ": " + out.Message
+		out.Message = cs.name + ": " + strings.TrimPrefix(out.Message, c.Name+": ")
 		return out
 	case spec.KindExpect:
 		if err := cs.infraError(); err != nil {
@@ -297,7 +307,7 @@ func configVerdict(cs *configState, c *spec.Check) gate.Verdict {
 		}
 		out := gate.ExpectEqual(c.Name, "allreduce", got, c.Expect.AllReduce)
 		out.Config = cs.name
-		out.Message = cs.name + ": " + out.Message
+		out.Message = cs.name + ": " + strings.TrimPrefix(out.Message, c.Name+": ")
 		if cs.report != nil && cs.report.CustomAllReduceDisabledReason != nil && got != c.Expect.AllReduce {
 			out.Details = strings.TrimSpace(out.Details + "\nengine said: " + *cs.report.CustomAllReduceDisabledReason)
 		}
@@ -323,7 +333,7 @@ func relativeVerdict(fw *framework, c *spec.Check) gate.Verdict {
 	}
 	out := gate.Relative(c.Name, c.Metric, hv, bv, c.Of, c.MinRatio, c.MaxRatio)
 	out.Config = c.Config
-	out.Message = c.Config + ": " + out.Message
+	out.Message = c.Config + ": " + strings.TrimPrefix(out.Message, c.Name+": ")
 	return out
 }
 
