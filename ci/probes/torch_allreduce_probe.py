@@ -181,7 +181,7 @@ def worker(rank, world, a):
     try:
         result = run_probe(rank, world, a, dev)
         if rank == 0:
-            write_atomic(a.out, json.dumps(result, indent=2) + "\n")
+            write_atomic(a.out, json.dumps(result, indent=2, allow_nan=False) + "\n")
             print(f"wrote {a.out}: {len(result['results'])} cases on {result['device']}", flush=True)
     finally:
         dist.barrier()
@@ -369,7 +369,10 @@ def run_case(rank, world, a, dev, symm, size, numel, dt_name, dt, kind):
         stats = torch.tensor([abs_err, max_rel, 0.0 if exact else 1.0, 0.0 if same else 1.0, med],
                              dtype=torch.float64, device=dev)
         dist.all_reduce(stats, op=dist.ReduceOp.MAX)
-        s = stats.tolist()
+        # NaN/Inf errors (an algorithm that produced garbage) are written as a huge finite error:
+        # the contract (strict JSON) forbids NaN literals, and the gate must fail the algorithm,
+        # not reject the file.
+        s = [x if math.isfinite(x) else 1e300 for x in stats.tolist()]
         entry.update({"max_abs_err": s[0], "max_rel_err": s[1], "exact": s[2] == 0.0,
                       "median_us": s[4], "ranks_identical": s[3] == 0.0})
         entries.append(entry)
