@@ -55,6 +55,11 @@ type Model struct {
 	// PCIe fabric the n(n-1) transfers of a one-shot serialise, so this is paid n(n-1) times.
 	// Unused on NVLink, where these flags travel in parallel inside LatencyUs.
 	TransferUs float64
+	// ConcurrentTransfers is how many peer transfers the PCIe fabric carries at once without
+	// contention (one per direction of a link: 2). Only the transfers beyond these queue for the
+	// bus and pay TransferUs each, so two PCIe GPUs (SGLang's and vLLM's limit for custom
+	// allreduce) see no contention, and eight see 54 of their 56 queue. Unused on NVLink.
+	ConcurrentTransfers int
 }
 
 // Default returns the documented default model of a topology. For a value that Parse would reject
@@ -64,7 +69,7 @@ func Default(t Topology) Model {
 	case NVLink:
 		return Model{Topology: NVLink, LinkGBps: 16, LatencyUs: 10}
 	case PCIe:
-		return Model{Topology: PCIe, LinkGBps: 2, BusGBps: 2, LatencyUs: 25, TransferUs: 8}
+		return Model{Topology: PCIe, LinkGBps: 2, BusGBps: 2, LatencyUs: 25, TransferUs: 40, ConcurrentTransfers: 2}
 	}
 	return Model{Topology: t}
 }
@@ -84,6 +89,9 @@ func (m Model) Validate() error {
 	if !(m.LatencyUs >= 0) || math.IsInf(m.LatencyUs, 0) {
 		return fmt.Errorf("interconnect model %s: latency %v us: expected a non-negative finite number", m.Topology, m.LatencyUs)
 	}
+	if m.ConcurrentTransfers < 0 {
+		return fmt.Errorf("interconnect model %s: concurrent transfers %d: expected a non-negative number", m.Topology, m.ConcurrentTransfers)
+	}
 	if !(m.TransferUs >= 0) || math.IsInf(m.TransferUs, 0) {
 		return fmt.Errorf("interconnect model %s: per-transfer overhead %v us: expected a non-negative finite number", m.Topology, m.TransferUs)
 	}
@@ -95,7 +103,7 @@ func (m Model) Validate() error {
 //
 //	ring (any topology):  2(n-1) * (a + (B/n)/Link)
 //	one-shot on NVLink:   a + (n-1)*B/Link
-//	one-shot on PCIe:     a + n(n-1) * (TransferUs + B/Bus)
+//	one-shot on PCIe:     a + max(0, n(n-1) - ConcurrentTransfers) * TransferUs + n(n-1) * B/Bus
 //
 // It returns 0 for one rank, a non-positive size, or an unknown algorithm; a zero bandwidth
 // contributes no bandwidth term.
@@ -111,7 +119,8 @@ func (m Model) AllReduceTime(alg collective.Algorithm, bytes int64, ranks int) t
 		us = 2 * (n - 1) * (m.LatencyUs + perUs(b/n, m.LinkGBps))
 	case collective.OneShot:
 		if m.Topology == PCIe {
-			us = m.LatencyUs + n*(n-1)*(m.TransferUs+perUs(b, m.BusGBps))
+			queued := math.Max(0, n*(n-1)-float64(m.ConcurrentTransfers))
+			us = m.LatencyUs + queued*m.TransferUs + n*(n-1)*perUs(b, m.BusGBps)
 		} else {
 			us = m.LatencyUs + perUs((n-1)*b, m.LinkGBps)
 		}
@@ -134,9 +143,9 @@ func perUs(b, gbps float64) float64 {
 func (m Model) Describe() string {
 	switch m.Topology {
 	case PCIe:
-		return fmt.Sprintf("interconnect model (modelled, not measured): topology=pcie link=%gGB/s bus=%gGB/s latency=%gus transfer=%gus; "+
-			"ring=2(n-1)*(latency+B/n/link) one_shot=latency+n(n-1)*(transfer+B/bus) (shared bus)",
-			m.LinkGBps, m.BusGBps, m.LatencyUs, m.TransferUs)
+		return fmt.Sprintf("interconnect model (modelled, not measured): topology=pcie link=%gGB/s bus=%gGB/s latency=%gus transfer=%gus concurrent=%d; "+
+			"ring=2(n-1)*(latency+B/n/link) one_shot=latency+max(0,n(n-1)-concurrent)*transfer+n(n-1)*B/bus (shared bus)",
+			m.LinkGBps, m.BusGBps, m.LatencyUs, m.TransferUs, m.ConcurrentTransfers)
 	default:
 		return fmt.Sprintf("interconnect model (modelled, not measured): topology=%s link=%gGB/s latency=%gus; "+
 			"ring=2(n-1)*(latency+B/n/link) one_shot=latency+(n-1)*B/link (no contention between GPUs)",

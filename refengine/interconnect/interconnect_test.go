@@ -15,6 +15,8 @@ const tokenBytes = 128 * 4 // default tiny model: hidden 128 float32 per token p
 func TestFormulasOnHandComputedCases(t *testing.T) {
 	m := Model{Topology: NVLink, LinkGBps: 10, LatencyUs: 5} // 10 GB/s = 10000 bytes/us
 	pcie := Model{Topology: PCIe, LinkGBps: 4, BusGBps: 2, LatencyUs: 20, TransferUs: 3}
+	pcieConc := pcie
+	pcieConc.ConcurrentTransfers = 2
 	cases := []struct {
 		name  string
 		m     Model
@@ -33,6 +35,10 @@ func TestFormulasOnHandComputedCases(t *testing.T) {
 		{"pcie one-shot n2", pcie, collective.OneShot, 8000, 2, 34 * time.Microsecond},
 		// n=8: 20 + 56*(3 + 2000/2000) = 244us
 		{"pcie one-shot n8", pcie, collective.OneShot, 2000, 8, 244 * time.Microsecond},
+		// with 2 concurrent transfers only n(n-1)-2 queue: n2 none (20 + 2*4 = 28us), n8 54 of
+		// 56 (20 + 54*3 + 56*1 = 238us)
+		{"pcie one-shot n2 concurrent", pcieConc, collective.OneShot, 8000, 2, 28 * time.Microsecond},
+		{"pcie one-shot n8 concurrent", pcieConc, collective.OneShot, 2000, 8, 238 * time.Microsecond},
 		{"one rank", m, collective.Ring, 1 << 20, 1, 0},
 		{"zero bytes", pcie, collective.OneShot, 0, 8, 0},
 		{"unknown algorithm", m, "tree", 1000, 4, 0},
@@ -62,10 +68,16 @@ func TestDefaultOrderings(t *testing.T) {
 			t.Errorf("pcie tp8 %d tokens: forced one-shot %v is not clearly slower than ring %v", tokens, os, ring)
 		}
 	}
-	// Latencies of tens of microseconds: one decode allreduce must cost between 5us and 1ms.
+	// Latencies of tens of microseconds: one decode allreduce must cost between 5us and 1ms,
+	// except the forced one-shot on 8 PCIe GPUs (the configuration the engines refuse), which
+	// must dominate a CPU step (a few ms) without stalling it (under 5ms).
 	for _, m := range []Model{nv, pc} {
 		for _, alg := range collective.Algorithms {
-			if d := m.AllReduceTime(alg, 32*tokenBytes, 8); d < 5*time.Microsecond || d > time.Millisecond {
+			limit := time.Millisecond
+			if m.Topology == PCIe && alg == collective.OneShot {
+				limit = 5 * time.Millisecond
+			}
+			if d := m.AllReduceTime(alg, 32*tokenBytes, 8); d < 5*time.Microsecond || d > limit {
 				t.Errorf("%s %s decode allreduce %v outside 5us..1ms: would not matter to a CPU engine or would swamp it", m.Topology, alg, d)
 			}
 		}
@@ -128,7 +140,7 @@ func TestDescribe(t *testing.T) {
 			t.Errorf("Describe(%s) = %q: want one line naming the topology and both formulas", tp, d)
 		}
 	}
-	if d := Default(PCIe).Describe(); !strings.Contains(d, "bus=2GB/s") || !strings.Contains(d, "transfer=8us") {
+	if d := Default(PCIe).Describe(); !strings.Contains(d, "bus=2GB/s") || !strings.Contains(d, "transfer=40us") || !strings.Contains(d, "concurrent=2") {
 		t.Errorf("pcie Describe lacks its constants: %q", d)
 	}
 }
@@ -146,8 +158,8 @@ func TestDocsShowDescribe(t *testing.T) {
 	}
 	nv, pc := Default(NVLink), Default(PCIe)
 	for _, row := range []string{
-		fmt.Sprintf("| nvlink | %g | – | %g | – |", nv.LinkGBps, nv.LatencyUs),
-		fmt.Sprintf("| pcie | %g | %g | %g | %g |", pc.LinkGBps, pc.BusGBps, pc.LatencyUs, pc.TransferUs),
+		fmt.Sprintf("| nvlink | %g | – | %g | – | – |", nv.LinkGBps, nv.LatencyUs),
+		fmt.Sprintf("| pcie | %g | %g | %g | %g | %d |", pc.LinkGBps, pc.BusGBps, pc.LatencyUs, pc.TransferUs, pc.ConcurrentTransfers),
 	} {
 		if !strings.Contains(doc, row) {
 			t.Errorf("docs/interconnect.md constants table lacks %q", row)
