@@ -2,6 +2,9 @@ package engine_test
 
 import (
 	"context"
+	"encoding/json"
+	"math"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -84,6 +87,50 @@ func TestLaunchRefengineThroughSGLangAdapter(t *testing.T) {
 			if len(rep.Errors) != 0 {
 				t.Errorf("errors in a clean start: %+v", rep.Errors)
 			}
+			assertLogMatchesServerInfo(t, inst.BaseURL(), rep)
 		})
+	}
+}
+
+// assertLogMatchesServerInfo pins the contract between the engine's log lines and its endpoint:
+// what the log parser reads (KV tokens, KV, weight and graph memory) is what /get_server_info
+// reports, within the log's rounding (values are printed with 2-4 decimals; K and V are printed
+// separately and summed).
+func assertLogMatchesServerInfo(t *testing.T, baseURL string, rep *engine.Report) {
+	t.Helper()
+	resp, err := http.Get(baseURL + "/get_server_info")
+	if err != nil {
+		t.Fatalf("get_server_info: %v", err)
+	}
+	defer resp.Body.Close()
+	var info struct {
+		MaxTotalNumTokens int    `json:"max_total_num_tokens"`
+		AllReduceBackend  string `json:"allreduce_backend"`
+		MemoryUsage       struct {
+			TokenCapacity int `json:"token_capacity"`
+		} `json:"memory_usage"`
+	}
+	var raw map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&raw); err != nil {
+		t.Fatalf("get_server_info: %v", err)
+	}
+	b, _ := json.Marshal(raw)
+	_ = json.Unmarshal(b, &info)
+	mu, _ := raw["memory_usage"].(map[string]any)
+	num := func(k string) float64 { f, _ := mu[k].(float64); return f }
+	if rep.KVCacheTokens == nil || *rep.KVCacheTokens != int64(info.MaxTotalNumTokens) || info.MemoryUsage.TokenCapacity != info.MaxTotalNumTokens {
+		t.Errorf("KV tokens: log %v, server_info max_total_num_tokens %d, token_capacity %d", rep.KVCacheTokens, info.MaxTotalNumTokens, info.MemoryUsage.TokenCapacity)
+	}
+	if rep.AllReduce != info.AllReduceBackend {
+		t.Errorf("allreduce: log %q, server_info %q", rep.AllReduce, info.AllReduceBackend)
+	}
+	for _, c := range []struct {
+		name string
+		log  *float64
+		info float64
+	}{{"kv_cache_gib", rep.KVCacheGiB, num("kvcache")}, {"weights_gib", rep.WeightsGiB, num("weight")}, {"cuda_graph_gib", rep.CUDAGraphGiB, num("cuda_graph")}} {
+		if c.log == nil || math.Abs(*c.log-c.info) > 0.0011 {
+			t.Errorf("%s: log %v, server_info %v", c.name, c.log, c.info)
+		}
 	}
 }
