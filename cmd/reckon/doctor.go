@@ -157,6 +157,9 @@ func printDoctor(w io.Writer, rep doctorReport) error {
 			v = "version not given"
 		}
 		fmt.Fprintf(tw, "engine\t%s (%s)\n", fp.Engine, v)
+	} else {
+		// The engine name is part of the key: without it this is not the folder a gate run uses.
+		fmt.Fprintf(tw, "note\tthe gate keys baselines with the spec's engine too; pass --spec FILE or --engine sglang|vllm to see that folder\n")
 	}
 	fmt.Fprintf(tw, "cpu\t%s, %d CPUs available\n", fp.CPU.Model, fp.CPU.Logical)
 	for _, g := range fp.GPUs {
