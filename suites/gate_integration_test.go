@@ -400,3 +400,26 @@ func TestInterruptStopsEnginesAndWritesPartialReports(t *testing.T) {
 		}
 	}
 }
+
+func TestLabelFilterSkipsChecksOfConfigsNotLaunched(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration")
+	}
+	r := gate(t, "default.yaml", "--label-filter", "custom-ar && !throughput")
+	if r.exit != 0 {
+		t.Fatalf("filtered run: exit %d, want 0\n%s", r.exit, r.dump())
+	}
+	for _, c := range r.results.Configs {
+		want := 0
+		if c.Name == "custom-ar" {
+			want = 1
+		}
+		if c.Launches != want {
+			t.Errorf("config %s launched %d times, want %d", c.Name, c.Launches, want)
+		}
+	}
+	eq := r.check(t, "equivalence custom-ar vs nccl")
+	if eq.Status != reporters.StatusSkipped || !strings.Contains(eq.Message, "not launched") {
+		t.Errorf("equivalence with an unlaunched base: %+v", eq)
+	}
+}

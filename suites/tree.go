@@ -3,6 +3,7 @@ package suites
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -318,6 +319,9 @@ func configVerdict(cs *configState, c *spec.Check) gate.Verdict {
 
 func relativeVerdict(fw *framework, c *spec.Check) gate.Verdict {
 	head, base := fw.configs[c.Config], fw.configs[c.Of]
+	if v, skip := skipUnlaunched(c, c.Config, head, base); skip {
+		return v
+	}
 	hv, err := reportValue(head, c.Metric)
 	if err != nil {
 		return errVerdict(c, c.Config, err)
@@ -343,6 +347,9 @@ func equivalenceVerdict(fw *framework, c *spec.Check) gate.Verdict {
 		if cs.probe == nil {
 			err := cs.probeErr
 			if err == nil {
+				if v, skip := skipUnlaunched(c, c.Head, cs); skip {
+					return v
+				}
 				err = fmt.Errorf("config %s: numerics were not measured (filtered out or interrupted)", cs.name)
 			}
 			return errVerdict(c, c.Head, err)
@@ -386,6 +393,10 @@ func probeVerdict(fw *framework, c *spec.Check) gate.Verdict {
 func (fw *framework) statVerdict(c *spec.Check) gate.Verdict {
 	fw.statOnce.Do(fw.computeStats)
 	if err := fw.statErrs[c.Name]; err != nil {
+		var sk errSkipped
+		if errors.As(err, &sk) {
+			return gate.Verdict{Check: c.Name, Kind: string(c.Kind), Config: c.Config, Outcome: gate.Skip, Message: sk.msg}
+		}
 		if gate.IsNoBaseline(err) {
 			return gate.Verdict{Check: c.Name, Kind: string(c.Kind), Config: c.Config, Outcome: gate.NoBaseline, Message: err.Error()}
 		}
@@ -413,6 +424,10 @@ func (fw *framework) computeStats() {
 		var bs []float64
 		if c.Against == spec.AgainstConfig {
 			base := fw.configs[c.AgainstConfig]
+			if base.inst == nil && base.launchEr == nil {
+				fw.statErrs[c.Name] = errSkipped{fmt.Sprintf("config %s was not launched in this run (--label-filter); check not judged", base.name)}
+				continue
+			}
 			if err := base.measErr[c.Workload]; err != nil {
 				fw.statErrs[c.Name] = err
 				continue
@@ -428,6 +443,10 @@ func (fw *framework) computeStats() {
 				fw.statErrs[c.Name] = fmt.Errorf("baseline for testbed %s has no samples of %s/%s/%s; re-record it with reckon baseline record --from %s/results.json", fw.testbedKey, c.Config, c.Workload, c.Metric, fw.opts.OutDir)
 				continue
 			}
+		}
+		if len(hs) == 0 && head.inst == nil && head.launchEr == nil {
+			fw.statErrs[c.Name] = errSkipped{fmt.Sprintf("config %s was not launched in this run (--label-filter); check not judged", c.Config)}
+			continue
 		}
 		if len(hs) == 0 {
 			fw.statErrs[c.Name] = fmt.Errorf("config %s: no %s samples for workload %s (measurement filtered out or interrupted)", c.Config, c.Metric, c.Workload)
@@ -494,6 +513,24 @@ func fmtSamples(xs []float64) string {
 		parts[i] = fmt.Sprintf("%.0f", x)
 	}
 	return "[" + strings.Join(parts, " ") + "]"
+}
+
+// errSkipped marks a statistical check that was not judged because its data were never meant to
+// be measured in this run.
+type errSkipped struct{ msg string }
+
+func (e errSkipped) Error() string { return e.msg }
+
+// skipUnlaunched returns a skip verdict when one of the configs a cross-config check needs was
+// never launched in this run (the label filter left it out): a filtered run is not a failure.
+func skipUnlaunched(c *spec.Check, config string, states ...*configState) (gate.Verdict, bool) {
+	for _, cs := range states {
+		if cs.inst == nil && cs.launchEr == nil {
+			return gate.Verdict{Check: c.Name, Kind: string(c.Kind), Config: config, Outcome: gate.Skip,
+				Message: fmt.Sprintf("config %s was not launched in this run (--label-filter); check not judged", cs.name)}, true
+		}
+	}
+	return gate.Verdict{}, false
 }
 
 func ptr(f float64) *float64 { return &f }
