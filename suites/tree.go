@@ -1,7 +1,6 @@
 package suites
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -551,5 +550,3 @@ func sanitizeLabels(in []string) []string {
 	}
 	return out
 }
-
-var _ = context.Background
