@@ -164,6 +164,9 @@ func defineCross(fw *framework) {
 
 // judge records a verdict as a report check and turns it into the spec's Ginkgo outcome.
 func (fw *framework) judge(e reporters.Check, v gate.Verdict) {
+	if start := ginkgo.CurrentSpecReport().StartTime; !start.IsZero() {
+		e.Duration = time.Since(start)
+	}
 	e.Outcome = string(v.Outcome)
 	e.Message = v.Message
 	e.Details = v.Details
