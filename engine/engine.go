@@ -103,6 +103,7 @@ var (
 		{regexp.MustCompile(`Initializing an? (?:V1 )?LLM engine|vllm serve|vllm\.entrypoints`), 3},
 		{regexp.MustCompile(`SpecDecoding metrics: |Speculative metrics: Draft acceptance rate|the rest of the memory reserved for KV Cache|Graph capturing finished in|Profiling CUDA graph memory: `), 4},
 		{regexp.MustCompile(`/vllm/(?:model_executor|worker|v1|engine|entrypoints|distributed)/`), 2},
+		{regexp.MustCompile(`Capturing CUDA graph shapes|Capturing CUDA graphs \(|\bVLLM: `), 3},
 	}
 )
 

@@ -34,7 +34,7 @@ type fixture struct {
 const pcie = "it's not supported on more than two PCIe-only GPUs"
 
 // undetectable excerpts carry no record specific to either engine.
-var undetectable = map[string]bool{"nccl_watchdog_timeout_cpp_frames_2024_10": true}
+var undetectable = map[string]bool{"nccl_watchdog_timeout_cpp_frames_2024_10": true, "multinode_watchdog_rfc3339_brackets_2025_02": true}
 
 var fixtures = []fixture{
 	// ---------------- SGLang ----------------
@@ -68,6 +68,31 @@ var fixtures = []fixture{
 		[]errAt{{"nccl", 6, "DistBackendError"}, {"nccl", 7, "Watchdog caught collective operation timeout"}}},
 	{"sglang", "custom_ar_v2_invalid_argument_2026_05", engine.Report{AllReduce: "unknown"},
 		[]errAt{{"custom_allreduce", 1, "custom_all_reduce.cuh:37"}, {"graph_capture", 2, "Capture cuda graph failed"}}},
+	{"sglang", "dp_ep_tqdm_glued_load_weight_2026_05", engine.Report{AllReduce: "unknown", WeightsGiB: f(16.39), KVCacheTokens: i(1029388), KVCacheGiB: f(94.24), AvailableGPUMemGiB: f(27.57)}, nil},
+	{"sglang", "weights_leave_no_kv_room_2026_07", engine.Report{AllReduce: "unknown", WeightsGiB: f(125.65)},
+		[]errAt{{"kv_too_small", 3, "leave no GPU memory for the KV cache"}}},
+	{"sglang", "npu_mamba_decode_accept_len_2026_07", engine.Report{AllReduce: "unknown", SpecAcceptLength: f(3.13)}, nil},
+	{"sglang", "python_logging_metrics_mixin_2026_06", engine.Report{AllReduce: "unknown"}, nil},
+	{"sglang", "tp4_truncated_at_load_fence_glitch_2026_09", engine.Report{AllReduce: "unknown"}, nil}, // cut before any Load weight end
+	{"sglang", "dp1_tp_pair_prefixes_2026_01", engine.Report{AllReduce: "unknown"}, nil},
+	{"sglang", "dynamo_rng_during_graph_capture_2025_05", engine.Report{AllReduce: "unknown"},
+		[]errAt{{"graph_capture", 1, "during CUDA graph capture"}, {"traceback", 9, "Traceback"}}},
+	{"sglang", "capture_failed_gloo_connection_2025_03", engine.Report{AllReduce: "unknown"},
+		[]errAt{{"graph_capture", 18, "Capture cuda graph failed: [../third_party/gloo"}}},
+	// Only the EAGLE3 draft's weights and KV pool are in the excerpt: none of them is the target's.
+	{"sglang", "eagle3_draft_only_tp2_registering_2025_07", engine.Report{AllReduce: "custom", AvailableGPUMemGiB: f(6.88), CUDAGraphSeconds: f(5.48), CUDAGraphGiB: f(0.10)}, nil},
+	{"sglang", "v03_capture_failed_triton_hints_2024_09", engine.Report{AllReduce: "unknown"},
+		[]errAt{{"graph_capture", 12, "Triton Error [CUDA]: an illegal memory access"}}},
+	{"sglang", "llama4_graph_end_6gb_2025_07", engine.Report{AllReduce: "unknown", AvailableGPUMemGiB: f(5.24), CUDAGraphSeconds: f(19.50), CUDAGraphGiB: f(6.19)}, nil},
+	{"sglang", "req_slots_exhausted_bracket_lost_2025_09", engine.Report{AllReduce: "unknown"},
+		[]errAt{{"kv_too_small", 2, "alloc_req_slots runs out of memory"}}},
+	{"sglang", "multinode_tp16_spans_nodes_2025_02", engine.Report{AllReduce: "nccl", CustomAllReduceDisabledReason: s("this process group spans across nodes")}, nil},
+	{"sglang", "multinode_watchdog_rfc3339_brackets_2025_02", engine.Report{AllReduce: "unknown"},
+		[]errAt{{"nccl", 1, "detected by watchdog"}, {"nccl", 2, "Timeout at NCCL work"}, {"nccl", 3, "Some NCCL operations have failed"}}},
+	{"sglang", "lfm2_mamba_cache_bench_one_batch_2025_12", engine.Report{AllReduce: "unknown", WeightsGiB: f(1.52), KVCacheTokens: i(473854), KVCacheGiB: f(5.42), AvailableGPUMemGiB: f(2.39), CUDAGraphSeconds: f(1.01), CUDAGraphGiB: f(0.03)}, nil}, // the Mamba conv-state pool is not KV
+	{"sglang", "v04_weights_no_usage_budget_no_avail_2024_12", engine.Report{AllReduce: "unknown", KVCacheTokens: i(56524), AvailableGPUMemGiB: f(2.44), CUDAGraphSeconds: f(2.19), MaxRunningRequests: i(2049), ContextLen: i(32768)}, nil}, // no Load weight begin: weights unknown
+	{"sglang", "decode_oom_retraction_not_error_2025_03", engine.Report{AllReduce: "unknown"}, nil}, // retraction warnings, the server goes on
+	{"sglang", "swa_pool_full_layer_tokens_2026_01", engine.Report{AllReduce: "unknown", KVCacheTokens: i(375360), KVCacheGiB: f(13.97)}, nil}, // full-attention pool, not the SWA pool's #tokens
 
 	// ---------------- vLLM ----------------
 	{"vllm", "v0_7_3_pcie_tp4_workerprocess_2025_02", engine.Report{AllReduce: "nccl", CustomAllReduceDisabledReason: s("it's not supported on more than two PCIe-only GPU")}, nil},
@@ -103,6 +128,33 @@ var fixtures = []fixture{
 	{"vllm", "v0_2_ray_invalid_device_function_2024_01", engine.Report{AllReduce: "unknown"},
 		[]errAt{{"cuda", 16, "invalid device function"}}},
 	{"vllm", "v0_10_2_tp2_config_dump_2025_09", engine.Report{AllReduce: "unknown", ContextLen: i(32768)}, nil},
+	{"vllm", "v0_memory_profiling_results_table_2024_12", engine.Report{AllReduce: "unknown", WeightsGiB: f(14.96), KVCacheGiB: f(53.29)}, nil},
+	{"vllm", "v0_workerprocess_tp4_rest_reserved_kv_2025_04", engine.Report{AllReduce: "unknown", WeightsGiB: f(21.21), KVCacheGiB: f(1.57)}, nil},
+	{"vllm", "v1_lazy_graph_per_size_mib_2025_08", engine.Report{AllReduce: "unknown", CUDAGraphSeconds: f(0.263), CUDAGraphGiB: f(0.1055)}, nil}, // 5 sizes summed: 108 MiB
+	{"vllm", "v1_bold_numbers_init_engine_2025_06", engine.Report{AllReduce: "unknown", WeightsGiB: f(3.4213), KVCacheTokens: i(613024), CUDAGraphSeconds: f(17), CUDAGraphGiB: f(0.48), ContextLen: i(131072), MaxConcurrency: f(4.68)}, nil},
+	{"vllm", "v1_omni_stage_prefix_2026_02", engine.Report{AllReduce: "unknown", KVCacheTokens: i(2925232), KVCacheGiB: f(100.43), ContextLen: i(32768), MaxConcurrency: f(89.27)}, nil},
+	{"vllm", "v1_speculator_prefill_graphs_2026_09", engine.Report{AllReduce: "unknown", KVCacheGiB: f(6.13), CUDAGraphSeconds: f(4), CUDAGraphGiB: f(0.11)}, nil},
+	{"vllm", "v0_loading_weights_gb_workerprocess_2025_01", engine.Report{AllReduce: "unknown", WeightsGiB: f(7.9692)}, nil},
+	{"vllm", "v0_ray_nccl_watchdog_bare_sgr_2024_07", engine.Report{AllReduce: "unknown"},
+		[]errAt{{"nccl", 1, "Watchdog caught collective operation timeout"}, {"nccl", 2, "Timeout at NCCL work"}, {"nccl", 3, "Some NCCL operations have failed"}, {"nccl", 5, "watchdog thread terminated"}}},
+	{"vllm", "v0_buildkite_worker_died_nccl_timeout_2024_07", engine.Report{AllReduce: "unknown"},
+		[]errAt{{"other", 1, "died, exit code: -6"}, {"nccl", 3, "Watchdog caught"}, {"nccl", 4, "Timeout at NCCL work"}, {"nccl", 5, "Some NCCL operations"}, {"nccl", 7, "watchdog thread terminated"}}},
+	{"vllm", "v0_workerprocess_oom_chained_traceback_2024_10", engine.Report{AllReduce: "unknown"},
+		[]errAt{{"oom", 1, "CUDA out of memory"}, {"traceback", 5, "Traceback"}}},
+	{"vllm", "v1_ci_ray_task_error_wrapped_2026_02", engine.Report{AllReduce: "unknown"},
+		[]errAt{{"traceback", 3, "RayTaskError(ValueError)"}, {"traceback", 6, "worker_base.py"}}},
+	{"vllm", "v0_llumlet_tag_weights_gb_2024_11", engine.Report{AllReduce: "unknown", WeightsGiB: f(6.3101)}, nil},
+	{"vllm", "v0_tp8_gpu_blocks_concurrency_2025_07", engine.Report{AllReduce: "unknown", WeightsGiB: f(1.9028), KVCacheTokens: i(464716 * 16), ContextLen: i(131072), MaxConcurrency: f(56.73)}, nil},
+	{"vllm", "v0_8_cuda_blocks_profile_windows_2025_04", engine.Report{AllReduce: "unknown", WeightsGiB: f(0.4678), KVCacheTokens: i(12200 * 16), KVCacheGiB: f(13.40), ContextLen: i(2048), MaxConcurrency: f(95.31)}, nil},
+	{"vllm", "v1_tp4_graph_then_workerproc_exception_2025_05", engine.Report{AllReduce: "unknown", CUDAGraphSeconds: f(78), CUDAGraphGiB: f(2.28)},
+		[]errAt{{"other", 5, "WorkerProc hit an exception"}, {"traceback", 6, "Traceback"}}},
+	{"vllm", "v0_tp4_model_loading_gb_profile_warnings_2025_03", engine.Report{AllReduce: "unknown", WeightsGiB: f(15.4137)}, nil},
+	{"vllm", "v0_8_cuda_blocks_graph_init_engine_2025_02", engine.Report{AllReduce: "unknown", WeightsGiB: f(1.12), KVCacheTokens: i(36184 * 16), KVCacheGiB: f(61.84), CUDAGraphSeconds: f(2), CUDAGraphGiB: f(0.13), ContextLen: i(8192), MaxConcurrency: f(70.67)}, nil},
+	{"vllm", "v0_cat_v_esc_caret_m_ray_capture_2025_02", engine.Report{AllReduce: "unknown"}, nil}, // capture cut before it ends
+	{"vllm", "dynamo_wrapped_custom_ar_cuh_2025_04", engine.Report{AllReduce: "unknown"},
+		[]errAt{{"custom_allreduce", 2, "custom_all_reduce.cuh:368"}}},
+	{"vllm", "v0_10_0_non_default_args_max_model_len_2025_07", engine.Report{AllReduce: "unknown", ContextLen: i(32768)}, nil},
+	{"vllm", "v1_estimated_graph_memory_autotuner_2026_03", engine.Report{AllReduce: "unknown", KVCacheTokens: i(188640), KVCacheGiB: f(17.36), ContextLen: i(131072), MaxConcurrency: f(5.23)}, nil}, // the estimate is not reported
 }
 
 func TestParseRealLogFixtures(t *testing.T) {

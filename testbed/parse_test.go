@@ -31,6 +31,7 @@ func TestParseTopoFixtures(t *testing.T) {
 		cells        map[[2]string]string // (row, column) -> cell
 		cpuAffinity  map[string]string
 		numa         map[string]string
+		gpuNUMA      map[string]string
 		nics         map[string]string
 	}{
 		{
@@ -83,6 +84,56 @@ func TestParseTopoFixtures(t *testing.T) {
 			file: "public/club-3090-922-2x3090-phb.txt", devices: 2, gpus: 2, interconnect: "pcie", worst: LinkPHB,
 			cells: map[[2]string]string{{"GPU0", "GPU1"}: "PHB"},
 		},
+		{
+			// Tab separated with the doubled tab before GPU NUMA ID; NIC rows without legend.
+			file: "public/gpuallocator-17-8x4090-sys-2nic.txt", devices: 10, gpus: 8, interconnect: "pcie", worst: LinkSys,
+			cells:       map[[2]string]string{{"GPU6", "NIC0"}: "PHB", {"GPU7", "NIC1"}: "SYS", {"NIC1", "NIC0"}: "PIX", {"GPU3", "GPU4"}: "SYS"},
+			cpuAffinity: map[string]string{"GPU0": "0-55,112-167", "GPU7": "56-111,168-223", "NIC0": ""},
+			numa:        map[string]string{"GPU3": "0", "GPU4": "1", "NIC1": ""},
+			gpuNUMA:     map[string]string{"GPU0": "N/A"},
+		},
+		{
+			// Each GPU on its own NUMA node, affinity lists with commas.
+			file: "public/nccl-1617-4xh100-nv6-4nic.txt", devices: 8, gpus: 4, interconnect: "nvlink", worst: LinkNVLink, worstNV: 6,
+			cells:       map[[2]string]string{{"GPU0", "NIC0"}: "PIX", {"GPU3", "NIC3"}: "PIX", {"NIC2", "NIC3"}: "SYS", {"GPU1", "GPU2"}: "NV6"},
+			cpuAffinity: map[string]string{"GPU0": "6,14,22,30", "GPU2": "7,15,23,31"},
+			numa:        map[string]string{"GPU0": "3", "GPU1": "1", "GPU2": "7", "GPU3": "5"},
+		},
+		{
+			file: "public/k8s-test-infra-371-gb200-4gpu-nv18.txt", devices: 4, gpus: 4, interconnect: "nvlink", worst: LinkNVLink, worstNV: 18,
+			cells:       map[[2]string]string{{"GPU0", "GPU3"}: "NV18"},
+			cpuAffinity: map[string]string{"GPU1": "0-71", "GPU2": "72-143"},
+			numa:        map[string]string{"GPU1": "0", "GPU2": "1"},
+		},
+		{
+			// One GPU alone on the other socket: every link from it is SYS.
+			file: "public/club-3090-46-5gpu-sys-phb-node.txt", devices: 5, gpus: 5, interconnect: "pcie", worst: LinkSys,
+			cells:       map[[2]string]string{{"GPU1", "GPU2"}: "PHB", {"GPU1", "GPU3"}: "NODE", {"GPU0", "GPU4"}: "SYS", {"GPU3", "GPU4"}: "PHB"},
+			cpuAffinity: map[string]string{"GPU0": "8-15,24-31", "GPU4": "0-7,16-23"},
+			numa:        map[string]string{"GPU0": "1", "GPU4": "0"},
+		},
+		{
+			// Indented paste, wrapped legend, followed by the `topo -p2p` matrix whose GPU rows
+			// must not be taken for duplicates.
+			file: "public/club-3090-1125-2gpu-node-indented-p2p.txt", devices: 2, gpus: 2, interconnect: "pcie", worst: LinkNode,
+			cells:       map[[2]string]string{{"GPU0", "GPU1"}: "NODE"},
+			cpuAffinity: map[string]string{"GPU0": "0-15", "GPU1": "0-15"},
+			numa:        map[string]string{"GPU1": "0"},
+			gpuNUMA:     map[string]string{"GPU1": "N/A"},
+		},
+		{
+			// One GPU; an old driver pads with two tabs after each affinity value.
+			file: "public/hami-99-1xp4-numa-na.txt", devices: 1, gpus: 1, interconnect: "single", worst: LinkUnknown,
+			cpuAffinity: map[string]string{"GPU0": "0-7"},
+			numa:        map[string]string{"GPU0": "N/A"},
+			gpuNUMA:     map[string]string{"GPU0": "N/A"},
+		},
+		{
+			// A GPU in MIG mode: `topo -m` shows the physical GPU, not its instances.
+			file: "public/gpu-exporter-h200-mig-580-topo-m.txt", devices: 1, gpus: 1, interconnect: "single", worst: LinkUnknown,
+			cpuAffinity: map[string]string{"GPU0": "0-23"},
+			numa:        map[string]string{"GPU0": "0"},
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.file, func(t *testing.T) {
@@ -116,6 +167,11 @@ func TestParseTopoFixtures(t *testing.T) {
 			for d, want := range tc.numa {
 				if got := topo.NUMAAffinity[idx[d]]; got != want {
 					t.Errorf("NUMA affinity of %s = %q, want %q", d, got, want)
+				}
+			}
+			for d, want := range tc.gpuNUMA {
+				if got := topo.GPUNUMAID[idx[d]]; got != want {
+					t.Errorf("GPU NUMA ID of %s = %q, want %q", d, got, want)
 				}
 			}
 			if diff := cmp.Diff(tc.nics, topo.NICNames); diff != "" {
@@ -285,7 +341,7 @@ func TestSlugs(t *testing.T) {
 
 // FuzzParsers: the parsers never panic on any text.
 func FuzzParsers(f *testing.F) {
-	for _, p := range []string{"h200x2/topo-m.txt", "public/nccl-1453-8xh100-nv18.txt", "public/nccl-tests-29-8xv100-hybrid-mesh.txt", "h200x2/query.csv", "h200x2/query-header.csv", "h200x2/nvidia-smi.txt", "h200x2/cpuinfo-head.txt"} {
+	for _, p := range []string{"h200x2/topo-m.txt", "public/nccl-1453-8xh100-nv18.txt", "public/nccl-tests-29-8xv100-hybrid-mesh.txt", "public/club-3090-1125-2gpu-node-indented-p2p.txt", "public/gpuallocator-17-8x4090-sys-2nic.txt", "public/hami-99-1xp4-numa-na.txt", "public/gpu-exporter-h200-mig-580-query.csv", "public/gpu-exporter-h200-mig-580-nvidia-smi.txt", "h200x2/query.csv", "h200x2/query-header.csv", "h200x2/nvidia-smi.txt", "h200x2/cpuinfo-head.txt"} {
 		if b, err := os.ReadFile(filepath.Join(fixtures, p)); err == nil {
 			f.Add(string(b))
 		}

@@ -50,6 +50,7 @@ func ParseQueryCSV(text string, fields []string) ([]GPU, error) {
 	r.FieldsPerRecord = -1
 	var gpus []GPU
 	line := 0
+	sawHeader := false
 	for {
 		rec, err := r.Read()
 		if err == io.EOF {
@@ -62,7 +63,12 @@ func ParseQueryCSV(text string, fields []string) ([]GPU, error) {
 		if len(rec) == 1 && strings.TrimSpace(rec[0]) == "" {
 			continue
 		}
-		if line == 1 && looksLikeHeader(rec) {
+		// nvidia-smi prints some warnings (a corrupt infoROM) on stdout before the values.
+		if first := strings.ToUpper(strings.TrimSpace(rec[0])); strings.HasPrefix(first, "WARNING") && len(rec) != len(fields) {
+			continue
+		}
+		if !sawHeader && len(gpus) == 0 && looksLikeHeader(rec) {
+			sawHeader = true
 			fields = make([]string, len(rec))
 			for i, h := range rec {
 				// "memory.total [MiB]" -> "memory.total"
@@ -142,15 +148,25 @@ func parseMiB(v string) (int64, error) {
 }
 
 var (
-	driverRe = regexp.MustCompile(`Driver Version\s*:\s*([0-9][0-9.]*)`)
-	cudaRe   = regexp.MustCompile(`CUDA Version\s*:\s*([0-9][0-9.]*|N/A)`)
+	// driverRe matches "Driver Version: 580.65.06" (table header), "Driver Version : ..." (-q)
+	// and "DRIVER version : ..." (--version).
+	driverRe = regexp.MustCompile(`(?i)Driver Version\s*:\s*([0-9][0-9.]*)`)
+	// smiVersionRe is the banner's own version, the driver's: the fallback for localized
+	// output where "Driver Version" is translated.
+	smiVersionRe = regexp.MustCompile(`NVIDIA-SMI\s+(?:version\s*:\s*)?([0-9]+\.[0-9][0-9.]*)`)
+	cudaRe       = regexp.MustCompile(`(?i)CUDA Version\s*:\s*([0-9][0-9.]*|N/A)`)
 )
 
 // ParseSMI reads the driver and CUDA versions from the header of plain `nvidia-smi` output
-// (or from `nvidia-smi -q`). The CUDA version is the newest the driver supports; it is "" when
-// not printed (old drivers).
+// (or from `nvidia-smi -q` or `--version`). The CUDA version is the newest the driver
+// supports; it is "" when not printed (old drivers). Terminal escapes and carriage returns
+// are ignored.
 func ParseSMI(text string) (driver, cuda string, err error) {
+	text = strings.Join(cleanText(text), "\n")
 	m := driverRe.FindStringSubmatch(text)
+	if m == nil && !strings.Contains(text, "NVIDIA-SMI has failed") {
+		m = smiVersionRe.FindStringSubmatch(text)
+	}
 	if m == nil {
 		if strings.Contains(text, "NVIDIA-SMI has failed") || strings.Contains(text, "couldn't communicate with the NVIDIA driver") {
 			return "", "", fmt.Errorf("nvidia-smi cannot reach the driver: %s", firstLine(text))

@@ -78,31 +78,131 @@ type Topology struct {
 }
 
 var (
-	ansiEscape = regexp.MustCompile(`\x1b\[[0-9;]*[A-Za-z]`)
+	// ansiEscape matches terminal control sequences: CSI (colours, underline), OSC and
+	// character-set selections such as the "\x1b(B" that tput sgr0 emits.
+	ansiEscape = regexp.MustCompile(`\x1b(?:\[[0-9;?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[()][0-9A-Za-z]|[=>78])`)
 	gpuLabel   = regexp.MustCompile(`^GPU([0-9]+)$`)
 	nicLegend  = regexp.MustCompile(`^\s*(NIC[0-9]+)\s*:\s*(\S+)\s*$`)
+	// gluedCells matches a field made of several link cells that lost the tab between them
+	// ("SYSSYS"), as seen in very wide matrices.
+	gluedCells = regexp.MustCompile(`^(?:X|NV[0-9]+|PIX|PXB|PHB|NODE|SYS|SOC){2,}$`)
+	linkCell   = regexp.MustCompile(`X|NV[0-9]+|PIX|PXB|PHB|NODE|SYS|SOC`)
+	// gluedLabels matches a header field made of several device labels ("NIC11NIC12").
+	gluedLabels = regexp.MustCompile(`^(?:(?:GPU|NIC)[0-9]+|mlx[0-9]+_[0-9]+){2,}$`)
+	deviceLabel = regexp.MustCompile(`(?:GPU|NIC)[0-9]+|mlx[0-9]+_[0-9]+`)
+	// numaGlued is a NUMA affinity run into the GPU NUMA ID ("0N/A").
+	numaGlued = regexp.MustCompile(`^([0-9][0-9,-]*)(N/A)$`)
 )
 
 // affinityColumns are the column titles that follow the device columns, in their order.
 var affinityColumns = []string{"CPU Affinity", "NUMA Affinity", "GPU NUMA ID"}
 
+// cleanText removes what is not part of the table: terminal escapes, carriage returns
+// (Windows line endings), a byte-order mark.
+func cleanText(text string) []string {
+	text = strings.TrimPrefix(text, "\ufeff")
+	text = ansiEscape.ReplaceAllString(text, "")
+	text = strings.ReplaceAll(text, "\r", "")
+	return strings.Split(text, "\n")
+}
+
+// isTopoHeader reports whether a line can be the header of a `topo -m` matrix: its first
+// field is GPU0 and it is not the GPU0 row.
+func isTopoHeader(line string) bool {
+	f := strings.Fields(line)
+	return len(f) > 0 && f[0] == "GPU0" && !gpuRowStart(line)
+}
+
 // ParseTopo parses the output of `nvidia-smi topo -m` (any driver generation: with or without
 // NIC rows and columns, NIC legend, NUMA affinity and GPU NUMA ID columns; tab or space
-// separated, as pasted into issues; terminal escapes stripped).
+// separated, indented, as pasted into issues; terminal escapes and carriage returns
+// stripped). The matrix ends when every device has its row, so text that follows it (the
+// legend, another command's matrix such as `topo -p2p`) is ignored; when the text holds
+// several candidate headers, the first that parses wins.
 func ParseTopo(text string) (*Topology, error) {
-	lines := strings.Split(strings.ReplaceAll(ansiEscape.ReplaceAllString(text, ""), "\r", ""), "\n")
-	// The header is the first line whose first field is GPU0.
-	hdr := -1
+	lines := cleanText(text)
+	var firstErr error
 	for i, l := range lines {
-		f := strings.Fields(l)
-		if len(f) > 0 && f[0] == "GPU0" && !gpuRowStart(l) {
-			hdr = i
-			break
+		if !isTopoHeader(l) {
+			continue
+		}
+		t, err := parseTopoAt(lines, i)
+		if err == nil {
+			return t, nil
+		}
+		if firstErr == nil {
+			firstErr = err
 		}
 	}
-	if hdr < 0 {
-		return nil, fmt.Errorf("topology: no header line starting with GPU0 (is this `nvidia-smi topo -m` output?)")
+	if firstErr != nil {
+		return nil, firstErr
 	}
+	return nil, fmt.Errorf("topology: no header line starting with GPU0 (is this `nvidia-smi topo -m` output?)")
+}
+
+// splitGluedLabels splits header fields that hold several device labels run together
+// ("NIC11NIC12"): wide matrices lose a separator in the header at the same column as in
+// the rows.
+func splitGluedLabels(f []string) []string {
+	out := make([]string, 0, len(f))
+	for _, x := range f {
+		if gluedLabels.MatchString(x) {
+			out = append(out, deviceLabel.FindAllString(x, -1)...)
+			continue
+		}
+		out = append(out, x)
+	}
+	return out
+}
+
+// splitGlued splits fields that hold several link cells run together ("SYSSYS").
+func splitGlued(f []string) []string {
+	out := make([]string, 0, len(f))
+	for _, x := range f {
+		if gluedCells.MatchString(x) {
+			out = append(out, linkCell.FindAllString(x, -1)...)
+			continue
+		}
+		out = append(out, x)
+	}
+	return out
+}
+
+// tabbedTail returns the affinity values of a tab-separated row (the values after its n link
+// cells), keeping an empty CPU affinity in its place: nvidia-smi prints an empty cell there
+// when it cannot tell a GPU's CPU affinity, and the values that follow must not move left.
+// Later empty fields are alignment padding and are dropped. ok is false when the line is not
+// cleanly tab separated (a paste that turned tabs into spaces, or cells run together).
+func tabbedTail(line string, n int) ([]string, bool) {
+	if !strings.Contains(line, "\t") {
+		return nil, false
+	}
+	parts := strings.Split(line, "\t")
+	if len(parts) < n+1 {
+		return nil, false
+	}
+	for _, c := range parts[1 : n+1] {
+		if lvl, _ := ParseLink(c); lvl == LinkUnknown {
+			return nil, false
+		}
+	}
+	rest := parts[n+1:]
+	if len(rest) == 0 {
+		return nil, true
+	}
+	out := []string{strings.TrimSpace(rest[0])}
+	for _, v := range rest[1:] {
+		// A field holding spaces is a value pasted with spaces inside a tabbed row.
+		out = append(out, strings.Fields(v)...)
+	}
+	if len(out) == 1 && out[0] == "" {
+		return nil, true
+	}
+	return out, true
+}
+
+// parseTopoAt parses the matrix whose header is lines[hdr].
+func parseTopoAt(lines []string, hdr int) (*Topology, error) {
 	header := lines[hdr]
 	// Cut the affinity titles off the header; the rest are device labels.
 	cut := len(header)
@@ -115,14 +215,11 @@ func ParseTopo(text string) (*Topology, error) {
 			nAff++
 		}
 	}
-	t := &Topology{Devices: strings.Fields(header[:cut]), NICNames: map[string]string{}}
-	if len(t.Devices) == 0 {
-		return nil, fmt.Errorf("topology: empty header")
-	}
+	t := &Topology{Devices: splitGluedLabels(strings.Fields(header[:cut])), NICNames: map[string]string{}}
 	index := map[string]int{}
 	for i, d := range t.Devices {
 		if _, dup := index[d]; dup {
-			return nil, fmt.Errorf("topology: device %s appears twice in the header", d)
+			return nil, fmt.Errorf("topology: line %d: device %s appears twice in the header", hdr+1, d)
 		}
 		index[d] = i
 	}
@@ -132,20 +229,25 @@ func ParseTopo(text string) (*Topology, error) {
 	t.NUMAAffinity = make([]string, n)
 	t.GPUNUMAID = make([]string, n)
 	seen := make([]bool, n)
+	rows, ended := 0, false
 	for ln := hdr + 1; ln < len(lines); ln++ {
 		l := lines[ln]
 		if m := nicLegend.FindStringSubmatch(l); m != nil {
 			t.NICNames[m[1]] = m[2]
 			continue
 		}
+		if isTopoHeader(l) {
+			break // another matrix: its legend is not ours
+		}
 		f := strings.Fields(l)
-		if len(f) == 0 {
+		if len(f) == 0 || ended {
 			continue
 		}
 		row, ok := index[f[0]]
 		if !ok {
-			continue // legend text and blank lines
+			continue // legend text, a stray title, the tail of a row wrapped by a terminal
 		}
+		f = splitGlued(f)
 		if len(f)-1 < n {
 			return nil, fmt.Errorf("topology: line %d: row %s has %d cells, want %d", ln+1, f[0], len(f)-1, n)
 		}
@@ -153,6 +255,10 @@ func ParseTopo(text string) (*Topology, error) {
 			return nil, fmt.Errorf("topology: line %d: row %s appears twice", ln+1, f[0])
 		}
 		seen[row] = true
+		rows++
+		// With every row read the matrix is complete: rows after it belong to something
+		// else (the `topo -p2p` matrix pasted below it, the same output pasted twice).
+		ended = rows == n
 		cells := f[1 : n+1]
 		for j, c := range cells {
 			if lvl, _ := ParseLink(c); lvl == LinkUnknown {
@@ -164,10 +270,16 @@ func ParseTopo(text string) (*Topology, error) {
 		}
 		t.Links[row] = append([]string(nil), cells...)
 		rest := f[n+1:]
-		if nAff > 0 && len(rest) > 0 {
-			if len(rest) > 0 {
-				t.CPUAffinity[row] = rest[0]
+		if tail, ok := tabbedTail(l, n); ok {
+			rest = tail
+		}
+		if nAff == 3 && len(rest) == 2 {
+			if m := numaGlued.FindStringSubmatch(rest[1]); m != nil {
+				rest = []string{rest[0], m[1], m[2]}
 			}
+		}
+		if nAff > 0 && len(rest) > 0 {
+			t.CPUAffinity[row] = rest[0]
 			if len(rest) > 1 {
 				t.NUMAAffinity[row] = rest[1]
 			}

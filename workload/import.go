@@ -69,11 +69,7 @@ func Import(data []byte, name string) ([]*Result, error) {
 	}
 	if trimmed[0] != '{' && trimmed[0] != '[' || looksLikeNCCL(trimmed) {
 		if looksLikeNCCL(trimmed) {
-			r, err := importNCCLText(trimmed)
-			if err != nil {
-				return nil, err
-			}
-			return []*Result{r}, nil
+			return importNCCLText(trimmed)
 		}
 		return nil, fmt.Errorf("unrecognised format: expected JSON (vLLM, GenAI-Perf/AIPerf, reckon), JSONL (SGLang, vLLM --append-result), a printed \"Serving Benchmark Result\" summary or nccl-tests text output")
 	}
@@ -81,18 +77,25 @@ func Import(data []byte, name string) ([]*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	// One JSON document, or JSON Lines?
+	// One JSON document, an array of result objects (vllm bench sweep's summary.json), or JSON
+	// Lines? where[i] says where object i came from, for error messages.
 	var objs []map[string]any
-	var lines []int
+	var where []string
 	if doc, err := decodeObject(clean); err == nil {
-		objs, lines = []map[string]any{doc}, []int{0}
-	} else {
-		var arr []any
-		dec := json.NewDecoder(bytes.NewReader(clean))
-		dec.UseNumber()
-		if clean[0] == '[' && dec.Decode(&arr) == nil {
-			return nil, fmt.Errorf("a JSON array is not a known result format (expected one object, or one object per line)")
+		objs, where = []map[string]any{doc}, []string{""}
+	} else if arr, isArr := decodeArray(clean); isArr {
+		if len(arr) == 0 {
+			return nil, fmt.Errorf("an empty JSON array holds no result")
 		}
+		for i, x := range arr {
+			o, ok := x.(map[string]any)
+			if !ok {
+				return nil, fmt.Errorf("a JSON array is not a known result format unless every element is a result object; element %d is %T", i, x)
+			}
+			objs = append(objs, o)
+			where = append(where, fmt.Sprintf("element %d", i))
+		}
+	} else {
 		for i, line := range bytes.Split(clean, []byte("\n")) {
 			line = bytes.TrimSpace(line)
 			if len(line) == 0 {
@@ -103,7 +106,7 @@ func Import(data []byte, name string) ([]*Result, error) {
 				return nil, fmt.Errorf("line %d: %w", i+1, err)
 			}
 			objs = append(objs, o)
-			lines = append(lines, i+1)
+			where = append(where, fmt.Sprintf("line %d", i+1))
 		}
 	}
 	var out []*Result
@@ -127,8 +130,8 @@ func Import(data []byte, name string) ([]*Result, error) {
 			err = fmt.Errorf("unrecognised JSON result: expected vLLM bench serve keys (output_throughput, mean_ttft_ms, ...), SGLang bench_serving keys (mean_e2e_latency_ms, ...), GenAI-Perf/AIPerf metric objects ({\"unit\", \"avg\", ...}) or a reckon result (schema %q)", ResultSchema)
 		}
 		if err != nil {
-			if lines[i] > 0 {
-				return nil, fmt.Errorf("line %d: %w", lines[i], err)
+			if where[i] != "" {
+				return nil, fmt.Errorf("%s: %w", where[i], err)
 			}
 			return nil, err
 		}
@@ -139,6 +142,20 @@ func Import(data []byte, name string) ([]*Result, error) {
 		return nil, fmt.Errorf("no result found")
 	}
 	return out, nil
+}
+
+// decodeArray decodes b as one JSON array; ok is false when it is not one.
+func decodeArray(b []byte) ([]any, bool) {
+	if len(b) == 0 || b[0] != '[' {
+		return nil, false
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var arr []any
+	if err := dec.Decode(&arr); err != nil || dec.More() {
+		return nil, false
+	}
+	return arr, true
 }
 
 func decodeObject(b []byte) (map[string]any, error) {

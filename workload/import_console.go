@@ -76,6 +76,7 @@ func importConsole(b []byte) ([]*Result, error) {
 				im.set["max_concurrency"] = true
 			}
 			r.warnf("read from the printed summary: values are rounded as printed (two decimals)")
+			im.dropPlaceholderStats()
 			out = append(out, im.finish())
 		}
 		im, seen, rate, maxConc = nil, 0, "", ""

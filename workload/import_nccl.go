@@ -3,7 +3,9 @@ package workload
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
+	"math"
 	"regexp"
 	"strconv"
 	"strings"
@@ -12,9 +14,14 @@ import (
 // mpiPrefix matches the per-rank prefixes that mpirun --tag-output adds ("[1,0]<stdout>:").
 var mpiPrefix = regexp.MustCompile(`^\s*\[\d+,\d+\]<std(?:out|err)>:`)
 
+// reNCCLRow matches the start of a table row ("size count type"), also behind launcher tags, for
+// output whose header was lost.
+var reNCCLRow = regexp.MustCompile(`(?m)^\s*(?:\[\d+\]|\[\d+,\d+\]<stdout>:)?\s*\d+\s+\d+\s+(?:float|double|half|bfloat16|int8|uint8|int32|uint32|int64|uint64|f8e4m3|f8e5m2|fp8_e4m3|fp8_e5m2)\s`)
+
 func looksLikeNCCL(b []byte) bool {
 	return bytes.Contains(b, []byte("Avg bus bandwidth")) ||
-		(bytes.Contains(b, []byte("out-of-place")) && bytes.Contains(b, []byte("busbw")))
+		(bytes.Contains(b, []byte("busbw")) && (bytes.Contains(b, []byte("out-of-place")) || bytes.Contains(b, []byte("in-place")) || bytes.Contains(b, []byte("algbw")))) ||
+		len(reNCCLRow.FindAllIndex(b, 2)) == 2
 }
 
 // ncclGroup is where one measurement's columns are in a table row.
@@ -85,106 +92,284 @@ func guessLayout(n int) (ncclLayout, bool) {
 }
 
 var (
-	reAvgBus    = regexp.MustCompile(`#\s*Avg bus bandwidth\s*:\s*([0-9.eE+-]+|nan|inf)\s*(\S*)`)
-	reOOB       = regexp.MustCompile(`#\s*Out of bounds values\s*:\s*(\d+)\s*(\S*)`)
-	reCollStart = regexp.MustCompile(`#\s*Collective test starting:\s*(\S+)`)
+	reAvgBus    = regexp.MustCompile(`^#?\s*Avg bus bandwidth\s*:\s*(\S+)\s*(\S*)`)
+	reOOB       = regexp.MustCompile(`^#?\s*Out of bounds values\s*:\s*(\d+)\s*(\S*)`)
+	reCollStart = regexp.MustCompile(`^#?\s*Collective test starting:\s*(\S+)`)
+	reTestsVer  = regexp.MustCompile(`nccl-tests version\s+(\S+)`)
+	reNCCLVer   = regexp.MustCompile(`NCCL version\s+(\S+)`)
+	reNThread   = regexp.MustCompile(`^#?\s*nThread\s+\d+\s+nGpus`)
+	// Per-process tags that some launchers put at the start of every write, also inside a row
+	// ("[0]   1048576 ... -1[0]   1626.5 ..."), and srun --label prefixes ("3: ").
+	reTagStart = regexp.MustCompile(`^\s*\[\d+\]`)
+	reTag      = regexp.MustCompile(`\[\d+\]`)
+	reSrunTag  = regexp.MustCompile(`^\s*\d+:\s`)
+	reInPlace  = regexp.MustCompile(`(^|[^-])in-place`)
 )
 
-// importNCCLText parses nccl-tests stdout (all_reduce_perf and friends).
-func importNCCLText(b []byte) (*Result, error) {
+// cleanNCCLLine removes launcher prefixes from one line of output.
+func cleanNCCLLine(s string) string {
+	s = mpiPrefix.ReplaceAllString(s, "")
+	if reTagStart.MatchString(s) {
+		s = reTag.ReplaceAllString(s, " ")
+	}
+	return reSrunTag.ReplaceAllString(s, "")
+}
+
+// ncclRun collects one nccl-tests run (one table and its footer) while parsing.
+type ncclRun struct {
+	r           *Result
+	n           *NCCLResult
+	avgFound    bool
+	anyChecked  bool
+	sawTable    bool
+	footerSeen  bool
+	avgBad      bool
+	guessed     int
+	inPlaceOnly int
+}
+
+func newNCCLRun() *ncclRun {
 	r := &Result{Schema: ResultSchema}
 	r.Metadata.Tool = "nccl-tests"
 	r.Metadata.SourceFormat = FormatNCCL
 	n := &NCCLResult{OutOfBounds: -1}
 	r.NCCL = n
+	return &ncclRun{r: r, n: n}
+}
+
+// importNCCLText parses nccl-tests stdout (all_reduce_perf and friends). A file holding several
+// runs (outputs appended one after the other) gives one result per run. Lines whose leading "#"
+// was lost (copied through Markdown, or very old versions) are read too.
+func importNCCLText(b []byte) ([]*Result, error) {
+	var runs []*ncclRun
+	cur := newNCCLRun()
 	var layout ncclLayout
 	haveLayout := false
-	sawOutOfPlace := false
-	avgFound := false
+	order := []bool{false, true} // per measurement group: in-place?
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
 	lineNo := 0
-	anyChecked := false
+	// A table header, a banner or a "Collective test starting" after rows or a footer starts a
+	// new run.
+	boundary := func() {
+		if len(cur.n.Rows) > 0 || cur.footerSeen {
+			runs = append(runs, cur)
+			cur = newNCCLRun()
+			haveLayout = false
+			order = []bool{false, true}
+		}
+	}
 	for sc.Scan() {
 		lineNo++
-		line := mpiPrefix.ReplaceAllString(sc.Text(), "")
-		trim := strings.TrimSpace(line)
+		trim := strings.TrimSpace(cleanNCCLLine(sc.Text()))
 		if trim == "" {
 			continue
 		}
+		if m := reTestsVer.FindStringSubmatch(trim); m != nil {
+			boundary()
+			cur.r.Metadata.ToolVersion = m[1]
+			continue
+		}
+		if m := reNCCLVer.FindStringSubmatch(trim); m != nil && cur.r.Metadata.Labels["nccl_version"] == "" {
+			cur.r.Metadata.labels()["nccl_version"] = m[1]
+		}
+		if reNThread.MatchString(trim) {
+			boundary() // the first line of every run's output
+		}
 		if m := reCollStart.FindStringSubmatch(trim); m != nil {
-			n.Collective = m[1]
+			boundary()
+			cur.n.Collective = m[1]
 			continue
 		}
 		if m := reAvgBus.FindStringSubmatch(trim); m != nil {
 			f, err := strconv.ParseFloat(m[1], 64)
-			if err != nil {
+			switch {
+			case err != nil && !strings.Contains(strings.ToLower(m[1]), "nan") && !strings.Contains(strings.ToLower(m[1]), "inf"):
 				return nil, fmt.Errorf("line %d: Avg bus bandwidth %q is not a number", lineNo, m[1])
+			case err != nil || math.IsNaN(f) || math.IsInf(f, 0):
+				cur.r.warnf("line %d: Avg bus bandwidth is %s: avg_busbw_gbps is missing", lineNo, m[1])
+				cur.avgBad = true
+			default:
+				cur.n.AvgBusBWGBps = f
+				cur.avgFound = true
 			}
-			n.AvgBusBWGBps = f
-			n.AvgBusBWStatus = m[2]
-			avgFound = true
+			cur.n.AvgBusBWStatus = m[2]
+			cur.footerSeen = true
 			continue
 		}
 		if m := reOOB.FindStringSubmatch(trim); m != nil {
-			n.OutOfBounds, _ = strconv.Atoi(m[1])
+			cur.n.OutOfBounds, _ = strconv.Atoi(m[1])
 			if m[2] == "FAILED" {
-				r.warnf("nccl-tests reported out-of-bounds values: %s", m[1])
+				cur.r.warnf("nccl-tests reported out-of-bounds values: %s", m[1])
 			}
+			cur.footerSeen = true
 			continue
 		}
-		if strings.HasPrefix(trim, "#") {
-			body := strings.TrimSpace(strings.TrimPrefix(trim, "#"))
-			if strings.Contains(body, "out-of-place") {
-				sawOutOfPlace = true
-				continue
-			}
-			toks := strings.Fields(body)
-			if len(toks) > 0 && toks[0] == "size" {
-				if l, ok := layoutFromHeader(toks); ok {
-					layout, haveLayout = l, true
+		body := strings.TrimSpace(strings.TrimPrefix(trim, "#"))
+		toks := strings.Fields(body)
+		if len(toks) == 0 {
+			continue
+		}
+		if isBanner(toks) {
+			// The banner above the header says which measurement comes first.
+			boundary()
+			order = bannerOrder(body)
+			continue
+		}
+		if toks[0] == "size" {
+			if l, ok := layoutFromHeader(toks); ok {
+				if len(cur.n.Rows) > 0 || cur.footerSeen {
+					boundary()
 				}
+				layout, haveLayout = l, true
+				cur.sawTable = true
 			}
 			continue
 		}
-		toks := strings.Fields(trim)
-		if len(toks) < 5 {
+		if strings.HasPrefix(trim, "#") || len(toks) < 5 {
 			continue
 		}
 		if _, err := strconv.ParseInt(toks[0], 10, 64); err != nil {
 			continue // not a table row (device listing, NCCL INFO lines, ...)
 		}
-		l := layout
-		if !haveLayout || len(toks) != layout.width {
-			g, ok := guessLayout(len(toks))
-			if !ok {
-				if haveLayout && len(toks) > layout.width {
-					// Extra per-iteration columns (-I): the known ones are still in place.
-					l = layout
-				} else {
-					r.warnf("line %d: table row with %d columns does not match the header: skipped", lineNo, len(toks))
-					continue
-				}
-			} else {
-				l = g
-			}
+		l, ok := rowLayout(toks, layout, haveLayout)
+		if !ok {
+			cur.r.warnf("line %d: table row with %d columns does not match the header: skipped", lineNo, len(toks))
+			continue
 		}
-		row, checked, err := parseNCCLRow(toks, l)
+		if cur.footerSeen {
+			boundary()
+		}
+		if !haveLayout {
+			cur.guessed = len(toks)
+		}
+		row, checked, err := parseNCCLRow(toks, l, order)
 		if err != nil {
+			if errors.Is(err, errNonFinite) {
+				cur.r.warnf("line %d: %v: row skipped", lineNo, err)
+				continue
+			}
 			return nil, fmt.Errorf("line %d: %w", lineNo, err)
 		}
-		anyChecked = anyChecked || checked
-		n.Rows = append(n.Rows, row)
+		if row.InPlace != nil && row.OutOfPlace.Wrong == nil && row.OutOfPlace == (NCCLMeasure{}) {
+			cur.inPlaceOnly++
+		}
+		cur.anyChecked = cur.anyChecked || checked
+		cur.n.Rows = append(cur.n.Rows, row)
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("reading nccl-tests output: %w", err)
 	}
-	if len(n.Rows) == 0 {
-		if sawOutOfPlace || avgFound {
-			r.warnf("no result rows found in the nccl-tests table")
-		} else {
-			return nil, fmt.Errorf("no nccl-tests table found")
+	runs = append(runs, cur)
+	var out []*Result
+	for _, run := range runs {
+		if len(run.n.Rows) == 0 && !run.footerSeen && !run.sawTable {
+			continue
 		}
+		out = append(out, run.finish())
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no nccl-tests table found")
+	}
+	return out, nil
+}
+
+// isBanner tells the "out-of-place  in-place" line above a table header.
+func isBanner(toks []string) bool {
+	for _, t := range toks {
+		if t != "out-of-place" && t != "in-place" {
+			return false
+		}
+	}
+	return true
+}
+
+// bannerOrder reads the "out-of-place  in-place" banner: for each measurement group in the
+// table, whether it is the in-place one.
+func bannerOrder(body string) []bool {
+	oop := strings.Index(body, "out-of-place")
+	loc := reInPlace.FindStringIndex(body)
+	ip := -1
+	if loc != nil {
+		ip = loc[1] - len("in-place")
+	}
+	switch {
+	case oop >= 0 && ip >= 0 && ip < oop:
+		return []bool{true, false}
+	case oop < 0 && ip >= 0:
+		return []bool{true}
+	case oop >= 0 && ip < 0:
+		return []bool{false}
+	}
+	return []bool{false, true}
+}
+
+// rowLayout picks the column layout of one row: the header's, the header's without an empty
+// redop column (old alltoall), the header's first groups when the row has fewer measurements,
+// or a guess from the width when there was no header.
+func rowLayout(toks []string, layout ncclLayout, haveLayout bool) (ncclLayout, bool) {
+	if !haveLayout {
+		return guessLayout(len(toks))
+	}
+	if len(toks) >= layout.width {
+		return layout, true // equal, or extra per-iteration columns (-I) after the known ones
+	}
+	l := layout
+	if l.redop >= 0 && l.redop < len(toks) {
+		if _, err := strconv.ParseFloat(toks[l.redop], 64); err == nil {
+			// No reduction operation printed (old alltoall): the columns after it shift left.
+			l = l.without(l.redop)
+		}
+	}
+	if len(toks) >= l.width {
+		return l, true
+	}
+	var groups []ncclGroup
+	for _, g := range l.groups {
+		if g.busbw >= 0 && g.busbw < len(toks) && max(g.time, g.algbw, g.wrong) < len(toks) {
+			groups = append(groups, g)
+		}
+	}
+	if len(groups) == 0 {
+		return ncclLayout{}, false
+	}
+	l.groups = groups
+	l.width = len(toks)
+	return l, true
+}
+
+// without returns the layout with column i removed.
+func (l ncclLayout) without(i int) ncclLayout {
+	shift := func(c int) int {
+		switch {
+		case c == i:
+			return -1
+		case c > i:
+			return c - 1
+		}
+		return c
+	}
+	out := l
+	out.width--
+	out.size, out.count, out.typ, out.redop, out.root = shift(l.size), shift(l.count), shift(l.typ), shift(l.redop), shift(l.root)
+	out.groups = make([]ncclGroup, len(l.groups))
+	for k, g := range l.groups {
+		out.groups[k] = ncclGroup{shift(g.time), shift(g.algbw), shift(g.busbw), shift(g.wrong)}
+	}
+	return out
+}
+
+// finish checks what one run holds and reports what is missing.
+func (run *ncclRun) finish() *Result {
+	r, n := run.r, run.n
+	if len(n.Rows) == 0 {
+		r.warnf("no result rows found in the nccl-tests table")
+	}
+	if run.guessed > 0 {
+		r.warnf("no table header before the rows: columns read by their count (%d)", run.guessed)
+	}
+	if run.inPlaceOnly > 0 {
+		r.warnf("%d rows have only in-place measurements: their out_of_place values are absent (zero), not measured", run.inPlaceOnly)
 	}
 	for _, row := range n.Rows {
 		for _, m := range []*NCCLMeasure{&row.OutOfPlace, row.InPlace} {
@@ -193,13 +378,17 @@ func importNCCLText(b []byte) (*Result, error) {
 			}
 		}
 	}
-	n.Validated = anyChecked
+	n.Validated = run.anyChecked
 	maxErr, anyErr := 0.0, false
+	naSeen := false
 	for _, row := range n.Rows {
 		for _, m := range []*NCCLMeasure{&row.OutOfPlace, row.InPlace} {
 			if m != nil && m.Error != nil {
 				anyErr = true
 				maxErr = max(maxErr, *m.Error)
+			}
+			if m != nil && m.Wrong == nil && m.Error == nil && *m != (NCCLMeasure{}) {
+				naSeen = true
 			}
 		}
 	}
@@ -207,26 +396,34 @@ func importNCCLText(b []byte) (*Result, error) {
 	case anyErr:
 		r.Extra = map[string]float64{"max_rel_error": maxErr}
 		r.warnf("old nccl-tests format: an \"error\" column (max relative error) instead of #wrong; wrong_total is missing, max_rel_error = %g", maxErr)
-	case !anyChecked && len(n.Rows) > 0:
+	case !run.anyChecked && len(n.Rows) > 0:
 		r.warnf("#wrong is N/A on every row: nccl-tests ran without validation (-c 0), correctness not checked")
+	case naSeen:
+		r.warnf("#wrong is N/A for some measurements (for example in-place of sendrecv): wrong_total counts only the checked ones")
 	}
 	if n.WrongTotal > 0 {
 		r.warnf("nccl-tests found %d wrong elements", n.WrongTotal)
 	}
-	if !avgFound {
+	if !run.avgFound {
 		r.setMissing("avg_busbw_gbps")
-		r.warnf("no \"# Avg bus bandwidth\" line (the run may have been cut short): avg_busbw_gbps is missing")
+		if !run.avgBad {
+			r.warnf("no \"# Avg bus bandwidth\" value (the run may have been cut short): avg_busbw_gbps is missing")
+		}
 	}
 	if n.AvgBusBWStatus == "FAILED" {
 		r.warnf("nccl-tests reported Avg bus bandwidth FAILED (below NCCL_TESTS_MIN_BW)")
 	}
-	if !anyChecked {
+	if !run.anyChecked {
 		r.setMissing("wrong_total")
 	}
-	return r, nil
+	return r
 }
 
-func parseNCCLRow(toks []string, l ncclLayout) (NCCLRow, bool, error) {
+// errNonFinite marks a row value such as "nan" or "inf".
+var errNonFinite = errors.New("non-finite value")
+
+// parseNCCLRow reads one row; order says, per measurement group, whether it is the in-place one.
+func parseNCCLRow(toks []string, l ncclLayout, order []bool) (NCCLRow, bool, error) {
 	var row NCCLRow
 	var err error
 	if row.SizeBytes, err = strconv.ParseInt(toks[l.size], 10, 64); err != nil {
@@ -267,7 +464,13 @@ func parseNCCLRow(toks []string, l ncclLayout) (NCCLRow, bool, error) {
 			}
 			v, err := strconv.ParseFloat(toks[f.idx], 64)
 			if err != nil {
+				if low := strings.ToLower(toks[f.idx]); strings.Contains(low, "nan") || strings.Contains(low, "inf") {
+					return row, false, fmt.Errorf("%s is %q: %w", f.name, toks[f.idx], errNonFinite)
+				}
 				return row, false, fmt.Errorf("%s %q: expected a number", f.name, toks[f.idx])
+			}
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				return row, false, fmt.Errorf("%s is %q: %w", f.name, toks[f.idx], errNonFinite)
 			}
 			*f.dst = v
 		}
@@ -290,11 +493,15 @@ func parseNCCLRow(toks []string, l ncclLayout) (NCCLRow, bool, error) {
 				checked = true
 			}
 		}
-		if gi == 0 {
-			row.OutOfPlace = m
-		} else {
+		inPlace := gi == 1
+		if gi < len(order) {
+			inPlace = order[gi]
+		}
+		if inPlace {
 			mm := m
 			row.InPlace = &mm
+		} else {
+			row.OutOfPlace = m
 		}
 	}
 	return row, checked, nil

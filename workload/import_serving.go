@@ -2,7 +2,10 @@ package workload
 
 import (
 	"fmt"
+	"math"
+	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -10,7 +13,8 @@ import (
 var vllmMeta = map[string]bool{
 	"date": true, "endpoint_type": true, "backend": true, "label": true, "model_id": true, "tokenizer_id": true,
 	"num_prompts": true, "request_rate": true, "burstiness": true, "max_concurrency": true,
-	"served_model_name": true,
+	"served_model_name": true, "model_ids": true, "ramp_up_strategy": true, "ramp_up_start_rps": true,
+	"ramp_up_end_rps": true, "rps_change_events": true,
 }
 
 // importVLLM reads one `vllm bench serve --save-result` object (current keys, and the old
@@ -24,6 +28,23 @@ func importVLLM(o map[string]any) (*Result, error) {
 	md.Model = str(o["model_id"])
 	if s := str(o["served_model_name"]); s != "" && md.Model == "" {
 		md.Model = s
+	}
+	if ids, ok := o["model_ids"].([]any); ok && md.Model == "" {
+		var names []string
+		for _, x := range ids {
+			if s := str(x); s != "" {
+				names = append(names, s)
+			}
+		}
+		md.Model = strings.Join(names, ",")
+	}
+	if s := str(o["ramp_up_strategy"]); s != "" {
+		md.labels()["ramp_up_strategy"] = s
+		for _, k := range []string{"ramp_up_start_rps", "ramp_up_end_rps"} {
+			if f, ok, _ := num(o[k]); ok {
+				im.extra(k, f)
+			}
+		}
 	}
 	if b := str(o["backend"]); b != "" {
 		md.labels()["backend"] = b
@@ -73,6 +94,7 @@ func importVLLM(o map[string]any) (*Result, error) {
 		}
 	}
 	im.generic(o, used, nil)
+	im.dropPlaceholderStats()
 	return im.finish(), nil
 }
 
@@ -108,6 +130,9 @@ func importSGLang(o map[string]any) (*Result, error) {
 	if v, has := o["request_rate"]; has {
 		if rate, ok := requestRate(v); ok {
 			md.Workload.RequestRate = rate
+		} else if str(v) == "trace" {
+			md.labels()["request_rate"] = "trace"
+			r.warnf("request_rate is \"trace\" (arrival times replayed from a trace): workload.request_rate 0 does not mean all at once here")
 		} else {
 			r.warnf("request_rate: expected a number or Infinity, got %v", v)
 		}
@@ -139,6 +164,7 @@ func importSGLang(o map[string]any) (*Result, error) {
 	if _, ok := o["failed"]; !ok {
 		r.warnf("SGLang bench_serving does not report failed requests: failed is missing")
 	}
+	im.dropPlaceholderStats()
 	return im.finish(), nil
 }
 
@@ -185,11 +211,62 @@ func (im *importer) generic(o map[string]any, used map[string]bool, alias map[st
 			}
 		case nil:
 		default:
+			if pm := rePercentilesKey.FindStringSubmatch(k); pm != nil && im.percentiles(k, pm[1], v) {
+				continue
+			}
 			if !knownExtra[k] {
 				im.unknown = append(im.unknown, k)
 			}
 		}
 	}
+}
+
+// rePercentilesKey matches vLLM's in-memory percentile lists ("percentiles_ttft_ms":
+// [[50, 10.1], [99, 30.2]]) that some wrappers write instead of the flat pNN_ keys.
+var rePercentilesKey = regexp.MustCompile(`^percentiles_(ttft|tpot|itl|e2el|e2e_latency)_ms$`)
+
+// percentiles reads a list of [percentile, value] pairs, or an object {"99": value}, into the
+// pNN_<metric>_ms keys; a flat key already in the file wins. It reports whether v had that shape.
+func (im *importer) percentiles(src, metric string, v any) bool {
+	if metric == "e2e_latency" {
+		metric = "e2el"
+	}
+	pairs := map[string]any{}
+	switch x := v.(type) {
+	case []any:
+		for _, e := range x {
+			pair, ok := e.([]any)
+			if !ok || len(pair) != 2 {
+				return false
+			}
+			p, ok, _ := num(pair[0])
+			if !ok {
+				return false
+			}
+			pairs[strconv.FormatFloat(p, 'f', -1, 64)] = pair[1]
+		}
+	case map[string]any:
+		for p, val := range x {
+			f, err := strconv.ParseFloat(strings.TrimPrefix(strings.TrimSpace(p), "p"), 64)
+			if err != nil {
+				return false
+			}
+			pairs[strconv.FormatFloat(f, 'f', -1, 64)] = val
+		}
+	default:
+		return false
+	}
+	for p, val := range pairs {
+		key := "p" + p + "_" + metric + "_ms"
+		if im.set[key] {
+			continue
+		}
+		if _, done := im.r.Extra[key]; done {
+			continue
+		}
+		im.metric(key, fmt.Sprintf("%s[%s]", src, p), val)
+	}
+	return true
 }
 
 // knownExtra are keys of vLLM/SGLang results that reckon keeps in Extra without a warning.
@@ -198,7 +275,7 @@ var knownExtra = map[string]bool{
 	"total_input_vision_tokens": true, "spec_decode_acceptance_rate": true, "spec_decode_num_drafts": true,
 	"spec_decode_draft_tokens": true, "spec_decode_accepted_tokens": true, "max_itl_ms": true,
 	"max_output_tokens_per_s": true, "max_concurrent_requests": true, "concurrency": true,
-	"last_gen_throughput": true, "output_lens_retokenized": true,
+	"last_gen_throughput": true, "output_lens_retokenized": true, "output_throughput_retokenized": true,
 }
 
 func (m *Metadata) labels() map[string]string {
@@ -206,4 +283,94 @@ func (m *Metadata) labels() map[string]string {
 		m.Labels = map[string]string{}
 	}
 	return m.Labels
+}
+
+// latencyGroups are the latency metrics whose statistics vLLM and SGLang compute from a list of
+// samples; for an empty list they write 0 (np.mean(x or 0)), which is no measurement.
+var latencyGroups = []string{"ttft", "tpot", "itl", "e2el"}
+
+// dropPlaceholderStats turns statistics that stand for "no sample" into missing metrics: every
+// latency statistic when no request completed, and a latency group whose statistics are all
+// exactly 0 (TPOT when every output had one token, ITL of a non-streaming backend).
+func (im *importer) dropPlaceholderStats() {
+	r := im.r
+	groupKeys := func(g string) (fields, extra []string) {
+		suffix := "_" + g + "_ms"
+		for k := range im.setters {
+			if strings.HasSuffix(k, suffix) && im.set[k] {
+				fields = append(fields, k)
+			}
+		}
+		for k := range r.Extra {
+			if strings.HasSuffix(k, suffix) {
+				extra = append(extra, k)
+			}
+		}
+		sort.Strings(fields)
+		sort.Strings(extra)
+		return fields, extra
+	}
+	drop := func(fields, extra []string) {
+		for _, k := range fields {
+			im.setters[k].SetZero()
+			delete(im.set, k)
+		}
+		for _, k := range extra {
+			delete(r.Extra, k)
+		}
+	}
+	if im.set["completed"] && r.Completed == 0 {
+		var dropped []string
+		for _, g := range latencyGroups {
+			fields, extra := groupKeys(g)
+			if len(fields)+len(extra) > 0 {
+				dropped = append(dropped, g)
+			}
+			drop(fields, extra)
+		}
+		if im.set["max_output_tokens_per_s"] && r.MaxOutputTokensPerS == 0 {
+			drop([]string{"max_output_tokens_per_s"}, nil)
+		}
+		msg := "no request completed (completed = 0"
+		if im.set["failed"] {
+			msg += fmt.Sprintf(", failed = %d", r.Failed)
+		}
+		msg += ")"
+		if len(dropped) > 0 {
+			msg += fmt.Sprintf(": the %s statistics in the file are placeholders (0), reported as missing", strings.Join(dropped, "/"))
+		}
+		r.warnf("%s", msg)
+		return
+	}
+	for _, g := range latencyGroups {
+		fields, _ := groupKeys(g)
+		for _, k := range fields {
+			if v := im.setters[k].Float(); v < 0 || math.Signbit(v) {
+				drop([]string{k}, nil)
+				r.warnf("%s is negative (%g) in the source; a latency cannot be negative: reported as missing", k, v)
+			}
+		}
+	}
+	for _, g := range latencyGroups {
+		fields, extra := groupKeys(g)
+		if len(fields) == 0 {
+			continue
+		}
+		allZero := true
+		for _, k := range fields {
+			if im.setters[k].Float() != 0 {
+				allZero = false
+			}
+		}
+		for _, k := range extra {
+			if r.Extra[k] != 0 {
+				allZero = false
+			}
+		}
+		if !allZero {
+			continue
+		}
+		drop(fields, extra)
+		r.warnf("every %s statistic is exactly 0: no %s sample was measured (the tool writes 0 for an empty list; for example TPOT when no output had more than one token, ITL without streaming): reported as missing", strings.ToUpper(g), strings.ToUpper(g))
+	}
 }

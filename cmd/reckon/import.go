@@ -86,11 +86,12 @@ size_bytes, algbw_gbps, busbw_gbps and wrong, out-of-place and in-place, and avg
 
 // ncclRowJSON is the per-row shape `reckon import --json` prints for nccl-tests.
 type ncclRowJSON struct {
-	SizeBytes  int64            `json:"size_bytes"`
-	Count      int64            `json:"count"`
-	Type       string           `json:"type"`
-	RedOp      string           `json:"redop,omitempty"`
-	OutOfPlace ncclMeasureJSON  `json:"out_of_place"`
+	SizeBytes int64  `json:"size_bytes"`
+	Count     int64  `json:"count"`
+	Type      string `json:"type"`
+	RedOp     string `json:"redop,omitempty"`
+	// OutOfPlace is null for tables that measured in place only.
+	OutOfPlace *ncclMeasureJSON `json:"out_of_place"`
 	InPlace    *ncclMeasureJSON `json:"in_place,omitempty"`
 }
 
@@ -109,7 +110,11 @@ func ncclJSON(r *workload.Result) any {
 		return ncclMeasureJSON{TimeUs: m.TimeUs, AlgBWGBps: m.AlgBWGBps, BusBWGBps: m.BusBWGBps, Wrong: m.Wrong, Error: m.Error}
 	}
 	for _, row := range n.Rows {
-		j := ncclRowJSON{SizeBytes: row.SizeBytes, Count: row.Count, Type: row.Type, RedOp: row.RedOp, OutOfPlace: conv(row.OutOfPlace)}
+		j := ncclRowJSON{SizeBytes: row.SizeBytes, Count: row.Count, Type: row.Type, RedOp: row.RedOp}
+		if !(row.InPlace != nil && row.OutOfPlace == (workload.NCCLMeasure{})) {
+			op := conv(row.OutOfPlace)
+			j.OutOfPlace = &op
+		}
 		if row.InPlace != nil {
 			ip := conv(*row.InPlace)
 			j.InPlace = &ip

@@ -21,6 +21,9 @@ var (
 
 	loadBeginRE = regexp.MustCompile(`Load weight begin\. avail mem=(` + num + `) ?(` + unit + `)`)
 	loadEndRE   = regexp.MustCompile(`Load weight end\..*?avail mem=(` + num + `) ?(` + unit + `)(?:[,.]? mem usage=(` + num + `) ?(` + unit + `))?`)
+	// draftTypeRE recognises the model class of a speculative-decoding draft model in "Load
+	// weight end. type=…" (LlamaForCausalLMEagle3, DeepseekV3ForCausalLMNextN, …).
+	draftTypeRE = regexp.MustCompile(`\btype=\w*(?:Eagle|NextN|MTP|Draft|Medusa)\w*`)
 	kvRE        = regexp.MustCompile(`(?i:KV cache (?:is )?allocated)\b`)
 	kvTokensRE  = regexp.MustCompile(`#tokens: (` + num + `)`)
 	kSizeRE     = regexp.MustCompile(`\bK size: (` + num + `) ?(` + unit + `)`)
@@ -32,6 +35,7 @@ var (
 	memUsageRE  = regexp.MustCompile(`mem usage=(` + num + `) ?(` + unit + `)`)
 	availMemRE  = regexp.MustCompile(`avail mem=(` + num + `) ?(` + unit + `)`)
 	budgetRE    = regexp.MustCompile(`max_total_num_tokens=(` + num + `)`)
+	swaFullRE   = regexp.MustCompile(`\bfull_layer_tokens=(` + num + `)`)
 	pairRE      = regexp.MustCompile(`(\w+)=(` + num + `)(?: ?(` + unit + `))?`)
 	acceptRE    = regexp.MustCompile(`Decode batch.*?accept len: (` + num + `)`)
 	argsRE      = regexp.MustCompile(`ServerArgs\(|server_args=`)
@@ -56,6 +60,9 @@ type state struct {
 	loadBegin     core.PerRank
 	weights       core.PerRank
 	kvTokens      core.PerRank
+	swaFull       core.PerRank
+	draftRanks    map[string]bool
+	draftPools    map[string]bool
 	kvGiB         core.PerRank
 	postKVAvail   core.PerRank
 	graphBegin    core.PerRank
@@ -127,6 +134,9 @@ func numOf(v string) float64 {
 }
 
 func (s *state) record(rank, t string) {
+	if strings.Contains(t, "**") {
+		t = strings.ReplaceAll(t, "**", "") // markdown bold of logs pasted into issues
+	}
 	s.ar.Record(t)
 	if !strings.Contains(t, "=") && !strings.Contains(t, "allocated") && !strings.Contains(t, "accept len") && !strings.Contains(t, "graph end") {
 		return // every record this parser reads has a key=value or one of these words
@@ -135,13 +145,20 @@ func (s *state) record(rank, t string) {
 		s.loadBegin.First(rank, gib(m[1], m[2]))
 	}
 	if m := match(loadEndRE, t, "Load weight end"); m != nil {
-		if m[3] != "" {
+		if draftTypeRE.MatchString(t) {
+			// A draft model loads after the target: neither its weights nor the KV pool the
+			// rank allocates after it are the target's.
+			if s.draftRanks == nil {
+				s.draftRanks, s.draftPools = map[string]bool{}, map[string]bool{}
+			}
+			s.draftRanks[rank] = true
+		} else if m[3] != "" {
 			s.weights.First(rank, gib(m[3], m[4]))
 		} else if b, ok := s.loadBegin.Get(rank); ok {
 			s.weights.First(rank, b-gib(m[1], m[2]))
 		}
 	}
-	if loc := matchIndex(kvRE, t, "llocated"); loc != nil {
+	if loc := matchIndex(kvRE, t, "llocated"); loc != nil && !s.isDraftPool(rank, t[loc[1]:]) {
 		rest := t[loc[1]:]
 		if m := kvTokensRE.FindStringSubmatch(rest); m != nil {
 			s.kvTokens.First(rank, numOf(m[1]))
@@ -154,6 +171,11 @@ func (s *state) record(rank, t string) {
 			s.kvGiB.First(rank, gib(kv[1], kv[2]))
 		}
 		s.sawKVOrGraph = true
+	}
+	if m := match(swaFullRE, t, "full_layer_tokens="); m != nil {
+		// Sliding-window models: the "KV Cache is allocated" #tokens is the SWA pool; the
+		// capacity a request can use is the full-attention layers' pool.
+		s.swaFull.First(rank, numOf(m[1]))
 	}
 	if m := match(poolEndRE, t, "Memory pool end"); m != nil {
 		s.postKVAvail.Last(rank, gib(m[1], m[2]))
@@ -209,14 +231,33 @@ func (s *state) record(rank, t string) {
 	}
 }
 
+// isDraftPool reports whether a "KV Cache is allocated" record (rest: the text after it) is a
+// speculative draft model's pool: allocated by a rank after it loaded a draft model, or
+// identical to such a pool of another rank (draft pools are the same on every rank, and a
+// rank's draft "Load weight end" may be cut from an excerpt).
+func (s *state) isDraftPool(rank, rest string) bool {
+	if s.draftRanks == nil {
+		return false
+	}
+	sig := strings.TrimSpace(rest)
+	if s.draftRanks[rank] {
+		s.draftPools[sig] = true
+		return true
+	}
+	return s.draftPools[sig]
+}
+
 func (s *state) report() *core.Report {
 	r := s.rep
 	r.Engine = Name
 	r.AllReduce, r.CustomAllReduceDisabledReason = s.ar.Result()
 	r.WeightsGiB = s.weights.Min()
-	if s.budgetTokens.Len() > 0 {
+	switch {
+	case s.budgetTokens.Len() > 0:
 		r.KVCacheTokens = s.budgetTokens.MinInt()
-	} else {
+	case s.swaFull.Len() > 0:
+		r.KVCacheTokens = s.swaFull.MinInt()
+	default:
 		r.KVCacheTokens = s.kvTokens.MinInt()
 	}
 	r.KVCacheGiB = s.kvGiB.Min()

@@ -20,11 +20,11 @@ var (
 	prefixRE    = regexp.MustCompile(`\(([A-Za-z_]\w*)([^()]*?)\bpid=(\d+)[^()]*\)(?:\s*(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+\d\d-\d\d\s+\d\d:\d\d:\d\d)?|(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+\d\d-\d\d\s+\d\d:\d\d:\d\d`)
 	rankInTagRE = regexp.MustCompile(`\brank=(\d+)`)
 
-	weightsRE     = regexp.MustCompile(`(?:Loading model weights took|Model loading took|model weights take) (` + num + `) ?(` + unit + `)`)
+	weightsRE     = regexp.MustCompile(`(?:Loading model weights took|Model loading took|model weights take)\s+(` + num + `) ?(` + unit + `)`)
 	kvTokensRE    = regexp.MustCompile(`GPU KV cache size: (` + num + `) tokens`)
 	blocksRE      = regexp.MustCompile(`(?:^|[#\s])(?:GPU|gpu|cuda|CUDA|xpu|XPU|hpu|HPU|npu|NPU|tpu|TPU) blocks: (` + num + `)|num_gpu_blocks is: (` + num + `)`)
 	blockSizeRE   = regexp.MustCompile(`\bblock_size['"]?\s*[=:]\s*(\d+)`)
-	kvMemRE       = regexp.MustCompile(`Available KV cache memory: (` + num + `) ?(` + unit + `)|the rest of the memory reserved for KV Cache is (` + num + `) ?(` + unit + `)|\bkv_cache_size=(` + num + `) ?(` + unit + `)`)
+	kvMemRE       = regexp.MustCompile(`Available KV cache memory: (` + num + `) ?(` + unit + `)|the rest of the memory reserved for KV Cache is (` + num + `) ?(` + unit + `)|\bkv_cache_size=(` + num + `) ?(` + unit + `)|\bavailable_kv_cache_memory\s+(` + num + `) ?(` + unit + `)`)
 	graphRE       = regexp.MustCompile(`finished in (` + num + `) ?secs?,? took (` + num + `) ?(` + unit + `)`)
 	graphSecRE    = regexp.MustCompile(`Graph capturing finished in (` + num + `) ?secs?`)
 	graphTakesRE  = regexp.MustCompile(`CUDA graph (?:takes|took) (` + num + `) ?(` + unit + `)`)
@@ -167,6 +167,9 @@ func firstInt(dst **int64, re *regexp.Regexp, t string, keys ...string) {
 }
 
 func (s *state) record(rank, t string) {
+	if strings.Contains(t, "**") {
+		t = strings.ReplaceAll(t, "**", "") // markdown bold of logs pasted into issues
+	}
 	s.ar.Record(t)
 	if m := match(weightsRE, t, "took", "take"); m != nil {
 		s.weights.First(rank, gib(m[1], m[2]))
@@ -184,7 +187,7 @@ func (s *state) record(rank, t string) {
 	if m := match(blockSizeRE, t, "block_size"); m != nil && s.blockSize == 0 {
 		s.blockSize = int64(numOf(m[1]))
 	}
-	if m := match(kvMemRE, t, "KV cache memory", "KV Cache is", "kv_cache_size="); m != nil {
+	if m := match(kvMemRE, t, "KV cache memory", "KV Cache is", "kv_cache_size=", "available_kv_cache_memory"); m != nil {
 		for i := 1; i+1 < len(m); i += 2 {
 			if m[i] != "" {
 				s.kvGiB.First(rank, gib(m[i], m[i+1]))

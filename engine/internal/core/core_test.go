@@ -102,23 +102,54 @@ func TestClassify(t *testing.T) {
 		"[2026-11-29 10:08:27 TP0] token_to_kv_pool_allocator memory leak detected! available_size=133280, protected_size=0, self.max_total_num_tokens=134304": KindOther,
 		"Feb 04 08:47:05 host python3[1]: ERROR 02-04 08:47:05 core.py:45] EngineCore failed to start.":                                                        KindOther,
 		"vllm-1  | ERROR 11-18 18:07:28 engine.py:366] RuntimeError: CUDA error: an illegal memory access was encountered":                                     KindCUDA,
+		"ValueError: Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=0.88.":                                                    KindKVTooSmall,
+		"RuntimeError: alloc_token_slots runs out of memory. Please set a smaller number for `--max-running-requests`.":                                        KindKVTooSmall,
+		"torch._dynamo.exc.InternalTorchDynamoError: RuntimeError: Cannot call CUDAGeneratorImpl::current_seed during CUDA graph capture.":                     KindGraphCapture,
+		"ray.exceptions.RayTaskError(ValueError): ray::RayWorkerWrapper.execute_method() (pid=7106, ip=192.168.10.10)":                                         KindOther,
+		"[pod/vllm-0/vllm] ValueError: unsupported model":                                                                                                      KindOther,
+		"RuntimeError: Decode out of memory. Try to lower your batch size.":                                                                                    KindKVTooSmall,
 		// Not errors:
+		"[2025-03-07 21:49:33 TP13] Decode out of memory happened. #retracted_reqs: 1, #new_token_ratio: 0.1474 -> 0.1845":                                                                                                                                                                   "",
+		"(VllmWorkerProcess pid=2421) ERROR 10-14 12:32:47 multiproc_worker_utils.py:233] The above exception was the direct cause of the following exception:":                                                                                                                              "",
+		"During handling of the above exception, another exception occurred:":                                                                                                                                                                                                                "",
+		"INFO 03-08 16:44:29 [gpu_worker.py:456] Available KV cache memory: 17.36 GiB":                                                                                                                                                                                                       "",
+		"[pod/vllm-0/vllm] INFO 03-08 16:44:29 [kv_cache_utils.py:1314] GPU KV cache size: 188,640 tokens":                                                                                                                                                                                   "",
 		"frame #1: c10d::ProcessGroupNCCL::WorkNCCL::checkTimeout(std::optional<std::chrono::duration<long> >) + 0x1d2":                                                                                                                                                                      "",
 		"INFO 08-19 07:51:12 model_runner.py:1028] CUDA graphs can take additional 1~3 GiB memory per GPU. If you are running out of memory, consider decreasing `gpu_memory_utilization` or enforcing eager mode.":                                                                          "",
 		"INFO 12-19 22:58:27 model_runner.py:1415] Capturing cudagraphs for decoding. This may lead to unexpected consequences if the model is not static. If out-of-memory error occurs during cudagraph capture, consider decreasing `gpu_memory_utilization` or switching to eager mode.": "",
 		"WARNING 07-02 17:41:37 custom_all_reduce.py:118] Custom allreduce is disabled because your platform lacks GPU P2P capability or P2P test failed. To silence this warning, specify disable_custom_all_reduce=True explicitly.":                                                       "",
 		"CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.":                                                                                                                                                            "",
-		"Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.":                              "",
-		`  File "/x/custom_all_reduce.py", line 307, in register_graph_buffers`:                            "",
-		"ERROR 07-07 15:19:51 [core.py:515]     engine_core = EngineCoreProc(*args, **kwargs)":             "",
-		"INFO 02-22 22:08:58 cuda.py:229] Using Flash Attention backend.":                                  "",
-		"/usr/lib/python3/torch/utils/cpp_extension.py:2356: UserWarning: TORCH_CUDA_ARCH_LIST is not set": "",
-		"[2025-11-10 19:59:08 TP0] Registering 3492 cuda graph addresses":                                  "",
+		"Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.":                                                                                                                                                                                                                "",
+		`  File "/x/custom_all_reduce.py", line 307, in register_graph_buffers`:                                                                                                                                                                                                              "",
+		"ERROR 07-07 15:19:51 [core.py:515]     engine_core = EngineCoreProc(*args, **kwargs)":                                                                                                                                                                                               "",
+		"INFO 02-22 22:08:58 cuda.py:229] Using Flash Attention backend.":                                                                                                                                                                                                                    "",
+		"/usr/lib/python3/torch/utils/cpp_extension.py:2356: UserWarning: TORCH_CUDA_ARCH_LIST is not set":                                                                                                                                                                                   "",
+		"[2025-11-10 19:59:08 TP0] Registering 3492 cuda graph addresses":                                                                                                                                                                                                                    "",
 	}
 	for line, want := range cases {
 		if got := Classify(line); got != want {
 			t.Errorf("Classify(%q) = %q, want %q", line, got, want)
 		}
+	}
+}
+
+// A generic CUDA error raised from custom-allreduce code is a custom-allreduce failure; the same
+// error raised elsewhere stays a CUDA error.
+func TestErrorCollectorCustomAllReduceFrames(t *testing.T) {
+	log := strings.Join([]string{
+		"Traceback (most recent call last):", // 1
+		`  File "/sglang/srt/distributed/device_communicators/custom_all_reduce.py", line 307, in register_graph_buffers`,
+		"    self.register_buffer(handles, offsets)",
+		"RuntimeError: CUDA error: invalid argument", // 4
+		"Traceback (most recent call last):",         // 5
+		`  File "/sglang/srt/layers/sampler.py", line 10, in forward`,
+		"RuntimeError: CUDA error: device-side assert triggered", // 7
+	}, "\n")
+	var c ErrorCollector
+	_ = ScanLines(strings.NewReader(log), func(n int, line string) error { c.Line(n, line); return nil })
+	got := c.Errors()
+	if len(got) != 2 || got[0].Kind != KindCustomAllReduce || got[0].Line != 4 || got[1].Kind != KindCUDA || got[1].Line != 7 {
+		t.Errorf("errors = %+v, want custom_allreduce at 4 and cuda at 7", got)
 	}
 }
 

@@ -19,6 +19,8 @@ const maxErrorText = 400
 var prefixREs = []*regexp.Regexp{
 	// paste decorations: "**", "> ", table borders, compose "vllm-1  | ", buildkite "  | "
 	regexp.MustCompile(`^\s*(?:\*\*|>+ ?|\x{2502} ?|\| ?|[\w.-]+\s+\| ?)`),
+	// kubectl logs --prefix: "[pod/vllm-0/vllm] "
+	regexp.MustCompile(`^\s*\[pod/[^\]\s]+\] ?`),
 	// journald/syslog: "Feb 04 08:47:05 host sudo[477901]: " (any month language)
 	regexp.MustCompile(`^\s*\p{L}{3,5}\.? +\d{1,2} \d\d:\d\d:\d\d \S+ [\w./-]+(?:\[\d+\])?: ?`),
 	// container/CI timestamps: "2026-03-11T17:57:09.855212259Z ", "[2025-12-13T19:54:35Z] "
@@ -62,8 +64,9 @@ var (
 	errorLevelRE = regexp.MustCompile(`(?:^|[\s)\]])(?:ERROR|CRITICAL|FATAL)(?:\s+\d\d-\d\d\s+\d\d:\d\d:\d\d|:)`)
 	frameRE      = regexp.MustCompile(`^\s*File "[^"]*", line \d+`)
 	// exceptionRE finds "SomeError: message" / "pkg.SomeException" at the start of the
-	// (prefix-stripped) text or after a space.
-	exceptionRE = regexp.MustCompile(`(?:^|[\s:])((?:[A-Za-z_]\w*\.)*\w*(?:Error|Exception|Exit|Interrupt|Failure|Abort))(?::\s|:$|$)`)
+	// (prefix-stripped) text or after a space; Ray's wrapped form "RayTaskError(ValueError): "
+	// included.
+	exceptionRE = regexp.MustCompile(`(?:^|[\s:])((?:[A-Za-z_]\w*\.)*\w*(?:Error|Exception|Exit|Interrupt|Failure|Abort))(?:\([\w.]+\))?(?::\s|:$|$)`)
 	digitsRE    = regexp.MustCompile(`\d+(?:\.\d+)?`)
 )
 
@@ -104,9 +107,12 @@ var rules = []rule{
 		any: []string{"no available memory for the cache blocks", "can be stored in kv cache",
 			"kv cache is needed, which is larger than the available kv cache memory",
 			"not enough memory. please try to increase --mem-fraction-static", "kv cache too small",
-			"kv cache is too small", "profiled value -"},
-		gate: []string{"max_total_num_tokens", "insufficient"},
-		re:   regexp.MustCompile(`max_total_num_tokens(?: is|=)\s*(?:0|-\d+)\b|insufficient (?:gpu )?memory for (?:the )?kv cache`)},
+			"kv cache is too small", "profiled value -",
+			// SGLang's token/request pools (sized at start-up from the KV budget) exhausted
+			"alloc_token_slots runs out of memory", "alloc_req_slots runs out of memory",
+			"prefill out of memory. try", "decode out of memory. try"},
+		gate: []string{"max_total_num_tokens", "insufficient", "kv cache"},
+		re:   regexp.MustCompile(`max_total_num_tokens(?: is|=)\s*(?:0|-\d+)\b|(?:insufficient|\bno) (?:gpu |free |available )?memory (?:left )?for (?:the )?kv cache`)},
 	{kind: KindCustomAllReduce,
 		any:  []string{"peer access is not supported"},
 		gate: []string{"all_reduce", "allreduce", "all-reduce", "all reduce", "ipc_meta", "register_buffer", "graph_buffer"},
@@ -114,14 +120,18 @@ var rules = []rule{
 		not:  []string{"is disabled because", "is disabled due to", "to silence this warning"}},
 	{kind: KindGraphCapture,
 		any: []string{"capture cuda graph failed", "graph capture failed", "cuda graph capture error",
-			"failed to capture", "cudaerrorstreamcapture", "operation not permitted when stream is capturing", "during capture"},
+			"failed to capture", "cudaerrorstreamcapture", "operation not permitted when stream is capturing", "during capture",
+			"during cuda graph capture"},
 		gate: []string{"graph"},
 		re:   regexp.MustCompile(`cuda ?graph.*(?:capture|capturing).*(?:failed|error)|capture_cuda_graph.*error`)},
 	{kind: KindOOM,
 		any: []string{"is less than desired gpu memory utilization", "out of memory", "outofmemoryerror",
 			"cudaerrormemoryallocation", "failed to allocate memory", " oom error", " oom when", "oom-killed", "oom killed"},
 		// start-up hints that mention memory without anything having failed
-		not: []string{"if you are running out of memory", "if out-of-memory", "consider decreasing", "to avoid oom", "may cause oom", "in case of oom"}},
+		// and SGLang's "Decode out of memory happened. #retracted_reqs: …" (KV-pool pressure: the
+		// scheduler retracts requests and goes on)
+		not: []string{"if you are running out of memory", "if out-of-memory", "consider decreasing", "to avoid oom", "may cause oom", "in case of oom",
+			"out of memory happened"}},
 	{kind: KindNCCL,
 		any: []string{"nccl error", "ncclinternalerror", "ncclunhandledcudaerror", "ncclsystemerror", "ncclinvalidusage",
 			"ncclinvalidargument", "ncclremoteerror", "nccl warn", "watchdog caught collective operation timeout",
@@ -146,7 +156,7 @@ var rules = []rule{
 func Classify(line string) string { return classify(line, StripPrefix(line)) }
 
 func classify(line, body string) string {
-	if isFrame(body) || isCppFrame(body) {
+	if isFrame(body) || isCppFrame(body) || isChainLine(body) {
 		return ""
 	}
 	if k := ruleKind(body); k != "" {
@@ -200,6 +210,13 @@ func isCppFrame(body string) bool {
 	return strings.HasPrefix(strings.TrimSpace(body), "frame #")
 }
 
+// isChainLine reports the sentences Python prints between chained tracebacks ("The above
+// exception was the direct cause of the following exception:", "During handling of the above
+// exception, another exception occurred:"): they join two errors and are none themselves.
+func isChainLine(body string) bool {
+	return strings.Contains(body, "he above exception was") || strings.Contains(body, "handling of the above exception")
+}
+
 // isIndentedOrEmpty reports traceback code lines ("    x = f()", "    ^^^^") and blank text.
 func isIndentedOrEmpty(body string) bool {
 	t := strings.TrimSpace(body)
@@ -231,11 +248,21 @@ type pendingTB struct {
 	line int
 	text string
 	age  int
+	// customAR is set when a frame is in the custom-allreduce code: the exception that ends
+	// the traceback is then a custom-allreduce failure even when its own text ("RuntimeError:
+	// CUDA error: invalid argument") does not say so.
+	customAR bool
+}
+
+// customARFrame reports a traceback frame inside custom allreduce.
+func customARFrame(body string) bool {
+	return strings.Contains(body, "custom_all_reduce") || strings.Contains(body, "register_graph_buffers") ||
+		strings.Contains(body, "ipc_meta")
 }
 
 var (
 	tagRankRE = regexp.MustCompile(`\(([A-Za-z_]\w*)[^()]*?\bpid=(\d+)[^()]*\)`)
-	sglRankRE = regexp.MustCompile(`^\s*\[[^\]]*?\b((?:DP\d+ )?(?:PP\d+ )?TP\d+(?: EP\d+)?)\]|^\s*\[gpu(?:_id)?=(\d+)\]`)
+	sglRankRE = regexp.MustCompile(`^\s*\[[^\]]*?\b((?:[A-Z]{1,4}\d+)(?: [A-Z]{1,4}\d+)*)\]|^\s*\[gpu(?:_id)?=(\d+)\]`)
 )
 
 // rankOf returns the rank tag of a line ("" when it has none).
@@ -278,17 +305,23 @@ func (c *ErrorCollector) Line(n int, line string) {
 	tb := c.pending[key]
 	if tb == nil && frame {
 		// A traceback whose header is not in the log (an excerpt, or a rank's output cut).
-		c.pending[key] = &pendingTB{line: n, text: line}
+		c.pending[key] = &pendingTB{line: n, text: line, customAR: customARFrame(body)}
 		c.lastKey = key
 		return
 	}
 	if tb != nil {
 		tb.age++
+		if frame && customARFrame(body) {
+			tb.customAR = true
+		}
 		if frame || isIndentedOrEmpty(body) {
 			return
 		}
 		if m := exceptionRE.FindStringSubmatchIndex(body); m != nil && !isNoiseException(body) && isExceptionStart(body, m[2]) {
 			kind := classify(line, body)
+			if tb.customAR && (kind == "" || kind == KindOther || kind == KindCUDA) {
+				kind = KindCustomAllReduce
+			}
 			if kind == "" || kind == KindOther {
 				kind = KindTraceback
 			}

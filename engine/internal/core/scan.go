@@ -16,8 +16,9 @@ import (
 const MaxLineBytes = 1 << 20
 
 // ansiRE matches ANSI colour/control sequences, including the ESC-less remnants ("[1;36m")
-// that survive when logs are pasted into issue trackers.
-var ansiRE = regexp.MustCompile(`\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\[\d{1,3}(?:;\d{1,3})*m`)
+// that survive when logs are pasted into issue trackers, and the visible forms "^[[36m" /
+// "ESC[36m" of logs passed through cat -v or a pager.
+var ansiRE = regexp.MustCompile(`\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|(?:\^\[|ESC)?\[\d{1,3}(?:;\d{1,3})*m`)
 
 // StripANSI removes terminal colour and control sequences from s.
 func StripANSI(s string) string {
