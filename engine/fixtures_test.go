@@ -154,6 +154,10 @@ var fixtures = []fixture{
 	{"vllm", "dynamo_wrapped_custom_ar_cuh_2025_04", engine.Report{AllReduce: "unknown"},
 		[]errAt{{"custom_allreduce", 2, "custom_all_reduce.cuh:368"}}},
 	{"vllm", "v0_10_0_non_default_args_max_model_len_2025_07", engine.Report{AllReduce: "unknown", ContextLen: i(32768)}, nil},
+	{"vllm", "v1_double_tag_dp_actor_sampler_oom_2025_12", engine.Report{AllReduce: "unknown"},
+		[]errAt{{"oom", 6, "warming up sampler"}}},
+	{"vllm", "v1_tp8_sampler_warmup_oom_2025_03", engine.Report{AllReduce: "unknown"},
+		[]errAt{{"oom", 1, "warming up sampler"}, {"other", 4, "WorkerProc hit an exception"}, {"traceback", 5, "Traceback"}}},
 	{"vllm", "v1_estimated_graph_memory_autotuner_2026_03", engine.Report{AllReduce: "unknown", KVCacheTokens: i(188640), KVCacheGiB: f(17.36), ContextLen: i(131072), MaxConcurrency: f(5.23)}, nil}, // the estimate is not reported
 }
 

@@ -308,6 +308,9 @@ func TestParseCPUInfo(t *testing.T) {
 	if c := ParseCPUInfo(arm); c.Model != "Arm Neoverse-V2" || c.Logical != 2 {
 		t.Errorf("arm: %+v", c)
 	}
+	if c := ParseCPUInfo("processor\t: 0\ncpu\t\t: POWER9, altivec supported\nclock\t\t: 2300.000000MHz\nrevision\t: 2.2 (pvr 004e 1202)\n\nprocessor\t: 1\ncpu\t\t: POWER9, altivec supported\n\ntimebase\t: 512000000\nplatform\t: PowerNV\nmodel\t\t: 8335-GTH\n"); c.Model != "POWER9" || c.Logical != 2 || cpuSlug(c.Model) != "power9" {
+		t.Errorf("POWER: %+v", c)
+	}
 	if c := ParseCPUInfo("processor : 0\nModel : Raspberry Pi 4 Model B Rev 1.4\n"); c.Model != "Raspberry Pi 4 Model B Rev 1.4" {
 		t.Errorf("Model line: %+v", c)
 	}

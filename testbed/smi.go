@@ -199,11 +199,11 @@ type CPU struct {
 }
 
 // ParseCPUInfo reads /proc/cpuinfo (x86: "model name"; Arm: "Model", "Hardware" or the CPU
-// part).
+// part; POWER: "cpu").
 func ParseCPUInfo(text string) CPU {
 	var c CPU
 	cores := map[string]bool{}
-	var phys, part, implementer, hardware, model string
+	var phys, part, implementer, hardware, model, power string
 	sc := bufio.NewScanner(strings.NewReader(text))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
@@ -223,6 +223,11 @@ func ParseCPUInfo(text string) CPU {
 			model = v
 		case "Hardware":
 			hardware = v
+		case "cpu":
+			// POWER: "cpu : POWER9, altivec supported"
+			if power == "" {
+				power, _, _ = strings.Cut(v, ",")
+			}
 		case "CPU part":
 			part = v
 		case "CPU implementer":
@@ -239,6 +244,8 @@ func ParseCPUInfo(text string) CPU {
 		c.Model = model
 	case hardware != "":
 		c.Model = hardware
+	case power != "":
+		c.Model = power
 	case part != "":
 		c.Model = armPartName(implementer, part)
 	}

@@ -34,11 +34,14 @@ func TestToGiB(t *testing.T) {
 
 func TestStripANSI(t *testing.T) {
 	for in, want := range map[string]string{
-		"\x1b[1;36m(VllmWorker rank=0 pid=1)\x1b[0;0m INFO": "(VllmWorker rank=0 pid=1) INFO",
-		"[1;36m(EngineCore_DP0 pid=9)[0;0m INFO":            "(EngineCore_DP0 pid=9) INFO",
-		"[2025-06-12 22:41:35 TP0] plain":                   "[2025-06-12 22:41:35 TP0] plain",
-		"bs [1, 2, 4, 8]":                                   "bs [1, 2, 4, 8]",
-		"[model] x":                                         "[model] x",
+		"\x1b[1;36m(VllmWorker rank=0 pid=1)\x1b[0;0m INFO":    "(VllmWorker rank=0 pid=1) INFO",
+		"[1;36m(EngineCore_DP0 pid=9)[0;0m INFO":               "(EngineCore_DP0 pid=9) INFO",
+		"[2025-06-12 22:41:35 TP0] plain":                      "[2025-06-12 22:41:35 TP0] plain",
+		"bs [1, 2, 4, 8]":                                      "bs [1, 2, 4, 8]",
+		"[model] x":                                            "[model] x",
+		"ESC[36m(RayWorkerWrapper pid=1, ip=10.0.0.1)ESC[0m x": "(RayWorkerWrapper pid=1, ip=10.0.0.1) x",
+		"^[[36m(RayWorkerWrapper pid=1)^[[0m x":                "(RayWorkerWrapper pid=1) x",
+		"ESCAPE[x] stays":                                      "ESCAPE[x] stays",
 	} {
 		if got := StripANSI(in); got != want {
 			t.Errorf("StripANSI(%q) = %q, want %q", in, got, want)
