@@ -90,9 +90,9 @@ var fixtures = []fixture{
 	{"sglang", "multinode_watchdog_rfc3339_brackets_2025_02", engine.Report{AllReduce: "unknown"},
 		[]errAt{{"nccl", 1, "detected by watchdog"}, {"nccl", 2, "Timeout at NCCL work"}, {"nccl", 3, "Some NCCL operations have failed"}}},
 	{"sglang", "lfm2_mamba_cache_bench_one_batch_2025_12", engine.Report{AllReduce: "unknown", WeightsGiB: f(1.52), KVCacheTokens: i(473854), KVCacheGiB: f(5.42), AvailableGPUMemGiB: f(2.39), CUDAGraphSeconds: f(1.01), CUDAGraphGiB: f(0.03)}, nil}, // the Mamba conv-state pool is not KV
-	{"sglang", "v04_weights_no_usage_budget_no_avail_2024_12", engine.Report{AllReduce: "unknown", KVCacheTokens: i(56524), AvailableGPUMemGiB: f(2.44), CUDAGraphSeconds: f(2.19), MaxRunningRequests: i(2049), ContextLen: i(32768)}, nil}, // no Load weight begin: weights unknown
-	{"sglang", "decode_oom_retraction_not_error_2025_03", engine.Report{AllReduce: "unknown"}, nil}, // retraction warnings, the server goes on
-	{"sglang", "swa_pool_full_layer_tokens_2026_01", engine.Report{AllReduce: "unknown", KVCacheTokens: i(375360), KVCacheGiB: f(13.97)}, nil}, // full-attention pool, not the SWA pool's #tokens
+	{"sglang", "v04_weights_no_usage_budget_no_avail_2024_12", engine.Report{AllReduce: "unknown", KVCacheTokens: i(56524), AvailableGPUMemGiB: f(2.44), CUDAGraphSeconds: f(2.19), MaxRunningRequests: i(2049), ContextLen: i(32768)}, nil},            // no Load weight begin: weights unknown
+	{"sglang", "decode_oom_retraction_not_error_2025_03", engine.Report{AllReduce: "unknown"}, nil},                                                                                                                                                     // retraction warnings, the server goes on
+	{"sglang", "swa_pool_full_layer_tokens_2026_01", engine.Report{AllReduce: "unknown", KVCacheTokens: i(375360), KVCacheGiB: f(13.97)}, nil},                                                                                                          // full-attention pool, not the SWA pool's #tokens
 
 	// ---------------- vLLM ----------------
 	{"vllm", "v0_7_3_pcie_tp4_workerprocess_2025_02", engine.Report{AllReduce: "nccl", CustomAllReduceDisabledReason: s("it's not supported on more than two PCIe-only GPU")}, nil},

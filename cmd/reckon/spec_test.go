@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -15,23 +13,7 @@ import (
 // stderr (with the error main would print) and the exit code main would use.
 func runSpecCmd(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
-	cmd := newSpecCmd()
-	var out, errb bytes.Buffer
-	cmd.SetOut(&out)
-	cmd.SetErr(&errb)
-	cmd.SetArgs(args)
-	cmd.SilenceErrors, cmd.SilenceUsage = true, true
-	err := cmd.Execute()
-	code := 0
-	if err != nil {
-		code = 2
-		var ee *exitError
-		if errors.As(err, &ee) {
-			code = ee.code
-		}
-		errb.WriteString(err.Error())
-	}
-	return out.String(), errb.String(), code
+	return execCmd(t, newSpecCmd(), args...)
 }
 
 // fixtureSpecs is relative to the repository root: the tests that use it run there (inRepoRoot),
