@@ -120,7 +120,7 @@ func score(markers []marker, log []byte) int {
 // DetectEngine guesses which engine wrote a log: "sglang", "vllm", or "" when neither
 // grammar's markers appear.
 func DetectEngine(log []byte) string {
-	clean := []byte(core.StripANSI(string(log)))
+	clean := []byte(core.StripANSI(string(core.ToUTF8(log))))
 	sg, vl := score(sglangMarkers, clean), score(vllmMarkers, clean)
 	switch {
 	case sg == 0 && vl == 0:

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"unicode/utf16"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -63,7 +64,8 @@ var fixtures = []fixture{
 	{"sglang", "eagle_draft_graph_2025_09", engine.Report{AllReduce: "unknown", AvailableGPUMemGiB: f(15.31), CUDAGraphSeconds: f(62.67), CUDAGraphGiB: f(0.21)}, nil},
 	{"sglang", "eagle2_prefill_uvicorn_2025_01", engine.Report{AllReduce: "unknown"}, nil},
 	{"sglang", "dp8_registering_zero_hang_2025_10", engine.Report{AllReduce: "custom"}, nil},
-	{"sglang", "multinode_tp32_weights_no_usage_2025_02", engine.Report{AllReduce: "unknown", WeightsGiB: f(41.17)}, nil}, // begin - end avail, min over TP24..31
+	// begin - end avail, min over TP24..31
+	{"sglang", "multinode_tp32_weights_no_usage_2025_02", engine.Report{AllReduce: "unknown", WeightsGiB: f(41.17)}, nil},
 	{"sglang", "nccl_watchdog_timeout_cpp_frames_2024_10", engine.Report{AllReduce: "unknown"},
 		[]errAt{{"nccl", 6, "DistBackendError"}, {"nccl", 7, "Watchdog caught collective operation timeout"}}},
 	{"sglang", "custom_ar_v2_invalid_argument_2026_05", engine.Report{AllReduce: "unknown"},
@@ -73,7 +75,8 @@ var fixtures = []fixture{
 		[]errAt{{"kv_too_small", 3, "leave no GPU memory for the KV cache"}}},
 	{"sglang", "npu_mamba_decode_accept_len_2026_07", engine.Report{AllReduce: "unknown", SpecAcceptLength: f(3.13)}, nil},
 	{"sglang", "python_logging_metrics_mixin_2026_06", engine.Report{AllReduce: "unknown"}, nil},
-	{"sglang", "tp4_truncated_at_load_fence_glitch_2026_09", engine.Report{AllReduce: "unknown"}, nil}, // cut before any Load weight end
+	// cut before any Load weight end
+	{"sglang", "tp4_truncated_at_load_fence_glitch_2026_09", engine.Report{AllReduce: "unknown"}, nil},
 	{"sglang", "dp1_tp_pair_prefixes_2026_01", engine.Report{AllReduce: "unknown"}, nil},
 	{"sglang", "dynamo_rng_during_graph_capture_2025_05", engine.Report{AllReduce: "unknown"},
 		[]errAt{{"graph_capture", 1, "during CUDA graph capture"}, {"traceback", 9, "Traceback"}}},
@@ -89,10 +92,14 @@ var fixtures = []fixture{
 	{"sglang", "multinode_tp16_spans_nodes_2025_02", engine.Report{AllReduce: "nccl", CustomAllReduceDisabledReason: s("this process group spans across nodes")}, nil},
 	{"sglang", "multinode_watchdog_rfc3339_brackets_2025_02", engine.Report{AllReduce: "unknown"},
 		[]errAt{{"nccl", 1, "detected by watchdog"}, {"nccl", 2, "Timeout at NCCL work"}, {"nccl", 3, "Some NCCL operations have failed"}}},
-	{"sglang", "lfm2_mamba_cache_bench_one_batch_2025_12", engine.Report{AllReduce: "unknown", WeightsGiB: f(1.52), KVCacheTokens: i(473854), KVCacheGiB: f(5.42), AvailableGPUMemGiB: f(2.39), CUDAGraphSeconds: f(1.01), CUDAGraphGiB: f(0.03)}, nil}, // the Mamba conv-state pool is not KV
-	{"sglang", "v04_weights_no_usage_budget_no_avail_2024_12", engine.Report{AllReduce: "unknown", KVCacheTokens: i(56524), AvailableGPUMemGiB: f(2.44), CUDAGraphSeconds: f(2.19), MaxRunningRequests: i(2049), ContextLen: i(32768)}, nil},            // no Load weight begin: weights unknown
-	{"sglang", "decode_oom_retraction_not_error_2025_03", engine.Report{AllReduce: "unknown"}, nil},                                                                                                                                                     // retraction warnings, the server goes on
-	{"sglang", "swa_pool_full_layer_tokens_2026_01", engine.Report{AllReduce: "unknown", KVCacheTokens: i(375360), KVCacheGiB: f(13.97)}, nil},                                                                                                          // full-attention pool, not the SWA pool's #tokens
+	// the Mamba conv-state pool is not KV
+	{"sglang", "lfm2_mamba_cache_bench_one_batch_2025_12", engine.Report{AllReduce: "unknown", WeightsGiB: f(1.52), KVCacheTokens: i(473854), KVCacheGiB: f(5.42), AvailableGPUMemGiB: f(2.39), CUDAGraphSeconds: f(1.01), CUDAGraphGiB: f(0.03)}, nil},
+	// no Load weight begin: weights unknown
+	{"sglang", "v04_weights_no_usage_budget_no_avail_2024_12", engine.Report{AllReduce: "unknown", KVCacheTokens: i(56524), AvailableGPUMemGiB: f(2.44), CUDAGraphSeconds: f(2.19), MaxRunningRequests: i(2049), ContextLen: i(32768)}, nil},
+	// retraction warnings, the server goes on
+	{"sglang", "decode_oom_retraction_not_error_2025_03", engine.Report{AllReduce: "unknown"}, nil},
+	// full-attention pool, not the SWA pool's #tokens
+	{"sglang", "swa_pool_full_layer_tokens_2026_01", engine.Report{AllReduce: "unknown", KVCacheTokens: i(375360), KVCacheGiB: f(13.97)}, nil},
 
 	// ---------------- vLLM ----------------
 	{"vllm", "v0_7_3_pcie_tp4_workerprocess_2025_02", engine.Report{AllReduce: "nccl", CustomAllReduceDisabledReason: s("it's not supported on more than two PCIe-only GPU")}, nil},
@@ -130,7 +137,8 @@ var fixtures = []fixture{
 	{"vllm", "v0_10_2_tp2_config_dump_2025_09", engine.Report{AllReduce: "unknown", ContextLen: i(32768)}, nil},
 	{"vllm", "v0_memory_profiling_results_table_2024_12", engine.Report{AllReduce: "unknown", WeightsGiB: f(14.96), KVCacheGiB: f(53.29)}, nil},
 	{"vllm", "v0_workerprocess_tp4_rest_reserved_kv_2025_04", engine.Report{AllReduce: "unknown", WeightsGiB: f(21.21), KVCacheGiB: f(1.57)}, nil},
-	{"vllm", "v1_lazy_graph_per_size_mib_2025_08", engine.Report{AllReduce: "unknown", CUDAGraphSeconds: f(0.263), CUDAGraphGiB: f(0.1055)}, nil}, // 5 sizes summed: 108 MiB
+	// 5 sizes summed: 108 MiB
+	{"vllm", "v1_lazy_graph_per_size_mib_2025_08", engine.Report{AllReduce: "unknown", CUDAGraphSeconds: f(0.263), CUDAGraphGiB: f(0.1055)}, nil},
 	{"vllm", "v1_bold_numbers_init_engine_2025_06", engine.Report{AllReduce: "unknown", WeightsGiB: f(3.4213), KVCacheTokens: i(613024), CUDAGraphSeconds: f(17), CUDAGraphGiB: f(0.48), ContextLen: i(131072), MaxConcurrency: f(4.68)}, nil},
 	{"vllm", "v1_omni_stage_prefix_2026_02", engine.Report{AllReduce: "unknown", KVCacheTokens: i(2925232), KVCacheGiB: f(100.43), ContextLen: i(32768), MaxConcurrency: f(89.27)}, nil},
 	{"vllm", "v1_speculator_prefill_graphs_2026_09", engine.Report{AllReduce: "unknown", KVCacheGiB: f(6.13), CUDAGraphSeconds: f(4), CUDAGraphGiB: f(0.11)}, nil},
@@ -150,7 +158,8 @@ var fixtures = []fixture{
 		[]errAt{{"other", 5, "WorkerProc hit an exception"}, {"traceback", 6, "Traceback"}}},
 	{"vllm", "v0_tp4_model_loading_gb_profile_warnings_2025_03", engine.Report{AllReduce: "unknown", WeightsGiB: f(15.4137)}, nil},
 	{"vllm", "v0_8_cuda_blocks_graph_init_engine_2025_02", engine.Report{AllReduce: "unknown", WeightsGiB: f(1.12), KVCacheTokens: i(36184 * 16), KVCacheGiB: f(61.84), CUDAGraphSeconds: f(2), CUDAGraphGiB: f(0.13), ContextLen: i(8192), MaxConcurrency: f(70.67)}, nil},
-	{"vllm", "v0_cat_v_esc_caret_m_ray_capture_2025_02", engine.Report{AllReduce: "unknown"}, nil}, // capture cut before it ends
+	// capture cut before it ends
+	{"vllm", "v0_cat_v_esc_caret_m_ray_capture_2025_02", engine.Report{AllReduce: "unknown"}, nil},
 	{"vllm", "dynamo_wrapped_custom_ar_cuh_2025_04", engine.Report{AllReduce: "unknown"},
 		[]errAt{{"custom_allreduce", 2, "custom_all_reduce.cuh:368"}}},
 	{"vllm", "v0_10_0_non_default_args_max_model_len_2025_07", engine.Report{AllReduce: "unknown", ContextLen: i(32768)}, nil},
@@ -158,7 +167,8 @@ var fixtures = []fixture{
 		[]errAt{{"oom", 6, "warming up sampler"}}},
 	{"vllm", "v1_tp8_sampler_warmup_oom_2025_03", engine.Report{AllReduce: "unknown"},
 		[]errAt{{"oom", 1, "warming up sampler"}, {"other", 4, "WorkerProc hit an exception"}, {"traceback", 5, "Traceback"}}},
-	{"vllm", "v1_estimated_graph_memory_autotuner_2026_03", engine.Report{AllReduce: "unknown", KVCacheTokens: i(188640), KVCacheGiB: f(17.36), ContextLen: i(131072), MaxConcurrency: f(5.23)}, nil}, // the estimate is not reported
+	// the estimate is not reported
+	{"vllm", "v1_estimated_graph_memory_autotuner_2026_03", engine.Report{AllReduce: "unknown", KVCacheTokens: i(188640), KVCacheGiB: f(17.36), ContextLen: i(131072), MaxConcurrency: f(5.23)}, nil},
 }
 
 func TestParseRealLogFixtures(t *testing.T) {
@@ -229,5 +239,34 @@ func TestFixturesAreCitedAndCovered(t *testing.T) {
 				t.Errorf("%s: sidecar .source with the URL missing or malformed: %v", l, err)
 			}
 		}
+	}
+}
+
+// TestParseUTF16Log: the same excerpt saved as UTF-16 with a BOM (PowerShell's ">" on Windows)
+// is detected and parsed like the UTF-8 original.
+func TestParseUTF16Log(t *testing.T) {
+	src := filepath.Join("..", "fixtures", "logs", "vllm", "v0_8_cuda_blocks_profile_windows_2025_04.log")
+	text, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc := []byte{0xFF, 0xFE}
+	for _, u := range utf16.Encode([]rune(string(text))) {
+		enc = append(enc, byte(u), byte(u>>8))
+	}
+	path := filepath.Join(t.TempDir(), "utf16.log")
+	if err := os.WriteFile(path, enc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	want, err := engine.ParseLogFile(src, "vllm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := engine.ParseLogFile(path, "auto")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("UTF-16 report differs (-utf8 +utf16):\n%s", d)
 	}
 }

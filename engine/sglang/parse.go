@@ -23,7 +23,7 @@ var (
 	loadEndRE   = regexp.MustCompile(`Load weight end\..*?avail mem=(` + num + `) ?(` + unit + `)(?:[,.]? mem usage=(` + num + `) ?(` + unit + `))?`)
 	// draftTypeRE recognises the model class of a speculative-decoding draft model in "Load
 	// weight end. type=…" (LlamaForCausalLMEagle3, DeepseekV3ForCausalLMNextN, …).
-	draftTypeRE = regexp.MustCompile(`\btype=\w*(?:Eagle|NextN|MTP|Draft|Medusa)\w*`)
+	draftTypeRE = regexp.MustCompile(`\btype=\w*(?:Eagle|NextN|MTP|Draft|Medusa|DFlash)\w*`)
 	kvRE        = regexp.MustCompile(`(?i:KV cache (?:is )?allocated)\b`)
 	kvTokensRE  = regexp.MustCompile(`#tokens: (` + num + `)`)
 	kSizeRE     = regexp.MustCompile(`\bK size: (` + num + `) ?(` + unit + `)`)

@@ -140,3 +140,27 @@ func BenchmarkParse(b *testing.B) {
 		}
 	}
 }
+
+// A sliding-window model's capacity is its full-attention pool; a draft model's weights and
+// KV pool (on the rank that loaded it, and the identical pool on another rank) are not the
+// target's, while a different pool on another rank still is.
+func TestParseSWAAndDraftPools(t *testing.T) {
+	log := "[2026-01-31 13:50:39 TP0] Use sliding window memory pool. full_layer_tokens=375360, swa_layer_tokens=300288\n" +
+		"[2026-01-31 13:50:39 TP0] KV Cache is allocated. #tokens: 300288, K size: 8.38 GB, V size: 5.59 GB\n"
+	got, err := Parse(strings.NewReader(log))
+	if err != nil || got.KVCacheTokens == nil || *got.KVCacheTokens != 375360 {
+		t.Errorf("SWA: %+v, %v; want 375360 KV tokens", got, err)
+	}
+	log = "[2025-07-28 11:04:15 TP0] Load weight end. type=LlamaForCausalLMEagle3, dtype=torch.bfloat16, avail mem=6.31 GB, mem usage=1.49 GB.\n" +
+		"[2025-07-28 11:04:15 TP0] KV Cache is allocated. #tokens: 42632, K size: 0.03 GB, V size: 0.03 GB\n" +
+		"[2025-07-28 11:04:15 TP1] KV Cache is allocated. #tokens: 42632, K size: 0.03 GB, V size: 0.03 GB\n"
+	got, _ = Parse(strings.NewReader(log))
+	if got.WeightsGiB != nil || got.KVCacheTokens != nil || got.KVCacheGiB != nil {
+		t.Errorf("draft only: weights %v, KV %v / %v; want all null", got.WeightsGiB, got.KVCacheTokens, got.KVCacheGiB)
+	}
+	log += "[2025-07-28 11:04:16 TP2] KV Cache is allocated. #tokens: 900000, K size: 9.00 GB, V size: 9.00 GB\n"
+	got, _ = Parse(strings.NewReader(log))
+	if got.KVCacheTokens == nil || *got.KVCacheTokens != 900000 {
+		t.Errorf("target pool of TP2 after TP0's draft: KV tokens %v, want 900000", got.KVCacheTokens)
+	}
+}

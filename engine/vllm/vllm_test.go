@@ -108,3 +108,18 @@ func BenchmarkParse(b *testing.B) {
 		}
 	}
 }
+
+// The padded profile table of v0.6.5 and markdown bold around numbers of pasted logs.
+func TestParseProfileTableAndBold(t *testing.T) {
+	log := "INFO 12-13 19:54:18 worker.py:243] model weights take   14.96GiB\n" +
+		"INFO 12-13 19:54:18 worker.py:243] available_kv_cache_memory    53.29GiB\n" +
+		"INFO 06-19 23:05:35 [gpu_model_runner.py:1608] Graph capturing finished in **17 secs**, took 0.48 GiB\n"
+	got, err := Parse(strings.NewReader(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.WeightsGiB == nil || *got.WeightsGiB != 14.96 || got.KVCacheGiB == nil || *got.KVCacheGiB != 53.29 ||
+		got.CUDAGraphSeconds == nil || *got.CUDAGraphSeconds != 17 || got.CUDAGraphGiB == nil || *got.CUDAGraphGiB != 0.48 {
+		t.Errorf("report = %+v", got)
+	}
+}

@@ -1,8 +1,11 @@
 package core
 
 import (
+	"bytes"
+	"slices"
 	"strings"
 	"testing"
+	"unicode/utf16"
 )
 
 func TestParseNum(t *testing.T) {
@@ -246,5 +249,37 @@ func TestErrorCollectorInterleavedRanks(t *testing.T) {
 	got := c.Errors()
 	if len(got) != 2 || got[0].Kind != KindOOM || got[0].Line != 5 || got[1].Kind != KindNCCL || got[1].Line != 6 {
 		t.Fatalf("errors = %+v, want oom at 5 and nccl at 6 (one per rank's traceback)", got)
+	}
+}
+
+// A log saved as UTF-16 (PowerShell ">") or with a UTF-8 BOM reads as the same lines; without a
+// BOM the bytes are taken as they are.
+func TestScanLinesByteOrderMarks(t *testing.T) {
+	text := "INFO 01-01 00:00:00 [x.py:1] Model loading took 1.5 GiB\r\nÄ 😀 end"
+	want := []string{"INFO 01-01 00:00:00 [x.py:1] Model loading took 1.5 GiB", "Ä 😀 end"}
+	le := []byte{0xFF, 0xFE}
+	be := []byte{0xFE, 0xFF}
+	for _, u := range utf16.Encode([]rune(text)) {
+		le = append(le, byte(u), byte(u>>8))
+		be = append(be, byte(u>>8), byte(u))
+	}
+	for name, in := range map[string][]byte{
+		"utf16le": le, "utf16be": be, "utf8bom": append([]byte{0xEF, 0xBB, 0xBF}, text...), "plain": []byte(text),
+	} {
+		var got []string
+		_ = ScanLines(bytes.NewReader(in), func(_ int, line string) error { got = append(got, line); return nil })
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: lines = %q, want %q", name, got, want)
+		}
+		if s := string(ToUTF8(in)); strings.Contains(s, "\x00") || !strings.HasSuffix(s, "😀 end") {
+			t.Errorf("%s: ToUTF8 = %q", name, s)
+		}
+	}
+	// An odd trailing byte of a cut UTF-16 file becomes U+FFFD instead of being lost silently.
+	var got []string
+	cut := le[:len(le)-1]
+	_ = ScanLines(bytes.NewReader(cut), func(_ int, line string) error { got = append(got, line); return nil })
+	if len(got) != 2 || !strings.HasSuffix(got[1], "\uFFFD") {
+		t.Errorf("cut UTF-16: %q", got)
 	}
 }

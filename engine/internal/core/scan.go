@@ -47,11 +47,15 @@ func hasBareSGR(s string) bool {
 	return false
 }
 
-// ScanLines calls fn for every line of r with its 1-based line number. Lines are split on
+// ScanLines calls fn for every line of r with its 1-based line number. A UTF-8 byte-order mark
+// is dropped and UTF-16 text (with its BOM) is converted to UTF-8. Lines are split on
 // "\n"; a trailing "\r" is removed, ANSI sequences are stripped and lines longer than
 // MaxLineBytes are truncated. A non-nil error from fn stops the scan and is returned.
 func ScanLines(r io.Reader, fn func(n int, line string) error) error {
 	br := bufio.NewReaderSize(r, 64*1024)
+	if dr := decodeBOM(br); dr != io.Reader(br) {
+		br = bufio.NewReaderSize(dr, 64*1024)
+	}
 	n := 0
 	var buf []byte
 	for {
