@@ -399,6 +399,9 @@ func (s *Scheduler) release(q *seq) {
 	q.pages = nil
 	s.mu.Lock()
 	s.reserved -= q.reserve
+	// Keep the published usage in step with the pool: a request's last token reaches its client
+	// before the step ends and recomputes the counters.
+	s.st.UsedTokens = max(0, s.st.UsedTokens-len(q.tokens))
 	s.mu.Unlock()
 	q.reserve = 0
 }
