@@ -420,13 +420,18 @@ func failureType(c *Check) string {
 	return cleanText(c.Kind)
 }
 
-func checkProperties(c *Check) []xProperty {
-	var props []xProperty
-	add := func(k, v string) {
-		if v != "" {
-			props = append(props, xProperty{Name: k, Value: clip(cleanText(v), junitPropertyBytes)})
-		}
+// propertyList collects JUnit properties; empty values are left out and long ones clipped.
+type propertyList []xProperty
+
+func (p *propertyList) add(k, v string) {
+	if v != "" {
+		*p = append(*p, xProperty{Name: k, Value: clip(cleanText(v), junitPropertyBytes)})
 	}
+}
+
+func checkProperties(c *Check) []xProperty {
+	var props propertyList
+	add := props.add
 	add("kind", c.Kind)
 	add("outcome", c.Outcome)
 	add("against", c.Against)
@@ -452,12 +457,8 @@ func checkProperties(c *Check) []xProperty {
 }
 
 func runProperties(r *Run) []xProperty {
-	var props []xProperty
-	add := func(k, v string) {
-		if v != "" {
-			props = append(props, xProperty{Name: k, Value: clip(cleanText(v), junitPropertyBytes)})
-		}
-	}
+	var props propertyList
+	add := props.add
 	add("spec", r.SpecName)
 	add("spec_path", r.SpecPath)
 	add("engine", r.Engine)
@@ -474,12 +475,8 @@ func runProperties(r *Run) []xProperty {
 }
 
 func configProperties(c *Config) []xProperty {
-	var props []xProperty
-	add := func(k, v string) {
-		if v != "" {
-			props = append(props, xProperty{Name: k, Value: clip(cleanText(v), junitPropertyBytes)})
-		}
-	}
+	var props propertyList
+	add := props.add
 	add("config", c.Name)
 	add("launches", strconv.Itoa(c.Launches))
 	add("launch_error", oneLine(c.LaunchError, junitMessageRunes))
