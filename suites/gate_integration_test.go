@@ -99,6 +99,19 @@ func gate(t *testing.T, specFile string, extra ...string) *gateRun {
 	return r
 }
 
+// redGate runs a spec that must turn the gate red (exit 1); integration tests skip under -short.
+func redGate(t *testing.T, specFile string, extra ...string) *gateRun {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("integration")
+	}
+	r := gate(t, specFile, extra...)
+	if r.exit != 1 {
+		t.Fatalf("%s: exit %d, want 1\n%s", specFile, r.exit, r.dump())
+	}
+	return r
+}
+
 func (r *gateRun) load(t *testing.T) {
 	t.Helper()
 	res, err := reporters.ReadResults(filepath.Join(r.out, "results.json"))
@@ -202,13 +215,7 @@ func TestDefaultSpecPasses(t *testing.T) {
 }
 
 func TestPCIeForcedCustomFails(t *testing.T) {
-	if testing.Short() {
-		t.Skip("integration")
-	}
-	r := gate(t, "pcie-forced-custom.yaml")
-	if r.exit != 1 {
-		t.Fatalf("exit %d, want 1\n%s", r.exit, r.dump())
-	}
+	r := redGate(t, "pcie-forced-custom.yaml")
 	kv := r.check(t, "relative custom-ar kv_cache_tokens >= 0.9 x nccl")
 	if kv.Status != reporters.StatusFailed || !strings.Contains(kv.Message, "kv_cache_tokens") {
 		t.Errorf("KV check: %+v", kv)
@@ -264,13 +271,7 @@ func consumeJUnit(t *testing.T, path string) (consumerView, bool) {
 }
 
 func TestNumericsFaultFails(t *testing.T) {
-	if testing.Short() {
-		t.Skip("integration")
-	}
-	r := gate(t, "numerics-fault.yaml")
-	if r.exit != 1 {
-		t.Fatalf("exit %d, want 1\n%s", r.exit, r.dump())
-	}
+	r := redGate(t, "numerics-fault.yaml")
 	c := r.check(t, "equivalence custom-ar vs nccl")
 	if c.Status != reporters.StatusFailed || !strings.Contains(c.Message, "position") {
 		t.Errorf("equivalence: %+v", c)
@@ -278,13 +279,7 @@ func TestNumericsFaultFails(t *testing.T) {
 }
 
 func TestCrashIsInfrastructureError(t *testing.T) {
-	if testing.Short() {
-		t.Skip("integration")
-	}
-	r := gate(t, "crash.yaml")
-	if r.exit != 1 {
-		t.Fatalf("exit %d, want 1\n%s", r.exit, r.dump())
-	}
+	r := redGate(t, "crash.yaml")
 	var sawErr bool
 	for _, c := range r.results.Checks {
 		if c.Config == "crashing" && c.Status == reporters.StatusError {
@@ -300,13 +295,7 @@ func TestCrashIsInfrastructureError(t *testing.T) {
 }
 
 func TestStartupHangTimesOut(t *testing.T) {
-	if testing.Short() {
-		t.Skip("integration")
-	}
-	r := gate(t, "hang.yaml")
-	if r.exit != 1 {
-		t.Fatalf("exit %d, want 1\n%s", r.exit, r.dump())
-	}
+	r := redGate(t, "hang.yaml")
 	h := r.check(t, "hanging: launch and readiness")
 	if h.Status != reporters.StatusError || !strings.Contains(h.Message, "ready") {
 		t.Errorf("hanging health: %+v", h)
@@ -338,13 +327,7 @@ func TestSlowdownAgainstRecordedBaseline(t *testing.T) {
 }
 
 func TestMemoryLeakFails(t *testing.T) {
-	if testing.Short() {
-		t.Skip("integration")
-	}
-	r := gate(t, "memory-leak.yaml")
-	if r.exit != 1 {
-		t.Fatalf("exit %d, want 1\n%s", r.exit, r.dump())
-	}
+	r := redGate(t, "memory-leak.yaml")
 	c := r.check(t, "leaking: engine log shows no errors")
 	if c.Status != reporters.StatusFailed || !strings.Contains(c.Message, "memory leak detected") {
 		t.Errorf("leak check: %+v", c)
