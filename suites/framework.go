@@ -65,6 +65,9 @@ type configState struct {
 	inst     *engine.Instance
 	launchEr error
 	report   *engine.Report
+	// reportFields is report as its JSON object (the keys of `reckon logs parse --json`), which
+	// floors address by name; the same map goes into the results.
+	reportFields map[string]any
 	// trials[workload] holds one metrics map per trial.
 	trials   map[string][]map[string]float64
 	probe    *wire.NumericsProbe
@@ -238,6 +241,7 @@ func (fw *framework) refreshReport(cs *configState) {
 	cs.report = rep
 	var m map[string]any
 	if b, err := json.Marshal(rep); err == nil && json.Unmarshal(b, &m) == nil {
+		cs.reportFields = m
 		fw.mu.Lock()
 		rc := fw.reportConfig(cs.name)
 		rc.Engine = m

@@ -261,13 +261,10 @@ func reportValue(cs *configState, metric string) (*float64, error) {
 		}
 		return nil, fmt.Errorf("config %s: %s needs GPU memory sampling (nvidia-smi), which this testbed does not have", cs.name, metric)
 	}
-	if cs.report == nil {
+	if cs.reportFields == nil {
 		return nil, fmt.Errorf("config %s: no engine report (log %s unreadable)", cs.name, cs.logPath)
 	}
-	b, _ := json.Marshal(cs.report)
-	var m map[string]any
-	_ = json.Unmarshal(b, &m)
-	raw, ok := m[metric]
+	raw, ok := cs.reportFields[metric]
 	if !ok {
 		return nil, fmt.Errorf("config %s: the engine report has no field %q", cs.name, metric)
 	}
