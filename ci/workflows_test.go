@@ -101,6 +101,10 @@ type workflow struct {
 // secretRef matches a use of repository secrets in an expression.
 var secretRef = regexp.MustCompile(`secrets\.[A-Za-z_]`)
 
+// strictGate matches a gate command line that passes --strict: CI never counts a check that
+// decided nothing (no baseline, inconclusive, an input filtered out) as green.
+var strictGate = regexp.MustCompile(`reckon gate [^\n]*(\\\n[^\n]*)*--strict\b`)
+
 // checkCommon: the rules both workflows follow. It returns the violations.
 func checkCommon(wf *workflow, raw string) []string {
 	var bad []string
@@ -128,6 +132,9 @@ func checkCommon(wf *workflow, raw string) []string {
 			switch {
 			case strings.Contains(s.Run, "ci/scripts/gpu-lock.sh") && strings.Contains(s.Run, "reckon gate"):
 				locked = true
+				if !strictGate.MatchString(s.Run) {
+					bad = append(bad, fmt.Sprintf("job %s: step %q runs the gate without --strict (an inconclusive or unbaselined check would pass)", name, s.Name))
+				}
 			case strings.Contains(s.Run, "reckon gate"):
 				bad = append(bad, fmt.Sprintf("job %s: step %q runs the gate without the GPU lock", name, s.Name))
 			case strings.Contains(s.Run, "step-summary.sh"):
@@ -220,6 +227,7 @@ func TestPremergeIsSafeForForks(t *testing.T) {
 		"no gpu lock":         {"ci/scripts/gpu-lock.sh --timeout 3600 -- \\\n            ", ""},
 		"secrets":             {"RECKON_LABEL_FILTER: premerge", "RECKON_LABEL_FILTER: premerge\n      HF_TOKEN: ${{ secrets.HF_TOKEN }}"},
 		"no summary on red":   {"      - name: Publish the summary\n        if: ${{ !cancelled() }}\n", "      - name: Publish the summary\n"},
+		"not strict":          {" --out out --strict", " --out out"},
 	} {
 		bad := strings.Replace(raw, edit[0], edit[1], 1)
 		if bad == raw {
@@ -242,6 +250,7 @@ func TestNightlyRunsScheduledUnderTheLock(t *testing.T) {
 		"hosted runner":    {"runs-on: [self-hosted, linux, gpu]", "runs-on: [ubuntu-latest]"},
 		"junit elsewhere":  {"report_paths: out/junit.xml", "report_paths: junit.xml"},
 		"no upload on red": {"      - name: Upload the reports\n        if: ${{ !cancelled() }}\n", "      - name: Upload the reports\n"},
+		"not strict":       {" --require-baseline --strict", " --require-baseline"},
 	} {
 		bad := strings.Replace(raw, edit[0], edit[1], 1)
 		if bad == raw {
@@ -284,6 +293,9 @@ func TestGitLabJob(t *testing.T) {
 	if !strings.Contains(strings.Join(j.Script, "\n"), "ci/scripts/gpu-lock.sh") {
 		t.Error("gate not under the GPU lock")
 	}
+	if !strictGate.MatchString(strings.Join(j.Script, "\n")) {
+		t.Error("gate without --strict")
+	}
 	var sched, mr bool
 	for _, r := range j.Rules {
 		sched = sched || strings.Contains(r.If, `"schedule"`)
@@ -316,8 +328,8 @@ func TestBuildkitePipeline(t *testing.T) {
 		t.Fatal("no reckon-gate step")
 	}
 	cmd := fmt.Sprint(gate["command"])
-	if !strings.Contains(cmd, "ci/scripts/gpu-lock.sh") || !strings.Contains(cmd, "buildkite-agent annotate") {
-		t.Errorf("gate command: %s", cmd)
+	if !strings.Contains(cmd, "ci/scripts/gpu-lock.sh") || !strings.Contains(cmd, "buildkite-agent annotate") || !strictGate.MatchString(cmd) {
+		t.Errorf("gate command (under the GPU lock, annotated, --strict): %s", cmd)
 	}
 	// Run-time variables must be escaped ($$), or Buildkite substitutes them at upload time.
 	for _, line := range strings.Split(cmd, "\n") {

@@ -1,10 +1,12 @@
 // Package engine launches LLM serving engines and reads what they actually did.
 //
 // An Adapter (engine/sglang, engine/vllm) knows one engine kind's command line, ready signal
-// and log grammar. Launch starts an engine in its own process group with its output in a log
-// file, waits until it is ready and stops the whole group (SIGTERM, grace, SIGKILL) on Stop,
-// on context cancellation, on harness SIGINT/SIGTERM (StopAllOnSignal) and on panic
-// (StopAllOnPanic). ParseLogFile and Adapter.ParseLog turn a log into a Report: memory plan,
+// and log grammar. Launch starts an engine under a supervisor of reckon's own (the harness
+// binary re-executed in supervise mode: a child subreaper with a parent-death signal, with a
+// cgroup v2 of the engine's own where writable), in its own process group, with its output in
+// a log file, waits until it is ready and stops the whole tree (SIGTERM, grace, SIGKILL) on
+// Stop, on context cancellation, on harness SIGINT/SIGTERM (StopAllOnSignal), on panic
+// (StopAllOnPanic) and, through the supervisor, on the harness's own death (docs/reliability.md). ParseLogFile and Adapter.ParseLog turn a log into a Report: memory plan,
 // KV capacity, effective allreduce backend, readiness and classified errors.
 //
 // The engine package never judges: it reports, and the gate decides.

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -11,12 +12,15 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sirupsen/logrus"
 
@@ -129,9 +133,20 @@ type Instance struct {
 	grace   time.Duration
 	log     logrus.FieldLogger
 
-	cmd     *exec.Cmd
-	pid     int
+	cmd     *exec.Cmd // the supervisor (or, where there is none, the engine itself)
+	pid     int       // the engine's pid, also its process group id
 	logFile *os.File
+
+	// Supervised launches (Linux): the supervisor's control pipe, its exit, what it contains
+	// the engine with, and whether it reported the engine's tree gone.
+	supervised bool
+	ctlMu      sync.Mutex
+	control    *os.File
+	supDone    chan struct{}
+	mech       string
+	cgDir      string
+	gone       atomic.Bool
+	statusDone chan struct{} // closed when the supervisor's status pipe is read to its end
 
 	exited   chan struct{}
 	exitErr  error
@@ -156,6 +171,20 @@ func (i *Instance) BaseURL() string {
 
 // Pid is the engine's process id (also its process group id).
 func (i *Instance) Pid() int { return i.pid }
+
+// SupervisorPid is the pid of the supervisor that contains the engine's process tree (0 where
+// engines run without one).
+func (i *Instance) SupervisorPid() int {
+	if !i.supervised {
+		return 0
+	}
+	return i.cmd.Process.Pid
+}
+
+// Containment says how the engine's process tree is contained: "cgroup v2 DIR +
+// subreaper+pgroup", "subreaper+pgroup (cgroup v2 not used: WHY)", or "pgroup" where there is
+// no supervisor.
+func (i *Instance) Containment() string { return i.mech }
 
 // Port is the port the engine listens on.
 func (i *Instance) Port() int { return i.cfg.Port }
@@ -186,7 +215,11 @@ func (i *Instance) Report() (*Report, error) {
 	return rep, nil
 }
 
-// LogTail returns the last n lines of the engine's output (n <= 0: all kept lines).
+// MaxLogTailBytes caps what LogTail returns: the last lines that fit.
+const MaxLogTailBytes = 64 << 10
+
+// LogTail returns the last n lines of the engine's output (n <= 0: all kept lines), at most
+// MaxLogTailBytes of them, with control characters escaped.
 func (i *Instance) LogTail(n int) string {
 	i.mu.Lock()
 	defer i.mu.Unlock()
@@ -194,7 +227,12 @@ func (i *Instance) LogTail(n int) string {
 	if n > 0 && len(lines) > n {
 		lines = lines[len(lines)-n:]
 	}
-	return strings.Join(lines, "\n")
+	size, k := 0, len(lines)
+	for k > 0 && size+len(lines[k-1])+1 <= MaxLogTailBytes {
+		size += len(lines[k-1]) + 1
+		k--
+	}
+	return strings.Join(lines[k:], "\n")
 }
 
 // Exited is closed when the engine's main process has exited.
@@ -255,7 +293,7 @@ func Launch(ctx context.Context, a Adapter, opts LaunchOptions) (*Instance, erro
 			// Keep the failed attempt's log next to the new one.
 			_ = os.Rename(opts.LogPath, fmt.Sprintf("%s.attempt%d", opts.LogPath, attempt-1))
 		}
-		inst, err := start(a, cfg, opts)
+		inst, err := start(ctx, a, cfg, opts)
 		if err != nil {
 			var le *LaunchError
 			if errors.As(err, &le) {
@@ -338,7 +376,7 @@ func choosePort(host string, want int, tried map[int]bool) (int, error) {
 	return 0, fmt.Errorf("find a free port on %s: kernel kept returning tried ports", bindHost(host))
 }
 
-func start(a Adapter, cfg LaunchConfig, opts LaunchOptions) (*Instance, error) {
+func start(ctx context.Context, a Adapter, cfg LaunchConfig, opts LaunchOptions) (*Instance, error) {
 	argv, err := a.Command(cfg)
 	if err != nil {
 		return nil, &LaunchError{Op: "config", Cause: err, ExitCode: -1}
@@ -346,40 +384,82 @@ func start(a Adapter, cfg LaunchConfig, opts LaunchOptions) (*Instance, error) {
 	if len(argv) == 0 {
 		return nil, &LaunchError{Op: "config", Cause: errors.New("adapter returned an empty command"), ExitCode: -1}
 	}
-	if err := os.MkdirAll(filepath.Dir(opts.LogPath), 0o755); err != nil {
-		return nil, &LaunchError{Op: "start", Cause: fmt.Errorf("create log directory: %w", err), Argv: argv, ExitCode: -1}
+	fail := func(cause error) *LaunchError {
+		return &LaunchError{Op: "start", Cause: cause, Argv: argv, LogPath: opts.LogPath, ExitCode: -1}
 	}
-	logFile, err := os.OpenFile(opts.LogPath, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	if err := os.MkdirAll(filepath.Dir(opts.LogPath), 0o755); err != nil {
+		return nil, fail(fmt.Errorf("create log directory: %w", err))
+	}
+	logFile, err := createLog(opts.LogPath)
 	if err != nil {
-		return nil, &LaunchError{Op: "start", Cause: fmt.Errorf("open engine log: %w", err), Argv: argv, ExitCode: -1}
+		return nil, fail(err)
 	}
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		_ = logFile.Close()
-		return nil, &LaunchError{Op: "start", Cause: fmt.Errorf("create output pipe: %w", err), Argv: argv, ExitCode: -1}
+		return nil, fail(fmt.Errorf("create output pipe: %w", err))
 	}
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Stdout, cmd.Stderr = pw, pw
-	cmd.Env = mergeEnv(os.Environ(), cfg.Env)
-	cmd.SysProcAttr = sysProcAttr()
-	if err := cmd.Start(); err != nil {
-		_ = pr.Close()
-		_ = pw.Close()
-		_ = logFile.Close()
-		return nil, &LaunchError{Op: "start", Cause: fmt.Errorf("start %s: %w", argv[0], err), Argv: argv, LogPath: opts.LogPath, ExitCode: -1}
-	}
-	_ = pw.Close()
 	i := &Instance{
 		adapter: a, cfg: cfg, argv: argv, logPath: opts.LogPath, grace: opts.StopGrace,
-		log: opts.Logger.WithFields(logrus.Fields{"engine": a.Name(), "pid": cmd.Process.Pid, "port": cfg.Port}),
-		cmd: cmd, pid: cmd.Process.Pid, logFile: logFile,
-		exited: make(chan struct{}), exitCode: -1,
+		logFile: logFile, exited: make(chan struct{}), exitCode: -1,
 		readerDone: make(chan struct{}), readyLine: make(chan struct{}), addrInUse: make(chan struct{}),
-		stopDone: make(chan struct{}),
+		stopDone: make(chan struct{}), supDone: make(chan struct{}), statusDone: make(chan struct{}),
+	}
+	env := mergeEnv(os.Environ(), cfg.Env)
+	if supervisorSupported {
+		err = i.startSupervised(ctx, pw, env, opts)
+	} else {
+		err = i.startDirect(pw, env)
+	}
+	_ = pw.Close()
+	if err != nil {
+		_ = pr.Close()
+		_ = logFile.Close()
+		return nil, fail(err)
+	}
+	if i.log == nil {
+		i.log = opts.Logger.WithFields(logrus.Fields{"engine": a.Name(), "pid": i.pid, "port": cfg.Port})
 	}
 	register(i)
-	i.log.WithFields(logrus.Fields{"argv": strings.Join(argv, " "), "log": opts.LogPath}).Info("engine started")
+	i.log.WithFields(logrus.Fields{"argv": strings.Join(argv, " "), "log": opts.LogPath, "containment": i.mech}).Info("engine started")
 	go i.pump(pr)
+	return i, nil
+}
+
+// createLog creates the engine log at path without following a symlink or writing through a
+// hard link that is already there: a new file is created next to it and renamed into place.
+func createLog(path string) (*os.File, error) {
+	if st, err := os.Lstat(path); err == nil && st.IsDir() {
+		return nil, fmt.Errorf("engine log %s: is a directory, expected a file path", path)
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return nil, fmt.Errorf("create engine log %s: %w", path, err)
+	}
+	if err := f.Chmod(0o644); err == nil {
+		err = os.Rename(f.Name(), path)
+		if err == nil {
+			return f, nil
+		}
+		_ = f.Close()
+		_ = os.Remove(f.Name())
+		return nil, fmt.Errorf("create engine log %s: %w", path, err)
+	}
+	_ = f.Close()
+	_ = os.Remove(f.Name())
+	return nil, fmt.Errorf("create engine log %s: chmod: %w", path, err)
+}
+
+// startDirect starts the engine as the harness's own child (platforms without the supervisor).
+func (i *Instance) startDirect(out *os.File, env []string) error {
+	cmd := exec.Command(i.argv[0], i.argv[1:]...)
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.Env = env
+	cmd.SysProcAttr = sysProcAttr()
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", i.argv[0], err)
+	}
+	i.cmd, i.pid, i.mech = cmd, cmd.Process.Pid, "pgroup"
 	go func() {
 		err := cmd.Wait()
 		i.exitErr = err
@@ -387,8 +467,211 @@ func start(a Adapter, cfg LaunchConfig, opts LaunchOptions) (*Instance, error) {
 			i.exitCode = cmd.ProcessState.ExitCode()
 		}
 		close(i.exited)
+		close(i.supDone)
 	}()
-	return i, nil
+	return nil
+}
+
+// supervisorStartTimeout bounds the wait for the supervisor's first report.
+const supervisorStartTimeout = 30 * time.Second
+
+// startSupervised starts the engine under a supervisor (this binary re-executed in supervise
+// mode, see supervise_linux.go) and waits for the engine's pid.
+func (i *Instance) startSupervised(ctx context.Context, out *os.File, env []string, opts LaunchOptions) error {
+	statusR, statusW, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("create supervisor status pipe: %w", err)
+	}
+	controlR, controlW, err := os.Pipe()
+	if err != nil {
+		_ = statusR.Close()
+		_ = statusW.Close()
+		return fmt.Errorf("create supervisor control pipe: %w", err)
+	}
+	cg := "auto"
+	if strings.EqualFold(strings.TrimSpace(os.Getenv(CgroupEnv)), "off") {
+		cg = "off"
+	}
+	args := append([]string{os.Args[0], "supervise", "--pipes", "--grace", i.grace.String(), "--cgroup", cg, "--"}, i.argv...)
+	// /proc/self/exe: this very binary, even when the file was replaced or deleted meanwhile.
+	cmd := &exec.Cmd{Path: "/proc/self/exe", Args: args, Env: append(env, superviseEnv+"="+superviseProto)}
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.ExtraFiles = []*os.File{statusW, controlR}
+	cmd.SysProcAttr = supervisorProcAttr()
+	onForkThread(func() { err = cmd.Start() })
+	_ = statusW.Close()
+	_ = controlR.Close()
+	if err != nil {
+		_ = statusR.Close()
+		_ = controlW.Close()
+		return fmt.Errorf("start the engine supervisor (%s re-executed): %w", os.Args[0], err)
+	}
+	i.cmd, i.control, i.supervised = cmd, controlW, true
+	go func() {
+		_ = cmd.Wait()
+		i.ctlMu.Lock()
+		_ = controlW.Close()
+		i.control = nil
+		i.ctlMu.Unlock()
+		close(i.supDone)
+	}()
+	br := bufio.NewReaderSize(statusR, 4096)
+	type first struct {
+		pid  int
+		mech string
+		err  error
+	}
+	firstCh := make(chan first, 1)
+	go func() {
+		var f first
+		for f.pid == 0 || f.mech == "" {
+			line, err := br.ReadString('\n')
+			if err != nil {
+				if f.err == nil {
+					f.err = fmt.Errorf("the engine supervisor exited before starting the engine (%v)", err)
+				}
+				break
+			}
+			kind, text, _ := strings.Cut(strings.TrimRight(line, "\n"), " ")
+			switch kind {
+			case "pid":
+				f.pid, _ = strconv.Atoi(text)
+			case "mech":
+				f.mech = text
+			case "startfail":
+				f.err = errors.New(text)
+			case "log":
+				i.supervisorLog(opts.Logger, text)
+			}
+			if f.err != nil {
+				break
+			}
+		}
+		firstCh <- f
+	}()
+	timer := time.NewTimer(supervisorStartTimeout)
+	defer timer.Stop()
+	var f first
+	select {
+	case f = <-firstCh:
+	case <-ctx.Done():
+		f.err = fmt.Errorf("waiting for the engine supervisor: %w", ctx.Err())
+	case <-timer.C:
+		f.err = fmt.Errorf("the engine supervisor did not report the engine's pid within %s", supervisorStartTimeout)
+	}
+	if f.err != nil {
+		i.sendControl("kill")
+		select {
+		case <-i.supDone:
+		case <-time.After(killWait):
+			_ = cmd.Process.Kill()
+		}
+		_ = statusR.Close()
+		return f.err
+	}
+	i.pid, i.mech = f.pid, f.mech
+	if strings.HasPrefix(f.mech, "cgroup v2 ") {
+		i.cgDir, _, _ = strings.Cut(strings.TrimPrefix(f.mech, "cgroup v2 "), " + ")
+	}
+	i.log = opts.Logger.WithFields(logrus.Fields{"engine": i.adapter.Name(), "pid": i.pid, "port": i.cfg.Port})
+	go i.readStatus(br, statusR)
+	return nil
+}
+
+// The parent-death signal of a child fires when the thread that forked it exits, not the
+// process (golang/go#27505): supervisors are forked from one goroutine locked to its thread
+// for good, so that no Go scheduling decision can stop an engine.
+var forker struct {
+	once sync.Once
+	reqs chan func()
+}
+
+func onForkThread(f func()) {
+	forker.once.Do(func() {
+		forker.reqs = make(chan func())
+		go func() {
+			runtime.LockOSThread() // never unlocked: the thread lives as long as the harness
+			for f := range forker.reqs {
+				f()
+			}
+		}()
+	})
+	done := make(chan struct{})
+	forker.reqs <- func() { defer close(done); f() }
+	<-done
+}
+
+// readStatus follows the supervisor's status lines until it exits.
+func (i *Instance) readStatus(br *bufio.Reader, r *os.File) {
+	defer close(i.statusDone)
+	defer r.Close()
+	exited := false
+	markExited := func(code int, err error) {
+		if exited {
+			return
+		}
+		exited = true
+		i.exitCode, i.exitErr = code, err
+		close(i.exited)
+	}
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			<-i.supDone
+			st := i.cmd.ProcessState
+			markExited(-1, fmt.Errorf("the engine supervisor exited (%v) before reporting the engine's exit", st))
+			return
+		}
+		kind, text, _ := strings.Cut(strings.TrimRight(line, "\n"), " ")
+		switch kind {
+		case "exit":
+			var code, sig int
+			_, _ = fmt.Sscanf(text, "%d %d", &code, &sig)
+			switch {
+			case sig > 0:
+				markExited(-1, fmt.Errorf("signal: %v", syscall.Signal(sig)))
+			case code != 0:
+				markExited(code, fmt.Errorf("exit status %d", code))
+			default:
+				markExited(0, nil)
+			}
+		case "gone":
+			i.gone.Store(true)
+		case "log":
+			i.supervisorLog(i.log, text)
+		}
+	}
+}
+
+func (i *Instance) supervisorLog(l logrus.FieldLogger, text string) {
+	level, msg, _ := strings.Cut(text, " ")
+	e := l.WithField("from", "supervisor")
+	switch level {
+	case "error":
+		e.Error(msg)
+	case "warn":
+		e.Warn(msg)
+	default:
+		e.Info(msg)
+	}
+}
+
+// sendControl writes a command to the supervisor (errors mean it is gone already).
+func (i *Instance) sendControl(c string) {
+	i.ctlMu.Lock()
+	defer i.ctlMu.Unlock()
+	if i.control != nil {
+		_, _ = i.control.WriteString(c + "\n")
+	}
+}
+
+// kill skips the rest of the grace: SIGKILL to the engine's whole tree now.
+func (i *Instance) kill() {
+	if i.supervised {
+		i.sendControl("kill")
+		return
+	}
+	signalGroup(i.pid, syscall.SIGKILL)
 }
 
 func mergeEnv(base []string, extra map[string]string) []string {
@@ -422,11 +705,11 @@ func (i *Instance) pump(r *os.File) {
 	readySeen, portSeen := false, false
 	buf := make([]byte, 64*1024)
 	handle := func(line string) {
-		line = core.StripANSI(strings.TrimRight(line, "\r"))
-		i.mu.Lock()
-		if len(line) > 4096 {
-			line = line[:4096]
+		if len(line) > maxTailLine {
+			line = line[:maxTailLine] + fmt.Sprintf(" [... %d bytes cut]", len(line)-maxTailLine)
 		}
+		line = escapeControl(core.StripANSI(strings.TrimRight(line, "\r")))
+		i.mu.Lock()
 		i.tail = append(i.tail, line)
 		if len(i.tail) > 2*tailLines {
 			i.tail = append([]string(nil), i.tail[len(i.tail)-tailLines:]...)
@@ -473,6 +756,40 @@ func (i *Instance) pump(r *os.File) {
 			return
 		}
 	}
+}
+
+// maxTailLine is the longest engine log line kept (in bytes) in the tail.
+const maxTailLine = 4096
+
+// escapeControl makes an engine log line safe to print on a terminal and to store in reports:
+// control characters (NUL, ESC of OSC title sequences that StripANSI left, VT, BEL, C1 codes,
+// DEL) become visible escapes; tabs stay; invalid UTF-8 becomes U+FFFD.
+func escapeControl(s string) string {
+	clean := true
+	for _, r := range s {
+		if r == utf8.RuneError || (r < 0x20 && r != '\t') || (r >= 0x7f && r <= 0x9f) {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 16)
+	for _, r := range s {
+		switch {
+		case r == '\t':
+			b.WriteRune(r)
+		case r < 0x20 || r == 0x7f:
+			fmt.Fprintf(&b, "\\x%02x", r)
+		case r >= 0x80 && r <= 0x9f:
+			fmt.Fprintf(&b, "\\u%04x", r)
+		default:
+			b.WriteRune(r) // RuneError is written as U+FFFD
+		}
+	}
+	return b.String()
 }
 
 func indexByte(b []byte, c byte) int {
@@ -583,6 +900,9 @@ func (i *Instance) alive() bool {
 }
 
 func (i *Instance) stop(ctx context.Context) error {
+	if i.supervised {
+		return i.stopSupervised(ctx)
+	}
 	start := time.Now()
 	signalAll := func(sig syscall.Signal) { signalGroup(i.pid, sig) }
 	waitGone := func(d time.Duration, ctx context.Context) bool {
@@ -629,5 +949,67 @@ func (i *Instance) stop(ctx context.Context) error {
 		err = fmt.Errorf("close engine log: %w", cerr)
 	}
 	i.log.WithField("took", time.Since(start).Round(time.Millisecond)).Info("engine stopped")
+	return err
+}
+
+// stopSupervised asks the supervisor to stop the engine's tree (SIGTERM, its grace, SIGKILL) and
+// waits until the supervisor has exited, which it does only when no process of the tree is
+// left. ctx ending cuts the grace short (SIGKILL). Should the supervisor die without having
+// reported the tree gone, the harness kills the cgroup and the process group itself.
+func (i *Instance) stopSupervised(ctx context.Context) error {
+	start := time.Now()
+	var err error
+	i.sendControl("term")
+	backstop := time.NewTimer(i.grace + 2*time.Second) // the supervisor keeps its own grace
+	defer backstop.Stop()
+	select {
+	case <-i.supDone:
+	case <-ctx.Done():
+		i.sendControl("kill")
+	case <-backstop.C:
+		i.sendControl("kill")
+	}
+	select {
+	case <-i.supDone:
+	case <-time.After(killWait):
+		err = fmt.Errorf("stop engine pid %d: processes of its tree still running %s after SIGKILL (supervisor pid %d keeps trying)", i.pid, killWait, i.cmd.Process.Pid)
+	}
+	if err == nil {
+		// Its last words ("gone") are read before they are judged.
+		select {
+		case <-i.statusDone:
+		case <-time.After(2 * time.Second):
+		}
+	}
+	if err == nil && !i.gone.Load() {
+		// The supervisor died (killed by someone) before the tree was gone.
+		i.log.WithField("supervisor", i.cmd.ProcessState).Warn("engine supervisor died before its tree was gone; killing the cgroup and the process group")
+		killCgroup(i.cgDir)
+		signalGroup(i.pid, syscall.SIGKILL)
+		deadline := time.Now().Add(killWait)
+		for len(groupMembers(i.pid))+len(cgroupProcs(i.cgDir)) > 0 {
+			if time.Now().After(deadline) {
+				err = fmt.Errorf("stop engine pid %d: processes still running after SIGKILL: %v", i.pid, append(groupMembers(i.pid), cgroupProcs(i.cgDir)...))
+				break
+			}
+			signalGroup(i.pid, syscall.SIGKILL)
+			time.Sleep(20 * time.Millisecond) // polling /proc for the processes to vanish
+		}
+		if i.cgDir != "" {
+			_ = removeCgroupDir(i.cgDir)
+		}
+	}
+	select {
+	case <-i.exited:
+	case <-time.After(2 * time.Second):
+	}
+	select {
+	case <-i.readerDone:
+	case <-time.After(2 * time.Second):
+	}
+	if cerr := i.logFile.Close(); cerr != nil && err == nil && !errors.Is(cerr, os.ErrClosed) {
+		err = fmt.Errorf("close engine log: %w", cerr)
+	}
+	i.log.WithFields(logrus.Fields{"took": time.Since(start).Round(time.Millisecond), "containment": i.mech}).Info("engine stopped")
 	return err
 }

@@ -386,3 +386,125 @@ func TestReadinessModes(t *testing.T) {
 	}
 	assertGroupGone(t, inst.Pid(), "after Stop")
 }
+
+// TestLogTailEscapesControlCharacters: the tail that error messages print holds no raw control
+// character (an OSC title sequence, NUL, VT, a C1 code) and no line longer than the cap.
+func TestLogTailEscapesControlCharacters(t *testing.T) {
+	o := opts(t, "ctrl")
+	_, err := engine.Launch(context.Background(), sglangAdapter(), o)
+	var le *engine.LaunchError
+	if !errors.As(err, &le) || le.Op != "exited" {
+		t.Fatalf("err = %v, want an exited LaunchError", err)
+	}
+	lb, _ := os.ReadFile(o.LogPath)
+	if !strings.Contains(string(lb), "\x1b]0;pwned") {
+		t.Fatalf("the raw log lost the engine's bytes: %.200q", lb)
+	}
+	for _, r := range le.LogTail {
+		if (r < 0x20 && r != '\n' && r != '\t') || (r >= 0x7f && r <= 0x9f) {
+			t.Fatalf("log tail holds control character %U: %q", r, le.LogTail)
+		}
+	}
+	if len(le.LogTail) > engine.MaxLogTailBytes {
+		t.Errorf("log tail of %d bytes, want at most %d", len(le.LogTail), engine.MaxLogTailBytes)
+	}
+	for _, want := range []string{`\x1b]0;pwned title\x07 osc\x00nul\x0bvt\u009bc1 ` + "\ufffd bad\ttab", "[... 35904 bytes cut]"} {
+		if !strings.Contains(le.LogTail, want) {
+			t.Errorf("log tail lacks %q:\n%.400q", want, le.LogTail)
+		}
+	}
+}
+
+// TestLogPathSymlinkNotFollowed: an engine log path that is a symlink (planted in the output
+// directory) is replaced, its target left alone.
+func TestLogPathSymlinkNotFollowed(t *testing.T) {
+	o := opts(t, "ok")
+	target := filepath.Join(t.TempDir(), "precious")
+	if err := os.WriteFile(target, []byte("keep me"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, o.LogPath); err != nil {
+		t.Fatal(err)
+	}
+	inst, err := engine.Launch(context.Background(), sglangAdapter(), o)
+	if err != nil {
+		t.Fatalf("Launch: %v", err)
+	}
+	if err := inst.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(target); string(b) != "keep me" {
+		t.Errorf("symlink target overwritten: %q", b)
+	}
+	st, err := os.Lstat(o.LogPath)
+	if err != nil || st.Mode()&os.ModeSymlink != 0 || st.Mode().Perm() != 0o644 {
+		t.Fatalf("log path: %v, mode %v; want a regular 0644 file", err, st.Mode())
+	}
+	if b, _ := os.ReadFile(o.LogPath); !strings.Contains(string(b), "fired up") {
+		t.Errorf("engine log lacks the engine output: %q", b)
+	}
+}
+
+// TestContainmentMechanism: the engine runs under a supervisor, in a cgroup of its own where
+// cgroup v2 is writable (RECKON_ENGINE_CGROUP=off: subreaper and process group only), and the
+// mechanism is reported.
+func TestContainmentMechanism(t *testing.T) {
+	for _, off := range []bool{false, true} {
+		if off {
+			t.Setenv(engine.CgroupEnv, "off")
+		}
+		inst, err := engine.Launch(context.Background(), sglangAdapter(), opts(t, "ok"))
+		if err != nil {
+			t.Fatalf("Launch: %v", err)
+		}
+		mech := inst.Containment()
+		sup := inst.SupervisorPid()
+		stat, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", inst.Pid()))
+		if k := strings.LastIndexByte(string(stat), ')'); sup == 0 || k < 0 || strings.Fields(string(stat)[k+2:])[1] != strconv.Itoa(sup) {
+			t.Errorf("engine %d is not the child of supervisor %d: %s", inst.Pid(), sup, stat)
+		}
+		cg, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", inst.Pid()))
+		switch {
+		case off && mech != "subreaper+pgroup (cgroup disabled by RECKON_ENGINE_CGROUP=off)":
+			t.Errorf("with cgroup off: containment %q", mech)
+		case !off && strings.HasPrefix(mech, "cgroup v2 "):
+			if !strings.Contains(string(cg), fmt.Sprintf("reckon-engine-%d", sup)) {
+				t.Errorf("containment %q but the engine's cgroup is %s", mech, cg)
+			}
+		case !off && !strings.Contains(mech, "cgroup v2 not used: "):
+			t.Errorf("containment %q says neither the cgroup nor why not", mech)
+		}
+		if err := inst.Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		assertGroupGone(t, inst.Pid(), "after Stop ("+mech+")")
+		if dir, ok := strings.CutPrefix(mech, "cgroup v2 "); ok {
+			dir, _, _ = strings.Cut(dir, " + ")
+			if _, err := os.Stat(dir); err == nil {
+				t.Errorf("cgroup %s left behind", dir)
+			}
+		}
+	}
+}
+
+// TestSupervisorKilledStillStopsTree: if the supervisor itself is SIGKILLed, Stop still leaves
+// nothing of the tree (children that ignore SIGTERM, in the engine's group and cgroup).
+func TestSupervisorKilledStillStopsTree(t *testing.T) {
+	inst, err := engine.Launch(context.Background(), sglangAdapter(), opts(t, "ok"))
+	if err != nil {
+		t.Fatalf("Launch: %v", err)
+	}
+	pgid := inst.Pid()
+	if err := syscall.Kill(inst.SupervisorPid(), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-inst.Exited():
+	case <-time.After(10 * time.Second):
+		t.Fatal("Exited not closed 10s after the supervisor's death")
+	}
+	if err := inst.Stop(context.Background()); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	assertGroupGone(t, pgid, "after Stop with a dead supervisor")
+}

@@ -94,3 +94,10 @@ func signalGroup(pgid int, sig syscall.Signal) {
 
 // raise sends sig to the current process.
 func raise(sig syscall.Signal) { _ = syscall.Kill(os.Getpid(), sig) }
+
+// supervisorProcAttr starts the supervisor in its own process group (a terminal's Ctrl-C goes
+// to the harness, which stops the engines) with a parent-death signal: SIGTERM, which the
+// supervisor handles as "stop the tree".
+func supervisorProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+}

@@ -90,9 +90,22 @@ func StopAllOnSignalFunc(ctx context.Context, after func(os.Signal)) (stop func(
 	go func() {
 		select {
 		case sig := <-ch:
-			logrus.WithField("signal", sig.String()).Warn("signal received: stopping all engines")
+			logrus.WithField("signal", sig.String()).Warn("signal received: stopping all engines (send it again to kill them now)")
 			sctx, cancel := context.WithTimeout(context.Background(), stopAllTimeout())
-			if err := StopAll(sctx); err != nil {
+			stopped := make(chan error, 1)
+			go func() { stopped <- StopAll(sctx) }()
+			var err error
+			select {
+			case err = <-stopped:
+			case again := <-ch:
+				// A second signal: no more grace, SIGKILL to every engine's tree now.
+				logrus.WithField("signal", again.String()).Warn("second signal: killing all engines")
+				for _, i := range Running() {
+					i.kill()
+				}
+				err = <-stopped
+			}
+			if err != nil {
 				logrus.WithError(err).Error("stopping engines on signal")
 			}
 			cancel()

@@ -38,6 +38,10 @@ func TestMain(m *testing.M) {
 		runTestproc(os.Getenv(envProc))
 	case os.Getenv(envHarness) != "":
 		runHarness(os.Getenv(envHarness))
+	case os.Getenv(envFaultEngine) != "":
+		runFaultEngine(os.Getenv(envFaultEngine))
+	case os.Getenv(envFaultHarness) != "":
+		runFaultHarness(os.Getenv(envFaultHarness))
 	}
 	os.Exit(m.Run())
 }
@@ -99,6 +103,13 @@ func runTestproc(mode string) {
 	spawnChild(1)
 	spawnChild(1)
 	switch mode {
+	case "ctrl": // control characters a terminal would obey
+		for range 59 {
+			fmt.Println(strings.Repeat("M", 4000))
+		}
+		fmt.Println(strings.Repeat("L", 40_000))
+		fmt.Print("\x1b]0;pwned title\x07 osc\x00nul\x0bvt\u009bc1 \xff bad\ttab\n")
+		os.Exit(1)
 	case "crash":
 		fmt.Println("[2026-11-29 10:00:01] Scheduler hit an exception: Traceback (most recent call last):")
 		fmt.Println(`  File "/fake/scheduler.py", line 10, in run`)

@@ -9,10 +9,12 @@ import (
 	"github.com/reckon-ci/reckon/wire"
 )
 
-// Tolerance bounds an allreduce algorithm's error against the float64 reference sum, relative to
-// the magnitude of the sum (the probe's max_rel_err).
+// Tolerance bounds an allreduce algorithm's error against the float64 reference sum: relative to
+// the magnitude of the sum (the probe's max_rel_err), and optionally in value units (the probe's
+// max_abs_err; 0 leaves it unbounded).
 type Tolerance struct {
 	MaxRelErr float64 `json:"max_rel_err" yaml:"max_rel_err"`
+	MaxAbsErr float64 `json:"max_abs_err,omitempty" yaml:"max_abs_err,omitempty"`
 }
 
 // unitRoundoff is u for each dtype reckon's probes use (2^-p with p significand bits).
@@ -49,6 +51,13 @@ func DefaultAllReduceTolerances(worldSize int) map[string]Tolerance {
 // DefaultAllReduceTolerances(p.WorldSize); an unknown dtype with no tolerance is an error. The
 // message names the worst case.
 func AllReduceProbeCheck(p *wire.AllReduceProbe, tol map[string]Tolerance) Verdict {
+	return AllReduceProbeCheckOf(p, tol, nil)
+}
+
+// AllReduceProbeCheckOf is AllReduceProbeCheck judging only the named algorithms (every one the
+// probe ran when algorithms is empty). A named algorithm the probe never ran is an error: the
+// check would otherwise pass without judging it.
+func AllReduceProbeCheckOf(p *wire.AllReduceProbe, tol map[string]Tolerance, algorithms []string) Verdict {
 	v := Verdict{Check: "allreduce probe", Kind: KindAllReduceProbe, Metrics: map[string]float64{}}
 	if p == nil {
 		v.Outcome, v.Message = Error, "allreduce probe: no probe result"
@@ -68,6 +77,33 @@ func AllReduceProbeCheck(p *wire.AllReduceProbe, tol map[string]Tolerance) Verdi
 		return v
 	}
 	defaults := DefaultAllReduceTolerances(p.WorldSize)
+	var only map[string]bool
+	if len(algorithms) > 0 {
+		only = map[string]bool{}
+		seen := map[string]bool{}
+		for _, c := range p.Results {
+			for _, a := range c.Algorithms {
+				seen[a.Name] = true
+			}
+		}
+		var absent []string
+		for _, a := range algorithms {
+			only[a] = true
+			if !seen[a] {
+				absent = append(absent, a)
+			}
+		}
+		if len(absent) > 0 {
+			ran := make([]string, 0, len(seen))
+			for a := range seen {
+				ran = append(ran, a)
+			}
+			sort.Strings(ran)
+			v.Outcome = Error
+			v.Message = fmt.Sprintf("%s: algorithms names %s, which the probe did not run; it ran %s", v.Check, strings.Join(absent, ", "), strings.Join(ran, ", "))
+			return v
+		}
+	}
 	type failure struct {
 		sev  float64 // how far over (err/tol), or +Inf-like for exactness failures
 		text string
@@ -89,6 +125,9 @@ func AllReduceProbeCheck(p *wire.AllReduceProbe, tol map[string]Tolerance) Verdi
 		}
 		integer := c.Inputs == "integer"
 		for _, a := range c.Algorithms {
+			if only != nil && !only[a.Name] {
+				continue
+			}
 			if a.Skipped != "" {
 				skipped++
 				fmt.Fprintf(&b, "%s: %s skipped (%s)\n", where, a.Name, a.Skipped)
@@ -100,6 +139,11 @@ func AllReduceProbeCheck(p *wire.AllReduceProbe, tol map[string]Tolerance) Verdi
 			}
 			ratio := a.MaxRelErr / t.MaxRelErr
 			fmt.Fprintf(&b, "%s: %s max_rel_err %.3g (limit %.3g), max_abs_err %.3g, exact %v\n", where, a.Name, a.MaxRelErr, t.MaxRelErr, a.MaxAbsErr, a.Exact)
+			if t.MaxAbsErr > 0 {
+				if r := a.MaxAbsErr / t.MaxAbsErr; !(a.MaxAbsErr <= t.MaxAbsErr) {
+					fails = append(fails, failure{sev: r, text: fmt.Sprintf("%s: %s max_abs_err %.3g > %.3g", where, a.Name, a.MaxAbsErr, t.MaxAbsErr)})
+				}
+			}
 			if integer {
 				if !a.Exact {
 					fails = append(fails, failure{sev: 1e300, text: fmt.Sprintf("%s: %s is not exact on integer inputs (max_abs_err %.3g)", where, a.Name, a.MaxAbsErr)})

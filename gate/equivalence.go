@@ -9,86 +9,109 @@ import (
 	"github.com/reckon-ci/reckon/wire"
 )
 
-// EquivalenceTolerance bounds how far a candidate config's numerics may drift from the
-// reference config's. Zero fields take DefaultEquivalenceTolerance's values; a negative value
-// disables that bound.
-type EquivalenceTolerance struct {
-	// MaxAbsLogprob bounds max |Δ logprob| over the agreed greedy prefixes and the
-	// teacher-forced prompt logprobs.
-	MaxAbsLogprob float64 `json:"max_abs_logprob" yaml:"max_abs_logprob"`
-	// MeanAbsLogprob bounds the mean |Δ logprob| over the same positions.
-	MeanAbsLogprob float64 `json:"mean_abs_logprob" yaml:"mean_abs_logprob"`
-	// MinExactMatch is the minimum fraction of prompts whose greedy outputs are identical.
-	MinExactMatch float64 `json:"min_exact_match" yaml:"min_exact_match"`
-	// TopK is how many of the other side's top candidates a diverging token must be among (the
-	// check_logprobs_close rule); 0 means all the candidates the probe recorded.
-	TopK int `json:"top_k" yaml:"top_k"`
-}
+// Defaults of the equivalence check: this is their one home (spec leaves unset values unset and
+// the gate fills them here; docs/statistics.md derives and calibrates them).
+const (
+	// DefaultMaxRatio bounds the candidate's KL distance over the trusted configs' (twin, or
+	// base against an oracle). Calibrated with `reckon calibrate numerics` (docs/statistics.md)
+	// on the reference engine: correct algorithms reach at most 1.34 (tp 8, bf16) and a 1% bf16
+	// allreduce error at least 2.15; 1.7 is their geometric midpoint.
+	DefaultMaxRatio = 1.7
+	// DefaultBitwiseTolerance is the near-bitwise budget on |Δ logprob| used when the trusted
+	// configs agree to within it (tp 2, where every correct single-rounding sum is bit-identical,
+	// or float32 where the algorithms coincide): the candidate must then agree to within it too.
+	DefaultBitwiseTolerance = 1e-6
+	// UncalibratedGain is the end-to-end gain assumed by the uncalibrated bound (see
+	// UncalibratedBound): the KL distance a correct allreduce may reach per unit of its RMS
+	// per-element rounding difference.
+	UncalibratedGain = 4.0
+)
 
-// DefaultEquivalenceTolerance returns the defaults for comparing two allreduce implementations
-// at bfloat16 (docs/statistics.md, "Numerical equivalence"): on the reference engine, ring vs
-// one-shot differ by a mean |Δ logprob| of up to 0.008 (8 ranks) and a one-shot with a 1e-2
-// relative fault by 0.012-0.013, so mean 0.01 separates them; max 0.1 and half of the prompts
-// identical catch grosser faults.
-func DefaultEquivalenceTolerance() EquivalenceTolerance {
-	return EquivalenceTolerance{MaxAbsLogprob: 0.1, MeanAbsLogprob: 0.01, MinExactMatch: 0.5}
-}
-
-func (t EquivalenceTolerance) withDefaults() EquivalenceTolerance {
-	d := DefaultEquivalenceTolerance()
-	if t.MaxAbsLogprob == 0 {
-		t.MaxAbsLogprob = d.MaxAbsLogprob
+// UnitRoundoff returns u = 2^-p of a dtype ("bfloat16", "float16", "float32"; "" and unknown
+// names get bfloat16's, the coarsest) and whether the name was known.
+func UnitRoundoff(dtype string) (float64, bool) {
+	switch normDType(dtype) {
+	case "bfloat16":
+		return 0x1p-8, true
+	case "float16":
+		return 0x1p-11, true
+	case "float32":
+		return 0x1p-24, true
 	}
-	if t.MeanAbsLogprob == 0 {
-		t.MeanAbsLogprob = d.MeanAbsLogprob
+	return 0x1p-8, false
+}
+
+func normDType(d string) string {
+	switch strings.TrimPrefix(strings.ToLower(d), "torch.") {
+	case "bfloat16", "bf16":
+		return "bfloat16"
+	case "float16", "fp16", "half":
+		return "float16"
+	case "float32", "fp32", "float":
+		return "float32"
 	}
-	if t.MinExactMatch == 0 {
-		t.MinExactMatch = d.MinExactMatch
+	return ""
+}
+
+// UncalibratedBound is the fallback bound on the KL distance between two configs when no twin or
+// oracle calibrates it: UncalibratedGain x u x sqrt(2(tp-1)/3), where u is the dtype's unit
+// roundoff. Two correct tp-rank allreduces round each element at most tp-1 times each; with
+// rounding errors uniform in [-u, u] (variance u²/3) their RMS per-element difference is at
+// most u·sqrt(2(tp-1)/3). At tp 1 there is no allreduce and the bound is 0 (bit-identical).
+func UncalibratedBound(dtype string, tp int) float64 {
+	u, _ := UnitRoundoff(dtype)
+	if tp <= 1 {
+		return 0
 	}
-	return t
+	return UncalibratedGain * u * math.Sqrt(2*float64(tp-1)/3)
 }
 
-// logprobPos identifies one compared position.
-type logprobPos struct {
-	prompt   string
-	where    string // "output" or "prompt"
-	pos      int
-	baseTok  wire.TokenLogprob
-	headTok  wire.TokenLogprob
-	absDelta float64
+// EquivalenceCheck is what an equivalence check asks. Nil fields are unset and take the
+// defaults above; an explicit 0 means 0.
+type EquivalenceCheck struct {
+	// TopK: at the first divergence of the free-running greedy outputs each side's token must
+	// be among the other's top-k candidates (vLLM's check_logprobs_close rule); 0 means every
+	// candidate the probe recorded.
+	TopK int
+	// MaxRatio (with a twin or oracle) bounds distance(candidate) / distance(trusted).
+	MaxRatio *float64
+	// BitwiseTolerance (with a twin or oracle) is the near-bitwise budget on |Δ logprob|.
+	BitwiseTolerance *float64
+	// MaxDistance (without twin and oracle) bounds the KL distance; default UncalibratedBound.
+	MaxDistance *float64
+	// MaxAbsLogprob and MeanAbsLogprob, when set, bound |Δ logprob| over the trimmed forced
+	// tokens (reference p >= 1e-4) and the agreed prefixes of the greedy outputs; MinExactMatch,
+	// when set, is the minimum fraction of prompts whose greedy outputs are identical.
+	MaxAbsLogprob, MeanAbsLogprob, MinExactMatch *float64
+	// DType and TP of the compared configs, for the uncalibrated bound ("" and 0: unknown, the
+	// coarsest dtype is assumed and said).
+	DType string
+	TP    int
 }
 
-func (p logprobPos) describe(baseName, headName string) string {
-	return fmt.Sprintf("prompt %q %s position %d: %s %s logprob %.4f vs %s %s logprob %.4f (|Δ| %.4f)",
-		p.prompt, p.where, p.pos, baseName, tokText(p.baseTok.Token, p.baseTok.Text), p.baseTok.Logprob,
-		headName, tokText(p.headTok.Token, p.headTok.Text), p.headTok.Logprob, p.absDelta)
+// EquivalenceProbes are the probe files an equivalence check compares: Base is the reference
+// config, Head the candidate; Twin (a correct allreduce summing in another order) and Oracle (a
+// higher-precision or fixed-order reference) are optional and calibrate the verdict.
+type EquivalenceProbes struct {
+	Base, Head, Twin, Oracle *wire.NumericsProbe
 }
 
-func tokText(id int, text string) string {
-	if text == "" {
-		return fmt.Sprintf("token %d", id)
-	}
-	return fmt.Sprintf("token %d %q", id, text)
-}
-
-// divergence is the first position where the greedy outputs differ.
-type divergence struct {
-	prompt     string
-	pos        int
-	base, head wire.TokenLogprob
-	ok         bool   // each token is in the other side's top-k
-	why        string // when !ok
-}
-
-// Equivalence compares a candidate config's numerics probe (head) with the reference config's
-// (base). Greedy outputs are compared token by token; at the first divergence each side's token
-// must be among the other side's top-k candidates (vLLM's check_logprobs_close rule) and the
-// sequence stops there. Over the agreed prefixes and the teacher-forced prompt logprobs the max
-// and mean |Δ logprob| are bounded, and a minimum fraction of prompts must match exactly. A
-// failure names the worst prompt, position, both tokens and both logprobs. Different prompt
-// sets are an error.
-func Equivalence(base, head *wire.NumericsProbe, tol EquivalenceTolerance) Verdict {
+// Equivalence judges whether Head's numerics are equivalent to Base's.
+//
+// Every probe scores the same teacher-forced sequences; per position the next-token
+// distributions are compared by KL divergence over the reference's top-k (tail below
+// TailLogprob ignored) and summarised per pass (one request at a time; under load) as the KL
+// distance √(2·mean KL). With a twin the candidate's distance from Base is divided by the twin's
+// distance from Base; with an oracle each one's distance from the oracle is used, the
+// denominator being the largest among the trusted configs (Base, and the twin if named). The
+// ratio, with a 95% bootstrap interval over prompts, must not exceed MaxRatio in any pass. When
+// the trusted configs agree with the reference point to within BitwiseTolerance everywhere, the
+// candidate must too (near-bitwise rule). Without twin or oracle the distance is bounded by
+// MaxDistance and the verdict says "uncalibrated". In every mode the free-running greedy outputs
+// are compared up to their first divergence and a divergence outside the top-k fails.
+func Equivalence(pr EquivalenceProbes, chk EquivalenceCheck) Verdict {
 	v := Verdict{Check: "equivalence", Kind: KindEquivalence, Metrics: map[string]float64{}}
+	base, head := pr.Base, pr.Head
 	if base == nil || head == nil {
 		v.Outcome, v.Message = Error, "equivalence: a numerics probe is missing"
 		return v
@@ -96,22 +119,255 @@ func Equivalence(base, head *wire.NumericsProbe, tol EquivalenceTolerance) Verdi
 	baseName, headName := nameOr(base.Config, "base"), nameOr(head.Config, "head")
 	v.Config = headName + " vs " + baseName
 	v.Check = "equivalence " + v.Config
-	t := tol.withDefaults()
-	if err := checkProbePair(base, head); err != nil {
-		v.Outcome, v.Message = Error, fmt.Sprintf("%s: %v", v.Check, err)
+	fail := func(err error) Verdict {
+		v.Outcome, v.Message = Error, fmt.Sprintf("%s: %v", v.Config, err)
 		return v
 	}
+	all := []*wire.NumericsProbe{base, head}
+	for _, p := range []*wire.NumericsProbe{pr.Twin, pr.Oracle} {
+		if p != nil {
+			all = append(all, p)
+		}
+	}
+	for _, p := range all[1:] {
+		if err := checkProbePair(base, p); err != nil {
+			return fail(err)
+		}
+		if err := checkForcedPair(base, p); err != nil {
+			return fail(err)
+		}
+	}
+	if err := checkForcedPair(base, base); err != nil {
+		return fail(err)
+	}
+
+	// The reference point and the trusted configs.
+	ref := base
+	var trusted []*wire.NumericsProbe
+	mode := "uncalibrated"
+	switch {
+	case pr.Oracle != nil:
+		ref, mode = pr.Oracle, "oracle"
+		trusted = append(trusted, base)
+		if pr.Twin != nil {
+			trusted = append(trusted, pr.Twin)
+		}
+	case pr.Twin != nil:
+		mode = "twin"
+		trusted = append(trusted, pr.Twin)
+	}
+	passes := []string{passSequential}
+	batchedNote := ""
+	if allHave(all, passBatched) {
+		passes = append(passes, passBatched)
+	} else {
+		batchedNote = "no under-load scores in every probe (numerics.batch_size 0, or an older probe file): judged one request at a time only"
+	}
+
+	var b strings.Builder
+	var problems []string
+	var summary []string
+	uncalSrc := ""
+	for _, pass := range passes {
+		cand := comparePair(ref, head, pass)
+		sfx := ""
+		if pass == passBatched {
+			sfx = "_batched"
+		}
+		dist := cand.distance(nil)
+		v.Metrics["kl_distance"+sfx] = dist
+		v.Metrics["rms_dp"+sfx] = cand.rmsDP(nil)
+		v.Metrics["top1_agreement"+sfx] = cand.top1Agreement()
+		mx, mxID, mxPos := cand.maxAbs()
+		v.Metrics["max_abs_logprob_diff"+sfx] = mx
+		med, p99, tmax, nTrim := cand.absPercentiles()
+		fmt.Fprintf(&b, "%s: %s vs %s over %d positions of %d prompts: KL distance %.4g, RMS Δp %.4g, top-1 agreement %.2f%%; trimmed |Δ logprob| (p >= 1e-4, %d tokens) median %.3g, p99 %.3g, max %.3g; max |Δ| of any recorded logprob %.3g (prompt %q position %d, %d positions differ)\n",
+			pass, headName, cand.ref, cand.positions(), len(cand.prompts), dist, cand.rmsDP(nil), 100*cand.top1Agreement(), nTrim, med, p99, tmax, mx, mxID, mxPos, cand.differing())
+		fmt.Fprintf(&b, "%s: %s\n", pass, cand.describeWorst())
+		switch mode {
+		case "uncalibrated":
+			bound := UncalibratedBound(chk.DType, chk.TP)
+			src := fmt.Sprintf("bound from %s unit roundoff at tp %d", nameOr(normDType(chk.DType), "bfloat16"), chk.TP)
+			if _, ok := UnitRoundoff(chk.DType); !ok {
+				src = fmt.Sprintf("bound from bfloat16 unit roundoff (dtype unknown) at tp %d", chk.TP)
+			}
+			if chk.MaxDistance != nil {
+				bound, src = *chk.MaxDistance, "max_distance"
+			}
+			uncalSrc = src
+			v.Metrics["max_distance"] = bound
+			if dist > bound {
+				problems = append(problems, fmt.Sprintf("KL distance %.3g > %.3g (%s); %s", dist, bound, pass, cand.describeWorst()))
+			}
+			summary = append(summary, fmt.Sprintf("KL distance %.3g <= %.3g (%s)", dist, bound, pass))
+		default:
+			var dens []pairDist
+			bitwise := true
+			tol := DefaultBitwiseTolerance
+			if chk.BitwiseTolerance != nil {
+				tol = *chk.BitwiseTolerance
+			}
+			var trustedNames []string
+			for _, t := range trusted {
+				d := comparePair(ref, t, pass)
+				dens = append(dens, d)
+				tm, _, _ := d.maxAbs()
+				if tm > tol {
+					bitwise = false
+				}
+				trustedNames = append(trustedNames, d.cand)
+				v.Metrics["kl_distance_"+metricName(d.cand)+sfx] = d.distance(nil)
+				fmt.Fprintf(&b, "%s: trusted %s vs %s: KL distance %.4g, RMS Δp %.4g, max |Δ| %.3g\n", pass, d.cand, d.ref, d.distance(nil), d.rmsDP(nil), tm)
+			}
+			who := strings.Join(trustedNames, " and ")
+			if bitwise {
+				v.Metrics["bitwise_tolerance"] = tol
+				fmt.Fprintf(&b, "%s: near-bitwise rule: %s agree with %s to within %g everywhere (expected at tp 2, and wherever the algorithms coincide; if the twin should sum in another order here, check that its setting, e.g. NCCL_ALGO, took effect)\n", pass, who, ref.Config, tol)
+				if mx > tol {
+					problems = append(problems, fmt.Sprintf("near-bitwise expected (%s within %g of %s everywhere; %s) but max |Δ logprob| %.3g at prompt %q position %d (%d of %d positions differ)",
+						who, tol, ref.Config, pass, mx, mxID, mxPos, cand.differing(), cand.positions()))
+				}
+				summary = append(summary, fmt.Sprintf("near-bitwise (%s; max |Δ| %.3g <= %g)", pass, mx, tol))
+				continue
+			}
+			ratio, lo, hi := ratioCI(cand, dens)
+			maxRatio := DefaultMaxRatio
+			if chk.MaxRatio != nil {
+				maxRatio = *chk.MaxRatio
+			}
+			v.Metrics["ratio"+sfx], v.Metrics["ratio_ci_low"+sfx], v.Metrics["ratio_ci_high"+sfx] = finite(ratio), finite(lo), finite(hi)
+			v.Metrics["max_ratio"] = maxRatio
+			rmsRatio := safeRatio(cand.rmsDP(nil), maxDen(dens, pairDist.rmsDP))
+			v.Metrics["rms_dp_ratio"+sfx] = finite(rmsRatio)
+			fmt.Fprintf(&b, "%s: KL distance ratio %.3g (95%% CI %.3g–%.3g, %d prompt resamples; max_ratio %g); RMS Δp ratio %.3g\n", pass, ratio, lo, hi, BootstrapResamples, maxRatio, rmsRatio)
+			if ratio > maxRatio {
+				problems = append(problems, fmt.Sprintf("KL distance %.3gx %s's (%s; 95%% CI %.3g–%.3g; max_ratio %g); %s", ratio, who, pass, lo, hi, maxRatio, cand.describeWorst()))
+			}
+			summary = append(summary, fmt.Sprintf("KL distance %.2fx %s's (%s; 95%% CI %.2f–%.2f)", ratio, who, pass, lo, hi))
+		}
+	}
+	if batchedNote != "" {
+		fmt.Fprintf(&b, "%s\n", batchedNote)
+	}
+
+	// The free-running greedy outputs, up to the first divergence: a smoke test (garbage fails)
+	// and the optional fixed bounds.
+	g := compareGreedy(base, head, chk.TopK, baseName, headName)
+	v.Metrics["prompts"] = float64(len(base.Prompts))
+	v.Metrics["exact_match_fraction"] = g.exactFrac
+	v.Metrics["divergences"] = float64(len(g.divs))
+	v.Metrics["topk_violations"] = float64(len(g.bad))
+	b.WriteString(g.details)
+	if len(g.bad) > 0 {
+		d := g.bad[0]
+		problems = append(problems, fmt.Sprintf("greedy output of prompt %q diverges at position %d outside the top-%d: %s has %s (logprob %.4f), %s has %s (logprob %.4f); %s",
+			d.prompt, d.pos, chk.TopK, baseName, tokText(d.base.Token, d.base.Text), d.base.Logprob, headName, tokText(d.head.Token, d.head.Text), d.head.Logprob, d.why))
+	}
+	// Optional fixed bounds over the trimmed forced tokens and the agreed greedy prefixes.
+	abs := append(append([]float64(nil), g.abs...), headlineAbs(base, head)...)
+	var mean, mx float64
+	for _, x := range abs {
+		mean += x
+		mx = max(mx, x)
+	}
+	if len(abs) > 0 {
+		mean /= float64(len(abs))
+	}
+	v.Metrics["mean_abs_logprob_diff"] = mean
+	if chk.MaxAbsLogprob != nil && mx > *chk.MaxAbsLogprob {
+		problems = append(problems, fmt.Sprintf("max |Δ logprob| %.4g > %.4g (max_abs_logprob_delta) over %d trimmed positions", mx, *chk.MaxAbsLogprob, len(abs)))
+	}
+	if chk.MeanAbsLogprob != nil && mean > *chk.MeanAbsLogprob {
+		problems = append(problems, fmt.Sprintf("mean |Δ logprob| %.4g > %.4g (mean_abs_logprob_delta) over %d trimmed positions", mean, *chk.MeanAbsLogprob, len(abs)))
+	}
+	if chk.MinExactMatch != nil && g.exactFrac < *chk.MinExactMatch {
+		problems = append(problems, fmt.Sprintf("%d of %d greedy outputs identical (%.0f%% < min_exact_match %.0f%%)", g.exact, len(base.Prompts), 100*g.exactFrac, 100**chk.MinExactMatch))
+	}
+
+	calib := "calibrated by twin " + nameOr(probeName(pr.Twin), "?")
+	switch mode {
+	case "oracle":
+		calib = "calibrated by oracle " + pr.Oracle.Config
+		if pr.Twin != nil {
+			calib += " and twin " + pr.Twin.Config
+		}
+	case "uncalibrated":
+		calib = "uncalibrated: no twin or oracle; " + uncalSrc
+	}
+	v.Details = strings.TrimRight(b.String(), "\n")
+	if len(problems) > 0 {
+		v.Outcome = Fail
+		v.Message = fmt.Sprintf("%s: not equivalent (%s): %s", v.Config, calib, problems[0])
+		if len(problems) > 1 {
+			v.Details = "problems:\n- " + strings.Join(problems, "\n- ") + "\n" + v.Details
+		}
+		return v
+	}
+	v.Outcome = Pass
+	v.Message = fmt.Sprintf("%s: equivalent (%s): %s; %d/%d greedy outputs identical", v.Config, calib, strings.Join(summary, ", "), g.exact, len(base.Prompts))
+	return v
+}
+
+func probeName(p *wire.NumericsProbe) string {
+	if p == nil {
+		return ""
+	}
+	return p.Config
+}
+
+func allHave(ps []*wire.NumericsProbe, pass string) bool {
+	for _, p := range ps {
+		if !hasPass(p, pass) {
+			return false
+		}
+	}
+	return true
+}
+
+func maxDen(ds []pairDist, f func(pairDist, []int) float64) float64 {
+	m := 0.0
+	for _, d := range ds {
+		m = max(m, f(d, nil))
+	}
+	return m
+}
+
+// metricName makes a config name usable inside a metric key.
+func metricName(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
+			return r
+		}
+		return '_'
+	}, s)
+}
+
+// headlineAbs is the trimmed forced-token |Δ logprob| of head against base, one request at a time.
+func headlineAbs(base, head *wire.NumericsProbe) []float64 {
+	var out []float64
+	for _, p := range comparePair(base, head, passSequential).prompts {
+		out = append(out, p.absLP...)
+	}
+	return out
+}
+
+// greedyResult compares the free-running greedy outputs up to each prompt's first divergence.
+type greedyResult struct {
+	divs, bad []divergence
+	exact     int
+	exactFrac float64
+	abs       []float64 // trimmed |Δ logprob| over the agreed prefixes
+	details   string
+}
+
+func compareGreedy(base, head *wire.NumericsProbe, topK int, baseName, headName string) greedyResult {
+	var g greedyResult
 	headByID := make(map[string]*wire.NumericsPrompt, len(head.Prompts))
 	for i := range head.Prompts {
 		headByID[head.Prompts[i].ID] = &head.Prompts[i]
 	}
-	var (
-		all      []logprobPos
-		divs     []divergence
-		exact    int
-		ended    []string
-		outCount int
-	)
+	var ended []string
+	agreed := 0
 	for i := range base.Prompts {
 		bp := &base.Prompts[i]
 		hp := headByID[bp.ID]
@@ -120,81 +376,34 @@ func Equivalence(base, head *wire.NumericsProbe, tol EquivalenceTolerance) Verdi
 		for j := 0; j < n; j++ {
 			bt, ht := bp.Output[j], hp.Output[j]
 			if bt.Token != ht.Token {
-				divs = append(divs, checkDivergence(bp.ID, j, bt, ht, t.TopK, baseName, headName))
+				d := checkDivergence(bp.ID, j, bt, ht, topK, baseName, headName)
+				g.divs = append(g.divs, d)
+				if !d.ok {
+					g.bad = append(g.bad, d)
+				}
 				diverged = true
 				break
 			}
-			all = append(all, logprobPos{prompt: bp.ID, where: "output", pos: j, baseTok: bt, headTok: ht, absDelta: math.Abs(bt.Logprob - ht.Logprob)})
-			outCount++
+			agreed++
+			if bt.Logprob >= trimLogprob {
+				g.abs = append(g.abs, math.Abs(bt.Logprob-ht.Logprob))
+			}
 		}
 		if !diverged {
 			if len(bp.Output) == len(hp.Output) {
-				exact++
+				g.exact++
 			} else {
 				ended = append(ended, fmt.Sprintf("%q (%d vs %d tokens)", bp.ID, len(bp.Output), len(hp.Output)))
 			}
 		}
-		for j := 0; j < len(bp.PromptLogprobs); j++ {
-			bt, ht := bp.PromptLogprobs[j], hp.PromptLogprobs[j]
-			all = append(all, logprobPos{prompt: bp.ID, where: "prompt", pos: j + 1, baseTok: bt, headTok: ht, absDelta: math.Abs(bt.Logprob - ht.Logprob)})
-		}
 	}
-	nPrompts := len(base.Prompts)
-	var maxD, sumD float64
-	worst := -1
-	for i, p := range all {
-		sumD += p.absDelta
-		if worst < 0 || p.absDelta > maxD {
-			maxD, worst = p.absDelta, i
-		}
-	}
-	meanD := 0.0
-	if len(all) > 0 {
-		meanD = sumD / float64(len(all))
-	}
-	exactFrac := float64(exact) / float64(nPrompts)
-	var bad []divergence
-	for _, d := range divs {
-		if !d.ok {
-			bad = append(bad, d)
-		}
-	}
-	v.Metrics["prompts"] = float64(nPrompts)
-	v.Metrics["compared_positions"] = float64(len(all))
-	v.Metrics["compared_output_positions"] = float64(outCount)
-	v.Metrics["max_abs_logprob_diff"] = maxD
-	v.Metrics["mean_abs_logprob_diff"] = meanD
-	v.Metrics["exact_match_fraction"] = exactFrac
-	v.Metrics["divergences"] = float64(len(divs))
-	v.Metrics["topk_violations"] = float64(len(bad))
-
-	var problems []string
-	if len(bad) > 0 {
-		d := bad[0]
-		problems = append(problems, fmt.Sprintf("prompt %q diverges at output position %d: %s has %s (logprob %.4f), %s has %s (logprob %.4f); %s",
-			d.prompt, d.pos, baseName, tokText(d.base.Token, d.base.Text), d.base.Logprob, headName, tokText(d.head.Token, d.head.Text), d.head.Logprob, d.why))
-	}
-	if t.MaxAbsLogprob > 0 && maxD > t.MaxAbsLogprob {
-		problems = append(problems, fmt.Sprintf("max |Δ logprob| %.4f > %.4g at %s", maxD, t.MaxAbsLogprob, all[worst].describe(baseName, headName)))
-	}
-	if t.MeanAbsLogprob > 0 && meanD > t.MeanAbsLogprob {
-		problems = append(problems, fmt.Sprintf("mean |Δ logprob| %.4f > %.4g over %d positions", meanD, t.MeanAbsLogprob, len(all)))
-	}
-	if t.MinExactMatch > 0 && exactFrac < t.MinExactMatch {
-		problems = append(problems, fmt.Sprintf("%d of %d prompts identical (%.0f%% < %.0f%%)", exact, nPrompts, 100*exactFrac, 100*t.MinExactMatch))
-	}
-
+	g.exactFrac = float64(g.exact) / float64(max(1, len(base.Prompts)))
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d prompts; %d identical; %d diverged (%d outside top-k); %d positions compared (%d output, %d prompt)\n",
-		nPrompts, exact, len(divs), len(bad), len(all), outCount, len(all)-outCount)
-	fmt.Fprintf(&b, "max |Δ logprob| %.5f (limit %g), mean %.5f (limit %g), exact-match %.0f%% (min %.0f%%)\n",
-		maxD, t.MaxAbsLogprob, meanD, t.MeanAbsLogprob, 100*exactFrac, 100*t.MinExactMatch)
-	if worst >= 0 {
-		fmt.Fprintf(&b, "worst position: %s\n", all[worst].describe(baseName, headName))
-	}
-	for i, d := range divs {
+	fmt.Fprintf(&b, "\ngreedy outputs (free-running): %d prompts; %d identical; %d diverged (%d outside top-k); %d agreed positions before divergences\n",
+		len(base.Prompts), g.exact, len(g.divs), len(g.bad), agreed)
+	for i, d := range g.divs {
 		if i == 10 {
-			fmt.Fprintf(&b, "... %d more divergences\n", len(divs)-10)
+			fmt.Fprintf(&b, "... %d more divergences\n", len(g.divs)-10)
 			break
 		}
 		state := "accepted (near-tie: each token in the other's top-k)"
@@ -208,28 +417,40 @@ func Equivalence(base, head *wire.NumericsProbe, tol EquivalenceTolerance) Verdi
 		sort.Strings(ended)
 		fmt.Fprintf(&b, "agreed but of different length (one side stopped early): %s\n", strings.Join(ended, ", "))
 	}
-	if len(bad) > 1 {
-		fmt.Fprintf(&b, "%d divergences outside top-k in total\n", len(bad))
-	}
-	v.Details = strings.TrimRight(b.String(), "\n")
-	if len(problems) > 0 {
-		v.Outcome = Fail
-		v.Message = fmt.Sprintf("%s: not equivalent: %s", v.Config, problems[0])
-		if len(bad) == 0 && !strings.HasPrefix(problems[0], "max ") && worst >= 0 {
-			// Always name the worst position, whatever bound failed first.
-			v.Message += "; worst at " + all[worst].describe(baseName, headName)
-		}
-		if len(problems) > 1 {
-			v.Details = "problems:\n- " + strings.Join(problems, "\n- ") + "\n" + v.Details
-		}
-		return v
-	}
-	v.Outcome = Pass
-	v.Message = fmt.Sprintf("%s: equivalent: max |Δ logprob| %.4f, mean %.5f, %d/%d prompts identical, %d near-tie divergences",
-		v.Config, maxD, meanD, exact, nPrompts, len(divs))
-	return v
+	g.details = b.String()
+	return g
 }
 
+// checkForcedPair checks that two probes scored the same teacher-forced sequences.
+func checkForcedPair(base, other *wire.NumericsProbe) error {
+	if base.ForcedFrom != other.ForcedFrom {
+		return fmt.Errorf("the probes of %s and %s were teacher-forced on different sequences (from %q and %q); they must come from one run",
+			nameOr(base.Config, "?"), nameOr(other.Config, "?"), base.ForcedFrom, other.ForcedFrom)
+	}
+	byID := map[string]*wire.NumericsPrompt{}
+	for i := range other.Prompts {
+		byID[other.Prompts[i].ID] = &other.Prompts[i]
+	}
+	for i := range base.Prompts {
+		bp := &base.Prompts[i]
+		op := byID[bp.ID]
+		if len(bp.Forced) == 0 || len(op.Forced) == 0 {
+			return fmt.Errorf("prompt %q has no teacher-forced scores in the probe of %s (a probe file from before teacher forcing? re-run the gate)", bp.ID, nameOr(map[bool]string{true: base.Config, false: other.Config}[len(bp.Forced) == 0], "?"))
+		}
+		if len(bp.ForcedTokens) != len(op.ForcedTokens) || len(bp.Forced) != len(bp.ForcedTokens)-1 || len(op.Forced) != len(op.ForcedTokens)-1 {
+			return fmt.Errorf("prompt %q: forced sequences of %d and %d tokens with %d and %d scores", bp.ID, len(bp.ForcedTokens), len(op.ForcedTokens), len(bp.Forced), len(op.Forced))
+		}
+		for j := range bp.ForcedTokens {
+			if bp.ForcedTokens[j] != op.ForcedTokens[j] {
+				return fmt.Errorf("prompt %q: forced token %d is %d in %s and %d in %s", bp.ID, j, bp.ForcedTokens[j], nameOr(base.Config, "?"), op.ForcedTokens[j], nameOr(other.Config, "?"))
+			}
+		}
+		if len(bp.ForcedBatched) > 0 && len(op.ForcedBatched) > 0 && (len(bp.ForcedBatched) != len(bp.Forced) || len(op.ForcedBatched) != len(op.Forced)) {
+			return fmt.Errorf("prompt %q: %d scores under load for %d alone", bp.ID, len(op.ForcedBatched), len(op.Forced))
+		}
+	}
+	return nil
+}
 func nameOr(s, def string) string {
 	if s == "" {
 		return def
@@ -355,4 +576,34 @@ func inTopK(tok int, top []wire.TokenCandidate, k int) bool {
 		}
 	}
 	return false
+}
+
+func tokText(id int, text string) string {
+	if text == "" {
+		return fmt.Sprintf("token %d", id)
+	}
+	return fmt.Sprintf("token %d %q", id, text)
+}
+
+// divergence is the first position where the greedy outputs differ.
+type divergence struct {
+	prompt     string
+	pos        int
+	base, head wire.TokenLogprob
+	ok         bool   // each token is in the other side's top-k
+	why        string // when !ok
+}
+
+// finite keeps a metric JSON-encodable: +Inf (a distance over a trusted distance of exactly 0)
+// becomes the largest float64.
+func finite(x float64) float64 {
+	switch {
+	case math.IsInf(x, 1):
+		return math.MaxFloat64
+	case math.IsInf(x, -1):
+		return -math.MaxFloat64
+	case math.IsNaN(x):
+		return 0
+	}
+	return x
 }

@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"compress/gzip"
 	"encoding/json"
 	"math"
 	"os"
@@ -11,331 +12,285 @@ import (
 	"github.com/reckon-ci/reckon/wire"
 )
 
-// mkProbe builds a probe with deterministic greedy outputs: prompt p, position i chooses token
-// 100*p+i with logprob -0.1*(i+1), with the next two tokens as runners-up.
-func mkProbe(config string, prompts, outLen, promptLen int) *wire.NumericsProbe {
-	p := &wire.NumericsProbe{Schema: wire.NumericsSchema, Config: config, TopK: 3}
-	for k := 0; k < prompts; k++ {
-		np := wire.NumericsPrompt{ID: "p" + string(rune('a'+k)), Prompt: "prompt " + string(rune('a'+k))}
-		for i := 0; i < outLen; i++ {
-			tok := 100*k + i
-			lp := -0.1 * float64(i+1)
-			np.Output = append(np.Output, wire.TokenLogprob{Token: tok, Text: "t" + itoa(tok), Logprob: lp, Top: []wire.TokenCandidate{
-				{Token: tok, Logprob: lp}, {Token: tok + 1000, Logprob: lp - 0.05}, {Token: tok + 2000, Logprob: lp - 2},
-			}})
+// loadNumerics reads a probe recorded from the reference engine (testdata/numerics/README.md).
+func loadNumerics(t *testing.T, name string) *wire.NumericsProbe {
+	t.Helper()
+	f, err := os.Open(filepath.Join("testdata", "numerics", name+".json.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p wire.NumericsProbe
+	if err := json.NewDecoder(zr).Decode(&p); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return &p
+}
+
+func f64(x float64) *float64 { return &x }
+
+// equiv judges head vs base with twin (names of recorded probes of one run, "" for none).
+func equiv(t *testing.T, run, base, head, twin, oracle string, chk EquivalenceCheck) Verdict {
+	t.Helper()
+	ps := EquivalenceProbes{Base: loadNumerics(t, run+"-"+base), Head: loadNumerics(t, run+"-"+head)}
+	if twin != "" {
+		ps.Twin = loadNumerics(t, run+"-"+twin)
+	}
+	if oracle != "" {
+		ps.Oracle = loadNumerics(t, run+"-"+oracle)
+	}
+	if chk.TopK == 0 {
+		chk.TopK = 5
+	}
+	return Equivalence(ps, chk)
+}
+
+// TestEquivalenceCalibratedRealProbes: on the reference engine at tp 4 in bf16, the correct
+// one-shot and tree are within the twin's spread of the ring; a 1% allreduce error, a stale
+// buffer and a dropped peer are not, each with the ratio, its interval and the worst position.
+func TestEquivalenceCalibratedRealProbes(t *testing.T) {
+	const run = "refengine-tp4-bf16"
+	for _, c := range [][3]string{{"ring", "one-shot", "tree"}, {"ring", "tree", "one-shot"}, {"tree", "one-shot", "ring"}} {
+		v := equiv(t, run, c[0], c[1], c[2], "", EquivalenceCheck{})
+		if v.Outcome != Pass || !strings.Contains(v.Message, "calibrated by twin "+c[2]) || v.Metrics["ratio"] > 1.5 || v.Metrics["ratio_batched"] == 0 {
+			t.Errorf("%s vs %s (twin %s): %s %s\n%s", c[1], c[0], c[2], v.Outcome, v.Message, v.Details)
 		}
-		for i := 0; i < promptLen; i++ {
-			np.PromptLogprobs = append(np.PromptLogprobs, wire.TokenLogprob{Token: 7 + i, Logprob: -1 - 0.2*float64(i)})
+	}
+	for _, c := range []struct{ head, want string }{
+		{"error1e-2", "x tree's (one at a time"},
+		{"stale-above-8KiB", "x tree's (one at a time"},
+		// Messages above 32 KiB occur only when the prompts are scored as one batch.
+		{"drop-rank-above-32KiB", "x tree's (under load"},
+	} {
+		v := equiv(t, run, "ring", c.head, "tree", "", EquivalenceCheck{})
+		if v.Outcome != Fail || !strings.Contains(v.Message, c.want) || !strings.Contains(v.Message, "95% CI") || !strings.Contains(v.Message, "max_ratio 1.7") ||
+			!strings.Contains(v.Message, "worst prompt") || !strings.Contains(v.Message, "position") {
+			t.Errorf("%s: %s %s", c.head, v.Outcome, v.Message)
+		}
+		t.Logf("%s: %s", c.head, v.Message)
+	}
+	drop := equiv(t, run, "ring", "drop-rank-above-32KiB", "tree", "", EquivalenceCheck{})
+	if drop.Metrics["ratio"] > DefaultMaxRatio || drop.Metrics["ratio_batched"] < 10 {
+		t.Errorf("drop-rank above 32KiB should be invisible alone and gross under load: %v", drop.Metrics)
+	}
+	// A looser max_ratio takes effect.
+	if v := equiv(t, run, "ring", "error1e-2", "tree", "", EquivalenceCheck{MaxRatio: f64(50)}); v.Outcome != Pass {
+		t.Errorf("max_ratio 50: %s %s", v.Outcome, v.Message)
+	}
+}
+
+// TestEquivalenceOracle: with an oracle (the fixed-order single-rounding sum, which the reference
+// engine's one-shot is), distances are measured from the oracle and divided by the largest
+// trusted one.
+func TestEquivalenceOracle(t *testing.T) {
+	const run = "refengine-tp4-bf16"
+	v := equiv(t, run, "ring", "tree", "", "one-shot", EquivalenceCheck{})
+	if v.Outcome != Pass || !strings.Contains(v.Message, "calibrated by oracle one-shot") {
+		t.Errorf("tree vs ring, oracle one-shot: %s %s", v.Outcome, v.Message)
+	}
+	v = equiv(t, run, "ring", "error1e-2", "tree", "one-shot", EquivalenceCheck{})
+	if v.Outcome != Fail || !strings.Contains(v.Message, "oracle one-shot and twin tree") || !strings.Contains(v.Message, "ring and tree's") {
+		t.Errorf("fault vs ring, oracle one-shot, twin tree: %s %s", v.Outcome, v.Message)
+	}
+}
+
+// TestEquivalenceNearBitwise: at tp 2 every correct single-rounding allreduce is bit-identical,
+// so the twin's distance is 0 and the candidate must be near-bitwise; in float32 at tp 8 the
+// correct algorithms differ by ULPs and a 0.1% error is thousands of times the twin's distance.
+func TestEquivalenceNearBitwise(t *testing.T) {
+	v := equiv(t, "refengine-tp2-bf16", "ring", "one-shot", "tree", "", EquivalenceCheck{})
+	if v.Outcome != Pass || !strings.Contains(v.Message, "near-bitwise") || v.Metrics["max_abs_logprob_diff"] != 0 {
+		t.Errorf("tp 2 one-shot: %s %s", v.Outcome, v.Message)
+	}
+	v = equiv(t, "refengine-tp2-bf16", "ring", "error1e-2", "tree", "", EquivalenceCheck{})
+	if v.Outcome != Fail || !strings.Contains(v.Message, "near-bitwise expected") || !strings.Contains(v.Message, "positions differ") {
+		t.Errorf("tp 2 fault: %s %s", v.Outcome, v.Message)
+	}
+	t.Logf("tp 2 fault: %s", v.Message)
+	v = equiv(t, "refengine-tp8-fp32", "ring", "one-shot", "tree", "", EquivalenceCheck{})
+	if v.Outcome != Pass {
+		t.Errorf("fp32 tp 8 one-shot: %s %s", v.Outcome, v.Message)
+	}
+	v = equiv(t, "refengine-tp8-fp32", "ring", "error1e-3", "tree", "", EquivalenceCheck{})
+	if v.Outcome != Fail || v.Metrics["ratio"] < 100 {
+		t.Errorf("fp32 tp 8 0.1%% error: %s %s", v.Outcome, v.Message)
+	}
+	// bitwise_tolerance takes effect: a budget above the fault's |Δ| lets it through.
+	if v := equiv(t, "refengine-tp2-bf16", "ring", "error1e-2", "tree", "", EquivalenceCheck{BitwiseTolerance: f64(10), MaxRatio: f64(1e9)}); v.Outcome != Pass {
+		t.Errorf("bitwise_tolerance 10: %s %s", v.Outcome, v.Message)
+	}
+}
+
+// TestEquivalenceUncalibrated: without twin or oracle the bound comes from the dtype's unit
+// roundoff and the tp size, and every verdict says it is uncalibrated; an explicit 0 is 0.
+func TestEquivalenceUncalibrated(t *testing.T) {
+	v := equiv(t, "refengine-tp4-bf16", "ring", "one-shot", "", "", EquivalenceCheck{DType: "bfloat16", TP: 4})
+	if v.Outcome != Pass || !strings.Contains(v.Message, "uncalibrated") || !strings.Contains(v.Message, "bfloat16 unit roundoff at tp 4") {
+		t.Errorf("uncalibrated one-shot: %s %s", v.Outcome, v.Message)
+	}
+	if got, want := v.Metrics["max_distance"], UncalibratedBound("bfloat16", 4); got != want {
+		t.Errorf("bound %v, want %v", got, want)
+	}
+	v = equiv(t, "refengine-tp4-bf16", "ring", "stale-above-8KiB", "", "", EquivalenceCheck{DType: "bfloat16", TP: 4})
+	if v.Outcome != Fail || !strings.Contains(v.Message, "uncalibrated") {
+		t.Errorf("uncalibrated stale: %s %s", v.Outcome, v.Message)
+	}
+	v = equiv(t, "refengine-tp4-bf16", "ring", "one-shot", "", "", EquivalenceCheck{MaxDistance: f64(0)})
+	if v.Outcome != Fail || !strings.Contains(v.Message, "max_distance") {
+		t.Errorf("max_distance 0: %s %s", v.Outcome, v.Message)
+	}
+	if v := equiv(t, "refengine-tp4-bf16", "ring", "ring", "", "", EquivalenceCheck{MaxDistance: f64(0)}); v.Outcome != Pass {
+		t.Errorf("identical with max_distance 0: %s %s", v.Outcome, v.Message)
+	}
+	v = equiv(t, "refengine-tp4-bf16", "ring", "one-shot", "", "", EquivalenceCheck{})
+	if !strings.Contains(v.Message, "dtype unknown") {
+		t.Errorf("unknown dtype not said: %s", v.Message)
+	}
+}
+
+func TestUncalibratedBound(t *testing.T) {
+	if UncalibratedBound("bfloat16", 1) != 0 {
+		t.Error("tp 1 has no allreduce: bound 0")
+	}
+	b4, b8 := UncalibratedBound("bfloat16", 4), UncalibratedBound("bfloat16", 8)
+	if !(b8 > b4) || math.Abs(b4-UncalibratedGain*0x1p-8*math.Sqrt(2)) > 1e-15 {
+		t.Errorf("bf16 bounds %v %v", b4, b8)
+	}
+	if f := UncalibratedBound("torch.float32", 4); f > b4/60000 || f == 0 {
+		t.Errorf("fp32 bound %v", f)
+	}
+	if UncalibratedBound("fp16", 4) >= b4 || UncalibratedBound("", 4) != b4 {
+		t.Error("fp16 tighter than bf16, unknown dtype as bf16")
+	}
+}
+
+// mkForced builds a probe whose forced sequences are scored with logprobs lp(prompt, position)
+// for the forced token, its top-1, and two runners-up.
+func mkForced(config string, prompts, n int, shift func(k, i int) float64) *wire.NumericsProbe {
+	p := &wire.NumericsProbe{Schema: wire.NumericsSchema, Config: config, TopK: 3, ForcedFrom: "base"}
+	for k := 0; k < prompts; k++ {
+		np := wire.NumericsPrompt{ID: string(rune('a' + k)), Prompt: "prompt " + string(rune('a'+k))}
+		for i := 0; i < n; i++ {
+			np.ForcedTokens = append(np.ForcedTokens, 10+i)
+			np.Output = append(np.Output, wire.TokenLogprob{Token: 10 + i, Logprob: -0.5, Top: []wire.TokenCandidate{{Token: 10 + i, Logprob: -0.5}, {Token: 500, Logprob: -1.5}}})
+		}
+		np.ForcedTokens = append(np.ForcedTokens, 10+n)
+		for i := 1; i <= n; i++ {
+			s := shift(k, i)
+			top := []wire.TokenCandidate{{Token: 10 + i, Logprob: -0.3 + s}, {Token: 300, Logprob: -2 - s}, {Token: 301, Logprob: -3}}
+			e := wire.TokenLogprob{Token: 10 + i, Logprob: -0.3 + s, Top: top}
+			np.Forced = append(np.Forced, e)
+			np.ForcedBatched = append(np.ForcedBatched, e)
 		}
 		p.Prompts = append(p.Prompts, np)
 	}
 	return p
 }
 
-func itoa(i int) string { b, _ := json.Marshal(i); return string(b) }
-
-func cloneProbe(p *wire.NumericsProbe, config string) *wire.NumericsProbe {
-	b, _ := json.Marshal(p)
-	var out wire.NumericsProbe
-	_ = json.Unmarshal(b, &out)
-	out.Config = config
-	return &out
-}
-
-// perturb adds delta(prompt, position) to every output and prompt logprob.
-func perturb(p *wire.NumericsProbe, delta func(k, i int) float64) {
-	for k := range p.Prompts {
-		for i := range p.Prompts[k].Output {
-			p.Prompts[k].Output[i].Logprob += delta(k, i)
-		}
-		for i := range p.Prompts[k].PromptLogprobs {
-			p.Prompts[k].PromptLogprobs[i].Logprob += delta(k, i)
-		}
+func TestEquivalenceSyntheticRules(t *testing.T) {
+	zero := func(k, i int) float64 { return 0 }
+	wiggle := func(a float64) func(k, i int) float64 {
+		return func(k, i int) float64 { return a * math.Sin(float64(3*k+i)) }
 	}
-}
-
-func TestEquivalenceIdenticalAndSmallDrift(t *testing.T) {
-	base := mkProbe("nccl", 4, 8, 5)
-	v := Equivalence(base, cloneProbe(base, "custom-ar"), EquivalenceTolerance{})
-	if v.Outcome != Pass || v.Metrics["exact_match_fraction"] != 1 || v.Metrics["max_abs_logprob_diff"] != 0 {
-		t.Fatalf("identical: %s %s", v.Outcome, v.Message)
+	base := mkForced("base", 8, 10, zero)
+	twin := mkForced("twin", 8, 10, wiggle(0.01))
+	// A candidate like the twin passes; ten times its distance fails.
+	if v := Equivalence(EquivalenceProbes{Base: base, Head: mkForced("head", 8, 10, wiggle(0.011)), Twin: twin}, EquivalenceCheck{}); v.Outcome != Pass {
+		t.Errorf("like the twin: %s %s", v.Outcome, v.Message)
 	}
-	head := cloneProbe(base, "custom-ar")
-	perturb(head, func(k, i int) float64 { return 0.003 * math.Sin(float64(7*k+i)) })
-	v = Equivalence(base, head, EquivalenceTolerance{})
-	if v.Outcome != Pass || v.Config != "custom-ar vs nccl" {
-		t.Fatalf("bf16-like drift: %s %s", v.Outcome, v.Message)
+	if v := Equivalence(EquivalenceProbes{Base: base, Head: mkForced("head", 8, 10, wiggle(0.1)), Twin: twin}, EquivalenceCheck{}); v.Outcome != Fail || v.Metrics["ratio"] < 5 {
+		t.Errorf("ten times the twin: %s %s", v.Outcome, v.Message)
 	}
-}
-
-func TestEquivalenceNearTieDivergenceAccepted(t *testing.T) {
-	base := mkProbe("nccl", 4, 8, 5)
-	head := cloneProbe(base, "custom-ar")
-	// Prompt pb at position 3 picks the runner-up (a near tie); after that it drifts entirely.
-	o := head.Prompts[1].Output
-	tok := o[3].Token
-	o[3].Token, o[3].Top[0].Token, o[3].Top[1].Token = tok+1000, tok+1000, tok
-	for i := 4; i < len(o); i++ {
-		o[i].Token += 5000
-		o[i].Logprob -= 3 // ignored after the divergence
+	// bitwise_tolerance 0 means exactly 0: the twin is identical, a 1e-9 wiggle fails.
+	exact := mkForced("twin", 8, 10, zero)
+	if v := Equivalence(EquivalenceProbes{Base: base, Head: mkForced("head", 8, 10, wiggle(1e-9)), Twin: exact}, EquivalenceCheck{BitwiseTolerance: f64(0)}); v.Outcome != Fail {
+		t.Errorf("bitwise 0: %s %s", v.Outcome, v.Message)
 	}
-	v := Equivalence(base, head, EquivalenceTolerance{})
-	if v.Outcome != Pass || v.Metrics["divergences"] != 1 || v.Metrics["exact_match_fraction"] != 0.75 {
-		t.Fatalf("near tie: %s %s\n%s", v.Outcome, v.Message, v.Details)
+	if v := Equivalence(EquivalenceProbes{Base: base, Head: mkForced("head", 8, 10, wiggle(1e-9)), Twin: exact}, EquivalenceCheck{}); v.Outcome != Pass {
+		t.Errorf("default bitwise budget 1e-6: %s %s", v.Outcome, v.Message)
 	}
-	if !strings.Contains(v.Details, `prompt "pb" output position 3`) || !strings.Contains(v.Details, "accepted") {
-		t.Errorf("details:\n%s", v.Details)
+	// The optional bounds apply only when set, and an explicit 0 is 0.
+	head := mkForced("head", 8, 10, wiggle(0.011))
+	if v := Equivalence(EquivalenceProbes{Base: base, Head: head, Twin: twin}, EquivalenceCheck{MeanAbsLogprob: f64(0)}); v.Outcome != Fail || !strings.Contains(v.Message, "mean_abs_logprob_delta") {
+		t.Errorf("mean 0: %s %s", v.Outcome, v.Message)
 	}
-}
-
-func TestEquivalenceDivergenceOutsideTopK(t *testing.T) {
-	base := mkProbe("nccl", 4, 8, 5)
-	head := cloneProbe(base, "custom-ar")
-	o := head.Prompts[2].Output
-	o[5].Token, o[5].Text, o[5].Logprob = 4242, "zz", -0.01
-	o[5].Top = []wire.TokenCandidate{{Token: 4242, Logprob: -0.01}, {Token: 1, Logprob: -5}}
-	v := Equivalence(base, head, EquivalenceTolerance{})
-	if v.Outcome != Fail {
-		t.Fatalf("outside top-k: %s %s", v.Outcome, v.Message)
+	head.Prompts[2].Output[4].Token = 500 // the runner-up: a near tie
+	head.Prompts[2].Output[4].Top = []wire.TokenCandidate{{Token: 500, Logprob: -0.5}, {Token: 14, Logprob: -0.51}}
+	if v := Equivalence(EquivalenceProbes{Base: base, Head: head, Twin: twin}, EquivalenceCheck{}); v.Outcome != Pass || v.Metrics["divergences"] != 1 {
+		t.Errorf("near-tie divergence, no min_exact_match: %s %s", v.Outcome, v.Message)
 	}
-	for _, want := range []string{`prompt "pc" diverges at output position 5`, `nccl has token 205 "t205" (logprob -0.6000)`,
-		`custom-ar has token 4242 "zz" (logprob -0.0100)`, "not in custom-ar's top-2", "not in nccl's top-3"} {
-		if !strings.Contains(v.Message, want) {
-			t.Errorf("message lacks %q:\n%s", want, v.Message)
-		}
+	if v := Equivalence(EquivalenceProbes{Base: base, Head: head, Twin: twin}, EquivalenceCheck{MinExactMatch: f64(1)}); v.Outcome != Fail || !strings.Contains(v.Message, "min_exact_match") {
+		t.Errorf("min_exact_match 1: %s %s", v.Outcome, v.Message)
 	}
-	// With top-1 only the near tie of the previous test is rejected too.
-	head = cloneProbe(base, "custom-ar")
-	o = head.Prompts[1].Output
-	o[3].Token = o[3].Top[1].Token
-	if v := Equivalence(base, head, EquivalenceTolerance{TopK: 1}); v.Outcome != Fail {
-		t.Errorf("top-1: %s %s", v.Outcome, v.Message)
+	// Garbage in the free-running output fails even when the forced scores agree.
+	head.Prompts[2].Output[4].Token = 999
+	head.Prompts[2].Output[4].Top = []wire.TokenCandidate{{Token: 999, Logprob: -0.1}}
+	if v := Equivalence(EquivalenceProbes{Base: base, Head: head, Twin: twin}, EquivalenceCheck{TopK: 2}); v.Outcome != Fail || !strings.Contains(v.Message, "outside the top-2") {
+		t.Errorf("divergence outside top-k: %s %s", v.Outcome, v.Message)
 	}
-}
-
-func TestEquivalenceLogprobDriftFails(t *testing.T) {
-	base := mkProbe("nccl", 4, 8, 5)
-	head := cloneProbe(base, "custom-ar")
-	// A faulty allreduce (1e-2 relative error) moves logprobs by ~0.05 everywhere and 0.4 at one
-	// prompt position.
-	perturb(head, func(k, i int) float64 { return 0.05 * math.Cos(float64(k+3*i)) })
-	head.Prompts[3].PromptLogprobs[2].Logprob = base.Prompts[3].PromptLogprobs[2].Logprob - 0.4
-	v := Equivalence(base, head, EquivalenceTolerance{})
-	if v.Outcome != Fail {
-		t.Fatalf("drift: %s %s", v.Outcome, v.Message)
+	// No under-load pass in one probe: judged alone, and said.
+	nob := mkForced("head", 8, 10, wiggle(0.011))
+	for i := range nob.Prompts {
+		nob.Prompts[i].ForcedBatched = nil
 	}
-	if !strings.Contains(v.Message, `max |Δ logprob| 0.4000 > 0.1 at prompt "pd" prompt position 3`) {
-		t.Errorf("message: %s", v.Message)
-	}
-	if !strings.Contains(v.Details, "mean |Δ logprob|") {
-		t.Errorf("details lack the mean problem:\n%s", v.Details)
-	}
-	// Mean alone.
-	head = cloneProbe(base, "custom-ar")
-	perturb(head, func(k, i int) float64 { return 0.03 })
-	v = Equivalence(base, head, EquivalenceTolerance{})
-	if v.Outcome != Fail || !strings.Contains(v.Message, "mean |Δ logprob| 0.0300 > 0.01") {
-		t.Errorf("mean: %s %s", v.Outcome, v.Message)
-	}
-}
-
-func TestEquivalenceExactMatchFraction(t *testing.T) {
-	base := mkProbe("nccl", 4, 8, 0)
-	head := cloneProbe(base, "custom-ar")
-	for k := 0; k < 3; k++ { // three of four prompts take a near-tie branch at the end
-		o := head.Prompts[k].Output
-		o[7].Token = o[7].Top[1].Token
-	}
-	v := Equivalence(base, head, EquivalenceTolerance{})
-	if v.Outcome != Fail || !strings.Contains(v.Message, "1 of 4 prompts identical (25% < 50%)") {
-		t.Errorf("%s %s", v.Outcome, v.Message)
-	}
-	if v := Equivalence(base, head, EquivalenceTolerance{MinExactMatch: -1}); v.Outcome != Pass {
-		t.Errorf("disabled bound: %s %s", v.Outcome, v.Message)
+	v := Equivalence(EquivalenceProbes{Base: base, Head: nob, Twin: twin}, EquivalenceCheck{})
+	if v.Outcome != Pass || !strings.Contains(v.Details, "judged one request at a time only") {
+		t.Errorf("no batched pass: %s %s", v.Outcome, v.Details)
 	}
 }
 
 func TestEquivalenceBadInput(t *testing.T) {
-	base := mkProbe("nccl", 4, 8, 5)
-	head := mkProbe("custom-ar", 3, 8, 5)
-	v := Equivalence(base, head, EquivalenceTolerance{})
-	if v.Outcome != Error || !strings.Contains(v.Message, `custom-ar lacks ["pd"]`) {
-		t.Errorf("prompt sets: %s %s", v.Outcome, v.Message)
+	zero := func(k, i int) float64 { return 0 }
+	base := mkForced("base", 4, 6, zero)
+	cases := []struct {
+		name  string
+		mut   func(h *wire.NumericsProbe)
+		words string
+	}{
+		{"other run", func(h *wire.NumericsProbe) { h.ForcedFrom = "elsewhere" }, "different sequences"},
+		{"other tokens", func(h *wire.NumericsProbe) { h.Prompts[1].ForcedTokens[3] = 77 }, "forced token 3"},
+		{"no forced", func(h *wire.NumericsProbe) { h.Prompts[0].Forced = nil }, "no teacher-forced scores"},
+		{"missing prompt", func(h *wire.NumericsProbe) { h.Prompts = h.Prompts[:3] }, "different prompts"},
+		{"bad schema", func(h *wire.NumericsProbe) { h.Schema = "x/v0" }, "schema"},
 	}
-	head = cloneProbe(base, "custom-ar")
-	head.Prompts[0].PromptLogprobs[1].Token = 99
-	if v := Equivalence(base, head, EquivalenceTolerance{}); v.Outcome != Error || !strings.Contains(v.Message, "tokenized differently") {
-		t.Errorf("tokens: %s %s", v.Outcome, v.Message)
-	}
-	head = cloneProbe(base, "custom-ar")
-	head.Schema = "reckon.numerics/v0"
-	if v := Equivalence(base, head, EquivalenceTolerance{}); v.Outcome != Error {
-		t.Errorf("schema: %s", v.Outcome)
-	}
-	head = cloneProbe(base, "custom-ar")
-	head.Prompts[0].Output[2].Token = 1
-	head.Prompts[0].Output[2].Top = nil
-	if v := Equivalence(base, head, EquivalenceTolerance{}); v.Outcome != Fail || !strings.Contains(v.Message, "no top-k candidates") {
-		t.Errorf("no top-k: %s %s", v.Outcome, v.Message)
-	}
-	if v := Equivalence(nil, head, EquivalenceTolerance{}); v.Outcome != Error {
-		t.Errorf("nil: %s", v.Outcome)
-	}
-}
-
-func loadARProbe(t *testing.T, name string) *wire.AllReduceProbe {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var p wire.AllReduceProbe
-	if err := json.Unmarshal(b, &p); err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
-	return &p
-}
-
-func arProbe() *wire.AllReduceProbe {
-	yes := true
-	return &wire.AllReduceProbe{Schema: wire.AllReduceProbeSchema, Source: "refengine", WorldSize: 8, Reference: "ring",
-		Results: []wire.AllReduceProbeCase{
-			{SizeBytes: 1 << 20, Elements: 1 << 18, DType: "float32", Inputs: "random", Algorithms: []wire.AllReduceProbeAlgorithm{
-				{Name: "ring", MaxRelErr: 3e-7, RanksIdentical: &yes}, {Name: "one_shot", MaxRelErr: 2e-7, RanksIdentical: &yes}}},
-			{SizeBytes: 1 << 20, Elements: 1 << 19, DType: "bfloat16", Inputs: "random", Algorithms: []wire.AllReduceProbeAlgorithm{
-				{Name: "ring", MaxRelErr: 9e-3}, {Name: "one_shot", MaxRelErr: 3.9e-3}, {Name: "two_shot", Skipped: "size below 2 MiB"}}},
-			{SizeBytes: 1 << 20, Elements: 1 << 19, DType: "bfloat16", Inputs: "integer", Algorithms: []wire.AllReduceProbeAlgorithm{
-				{Name: "ring", Exact: true}, {Name: "one_shot", Exact: true}},
-				Pairs: []wire.AllReduceProbePair{{A: "one_shot", B: "ring", Identical: true}}},
-		}}
-}
-
-func TestDefaultAllReduceTolerances(t *testing.T) {
-	// γ(n-1) from docs/allreduce-probe.md.
-	for _, c := range []struct {
-		n     int
-		dtype string
-		want  float64
-	}{{2, "float32", 5.96e-8}, {8, "float32", 4.17e-7}, {2, "bfloat16", 3.92e-3}, {4, "bfloat16", 1.18e-2}, {8, "bfloat16", 2.81e-2}, {0, "bfloat16", 2.81e-2}} {
-		got := DefaultAllReduceTolerances(c.n)[c.dtype].MaxRelErr
-		if math.Abs(got-c.want)/c.want > 0.01 {
-			t.Errorf("n=%d %s: %.4g, want %.4g", c.n, c.dtype, got, c.want)
+	for _, c := range cases {
+		h := mkForced("head", 4, 6, zero)
+		c.mut(h)
+		v := Equivalence(EquivalenceProbes{Base: base, Head: h, Twin: mkForced("twin", 4, 6, zero)}, EquivalenceCheck{})
+		if v.Outcome != Error || !strings.Contains(v.Message, c.words) {
+			t.Errorf("%s: %s %s", c.name, v.Outcome, v.Message)
 		}
 	}
-}
-
-// TestAllReduceProbeCheckRealProbes judges probes recorded from the reference engine (8 simulated
-// ranks) and from torch.distributed on 2 H200s (testdata/allreduce/README.md), then the same
-// probes with the faults a broken kernel produces.
-func TestAllReduceProbeCheckRealProbes(t *testing.T) {
-	for _, name := range []string{"refengine-tp8.json", "torch-h200x2.json"} {
-		p := loadARProbe(t, filepath.Join("allreduce", name))
-		v := AllReduceProbeCheck(p, nil)
-		if v.Outcome != Pass {
-			t.Errorf("%s: %s %s\n%s", name, v.Outcome, v.Message, v.Details)
-		}
-	}
-	// A stale peer buffer: one rank's addend missing, an error of about 1/n of the magnitude.
-	p := loadARProbe(t, filepath.Join("allreduce", "refengine-tp8.json"))
-	for i, c := range p.Results {
-		if c.DType == "bfloat16" && c.Inputs == "random" && c.SizeBytes == 1<<20 {
-			p.Results[i].Algorithms[1].MaxRelErr = 0.13
-		}
-	}
-	v := AllReduceProbeCheck(p, nil)
-	if v.Outcome != Fail || !strings.Contains(v.Message, "bfloat16 random inputs, 1 MiB (524288 elements): one_shot max_rel_err 0.13 > 0.0281") {
-		t.Errorf("stale buffer: %s %s", v.Outcome, v.Message)
-	}
-	// Integer inputs that are not exact on the GPU probe.
-	p = loadARProbe(t, filepath.Join("allreduce", "torch-h200x2.json"))
-	for i, c := range p.Results {
-		if c.Inputs == "integer" {
-			p.Results[i].Algorithms[0].Exact = false
-			p.Results[i].Algorithms[0].MaxAbsErr = 1
-			break
-		}
-	}
-	if v := AllReduceProbeCheck(p, nil); v.Outcome != Fail || !strings.Contains(v.Message, "not exact on integer inputs") {
-		t.Errorf("integer: %s %s", v.Outcome, v.Message)
+	if v := Equivalence(EquivalenceProbes{Base: base}, EquivalenceCheck{}); v.Outcome != Error {
+		t.Errorf("missing head: %s", v.Outcome)
 	}
 }
 
-func TestAllReduceProbeCheck(t *testing.T) {
-	v := AllReduceProbeCheck(arProbe(), nil)
-	if v.Outcome != Pass || !strings.Contains(v.Message, "worst ring at float32 random inputs, 1 MiB (262144 elements): max_rel_err 3e-07 (72% of its limit)") {
-		t.Fatalf("good: %s %s", v.Outcome, v.Message)
+// TestKLTopK: identical distributions score 0; two near-tied tokens trading places at the edge
+// of the top-k cost almost nothing; moving mass to an unlisted token costs through the lumped bin.
+func TestKLTopK(t *testing.T) {
+	ref := wire.TokenLogprob{Token: 1, Logprob: -0.2, Top: []wire.TokenCandidate{{Token: 1, Logprob: -0.2}, {Token: 2, Logprob: -2}, {Token: 3, Logprob: -6}, {Token: 4, Logprob: -6.0001}}}
+	if kl := klTopK(ref, ref); kl != 0 {
+		t.Errorf("identical: %v", kl)
 	}
-	p := arProbe()
-	p.Results[1].Algorithms[1].MaxRelErr = 5e-2 // bf16 one_shot with an injected error
-	v = AllReduceProbeCheck(p, nil)
-	if v.Outcome != Fail || !strings.Contains(v.Message, "bfloat16 random inputs, 1 MiB (524288 elements): one_shot max_rel_err 0.05 > 0.0281") {
-		t.Errorf("bf16 error: %s %s", v.Outcome, v.Message)
+	swap := ref
+	swap.Top = []wire.TokenCandidate{{Token: 1, Logprob: -0.2}, {Token: 2, Logprob: -2}, {Token: 4, Logprob: -6}, {Token: 5, Logprob: -6.0001}}
+	if kl := klTopK(ref, swap); kl > 1e-3 {
+		t.Errorf("edge swap: %v", kl)
 	}
-	// A caller-supplied tighter tolerance.
-	if v := AllReduceProbeCheck(arProbe(), map[string]Tolerance{"bfloat16": {MaxRelErr: 5e-3}}); v.Outcome != Fail || !strings.Contains(v.Message, "ring max_rel_err 0.009") {
-		t.Errorf("custom tolerance: %s %s", v.Outcome, v.Message)
+	moved := wire.TokenLogprob{Token: 1, Logprob: -2, Top: []wire.TokenCandidate{{Token: 9, Logprob: -0.2}, {Token: 1, Logprob: -2}, {Token: 2, Logprob: -3}}}
+	if kl := klTopK(ref, moved); kl < 0.5 {
+		t.Errorf("mass moved: %v", kl)
 	}
-	p = arProbe()
-	p.Results[2].Algorithms[1].Exact = false
-	p.Results[2].Algorithms[1].MaxAbsErr = 1
-	p.Results[1].Algorithms[0].MaxRelErr = 3e-2 // above the 8-rank bound 0.0281
-	v = AllReduceProbeCheck(p, nil)
-	if v.Outcome != Fail || !strings.Contains(v.Message, "one_shot is not exact on integer inputs") || !strings.Contains(v.Message, "and 1 more") {
-		t.Errorf("integer: %s %s", v.Outcome, v.Message)
+	// Tail candidates (reference log p < -16) are lumped, not compared.
+	tail := wire.TokenLogprob{Token: 1, Logprob: -0.2, Top: []wire.TokenCandidate{{Token: 1, Logprob: -0.2}, {Token: 7, Logprob: -20}}}
+	tail2 := tail
+	tail2.Top = []wire.TokenCandidate{{Token: 1, Logprob: -0.2}, {Token: 7, Logprob: -25}}
+	if kl := klTopK(tail, tail2); kl > 1e-9 {
+		t.Errorf("tail: %v", kl)
 	}
-	p = arProbe()
-	no := false
-	p.Results[0].Algorithms[1].RanksIdentical = &no
-	if v := AllReduceProbeCheck(p, nil); v.Outcome != Fail || !strings.Contains(v.Message, "ranks holding different results") {
-		t.Errorf("ranks: %s %s", v.Outcome, v.Message)
-	}
-	p = arProbe()
-	p.Results[0].DType = "float8_e4m3"
-	if v := AllReduceProbeCheck(p, nil); v.Outcome != Error || !strings.Contains(v.Message, `results[0] has dtype "float8_e4m3"`) {
-		t.Errorf("dtype: %s %s", v.Outcome, v.Message)
-	}
-	p = arProbe()
-	p.Schema = "other/v9"
-	if v := AllReduceProbeCheck(p, nil); v.Outcome != Error {
-		t.Errorf("schema: %s", v.Outcome)
-	}
-	for i := range p.Results {
-		for j := range p.Results[i].Algorithms {
-			p.Results[i].Algorithms[j].Skipped = "no GPU"
-		}
-	}
-	p.Schema = ""
-	if v := AllReduceProbeCheck(p, nil); v.Outcome != Error || !strings.Contains(v.Message, "every algorithm was skipped") {
-		t.Errorf("skipped: %s %s", v.Outcome, v.Message)
-	}
-}
-
-func loadNumerics(t *testing.T, name string) *wire.NumericsProbe {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", "numerics", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var p wire.NumericsProbe
-	if err := json.Unmarshal(b, &p); err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
-	return &p
-}
-
-// TestEquivalenceRealProbes uses probes recorded from the reference engine at tp 4, bfloat16
-// (testdata/numerics/README.md): ring vs one-shot allreduce is equivalent; one-shot with a 1e-2
-// relative allreduce fault is not, and the message names the worst position.
-func TestEquivalenceRealProbes(t *testing.T) {
-	base := loadNumerics(t, "refengine-tp4-bf16-nccl.json")
-	v := Equivalence(base, loadNumerics(t, "refengine-tp4-bf16-custom-ar.json"), EquivalenceTolerance{})
-	if v.Outcome != Pass {
-		t.Errorf("ring vs one-shot: %s %s\n%s", v.Outcome, v.Message, v.Details)
-	}
-	v = Equivalence(base, loadNumerics(t, "refengine-tp4-bf16-custom-ar-fault1e-2.json"), EquivalenceTolerance{})
-	if v.Outcome != Fail || !strings.Contains(v.Message, "mean |Δ logprob|") || !strings.Contains(v.Message, "worst at prompt") ||
-		!strings.Contains(v.Message, "position") || !strings.Contains(v.Message, "nccl token") {
-		t.Errorf("fault: %s %s\n%s", v.Outcome, v.Message, v.Details)
-	}
-	t.Logf("fault verdict: %s", v.Message)
 }

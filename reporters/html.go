@@ -18,18 +18,24 @@ type htmlPage struct {
 	VerdictClass string
 	Counts       Counts
 	Interrupted  bool
-	Meta         [][2]string
-	Failures     []htmlCheck
-	Configs      []htmlConfig
-	MemCols      []string
-	Groups       []htmlGroup
-	Charts       []svgChart
-	Generated    string
+	// InterruptReason says what stopped an interrupted run.
+	InterruptReason string
+	// Undecided are the skipped checks that decided nothing (inconclusive, no baseline,
+	// inputs filtered out), listed at the top.
+	Undecided []htmlCheck
+	Meta      [][2]string
+	Failures  []htmlCheck
+	Configs   []htmlConfig
+	MemCols   []string
+	Groups    []htmlGroup
+	Charts    []svgChart
+	Generated string
 }
 
 type htmlCheck struct {
 	Icon, Class, Config, Name, Kind, Message, Explanation, Details, LogTail string
 	Delta, CI, P, Medians, Duration                                         string
+	Outcome                                                                 string
 }
 
 type htmlConfig struct {
@@ -67,14 +73,21 @@ func WriteHTML(w io.Writer, r *Run) error {
 func buildPage(r *Run) *htmlPage {
 	checks := effectiveChecks(r)
 	n := countChecks(checks)
-	p := &htmlPage{Title: "reckon: " + cleanText(r.SpecName), Counts: n, Interrupted: r.Interrupted}
-	switch {
-	case r.Interrupted:
+	p := &htmlPage{Title: "reckon: " + cleanText(r.SpecName), Counts: n, Interrupted: r.Interrupted, InterruptReason: cleanText(r.InterruptReason)}
+	switch r.Verdict() {
+	case VerdictInterrupted:
 		p.Verdict, p.VerdictClass = "INTERRUPTED (partial)", "warn"
-	case n.Failed > 0 || n.Errors > 0:
+	case VerdictFail:
 		p.Verdict, p.VerdictClass = "FAIL", "fail"
+	case VerdictInfra:
+		p.Verdict, p.VerdictClass = "FAIL (infrastructure errors)", "fail"
+	case VerdictNothing:
+		p.Verdict, p.VerdictClass = "FAIL (nothing verified)", "fail"
 	default:
 		p.Verdict, p.VerdictClass = "PASS", "pass"
+	}
+	for _, c := range undecided(checks) {
+		p.Undecided = append(p.Undecided, htmlCheckOf(r, c))
 	}
 	meta := func(k, v string) {
 		if v != "" {
@@ -91,7 +104,13 @@ func buildPage(r *Run) *htmlPage {
 			meta("duration", fmtDuration(r.FinishedAt.Sub(r.StartedAt).Seconds()))
 		}
 	}
-	meta("reckon", strings.TrimSpace(r.ReckonVersion+" "+r.GitCommit))
+	meta("label filter", r.LabelFilter)
+	if r.Strict {
+		meta("strict", "yes (no_baseline, inconclusive and checks missing an input fail)")
+	}
+	meta("git commit", strings.TrimSpace(r.GitCommit+" "+parens(r.GitCommitSource)))
+	meta("engine version", r.EngineVersion)
+	meta("reckon", r.ReckonVersion)
 	for _, kv := range flatten("testbed", r.Testbed) {
 		meta(kv[0], kv[1])
 	}
@@ -205,7 +224,7 @@ func htmlCheckOf(r *Run, c *Check) htmlCheck {
 	h := htmlCheck{
 		Icon: htmlStatus(c), Class: checkStatus(c), Config: cleanText(c.Config), Name: cleanText(c.Name),
 		Kind: cleanText(c.Kind), Message: oneLine(c.Message, 1000), Explanation: oneLine(explanation(r, c), 2000),
-		Details: clip(cleanText(c.Details), htmlBodyBytes),
+		Details: clip(cleanText(c.Details), htmlBodyBytes), Outcome: cleanText(c.Outcome),
 	}
 	if h.Config == "" {
 		h.Config = CrossConfig
@@ -272,8 +291,9 @@ dl.meta dt{color:#666}dl.meta dd{margin:0;word-break:break-all}
 </head>
 <body><main>
 <h1><span class="badge {{.VerdictClass}}">{{.Verdict}}</span>{{.Title}}</h1>
-<div class="counts"><span><b>{{.Counts.Failed}}</b> failed</span><span><b>{{.Counts.Errors}}</b> {{if eq .Counts.Errors 1}}error{{else}}errors{{end}}</span><span><b>{{.Counts.Passed}}</b> passed</span><span><b>{{.Counts.Skipped}}</b> skipped</span><span class="muted">{{.Counts.Total}} checks</span></div>
-{{if .Interrupted}}<p class="failure error">The run was interrupted before every check ran: these results are partial.</p>{{end}}
+<div class="counts"><span><b>{{.Counts.Passed}}</b> passed</span><span><b>{{.Counts.Failed}}</b> failed</span><span><b>{{.Counts.Errors}}</b> {{if eq .Counts.Errors 1}}error{{else}}errors{{end}}</span><span><b>{{.Counts.Inconclusive}}</b> inconclusive</span><span><b>{{.Counts.NoBaseline}}</b> no baseline</span><span><b>{{.Counts.Skipped}}</b> skipped</span><span><b>{{.Counts.NotRun}}</b> not run</span><span class="muted">{{.Counts.Total}} checks</span></div>
+{{if .Interrupted}}<p class="failure error">The run was interrupted{{if .InterruptReason}} ({{.InterruptReason}}){{end}} before every check ran: these results are partial; {{.Counts.NotRun}} selected checks were not run.</p>{{end}}
+{{if .Undecided}}<div class="failure error"><b>{{len .Undecided}} checks decided nothing</b> and count neither as passed nor failed (<code>--strict</code> fails them):<ul>{{range .Undecided}}<li><code>{{.Name}}</code> ({{.Outcome}}): {{.Message}}</li>{{end}}</ul></div>{{end}}
 <details><summary>Run and testbed</summary><dl class="meta">{{range .Meta}}<dt>{{index . 0}}</dt><dd>{{index . 1}}</dd>{{end}}</dl></details>
 
 {{if .Failures}}<h2>Failures</h2>
@@ -312,3 +332,11 @@ dl.meta dt{color:#666}dl.meta dd{margin:0;word-break:break-all}
 </main></body>
 </html>
 `))
+
+// parens wraps s in parentheses, or returns "" for "".
+func parens(s string) string {
+	if s == "" {
+		return ""
+	}
+	return "(" + s + ")"
+}

@@ -59,6 +59,7 @@ type xTestcase struct {
 	Name       string
 	Classname  string
 	File       string
+	Line       int
 	Time       string
 	Properties *xProperties
 	Skipped    *xResult
@@ -190,6 +191,9 @@ func (x *xmlWriter) testcase(c *xTestcase) {
 	if c.File != "" {
 		attrs = append(attrs, "file", c.File)
 	}
+	if c.File != "" && c.Line > 0 {
+		attrs = append(attrs, "line", strconv.Itoa(c.Line))
+	}
 	x.open("    ", "testcase", attrs...)
 	if c.Properties == nil && c.Skipped == nil && c.Failure == nil && c.Error == nil && c.SystemOut == "" {
 		x.raw("/>\n")
@@ -291,7 +295,7 @@ func effectiveChecks(r *Run) []Check {
 	if r.Interrupted {
 		out = append(out, Check{
 			Name: "run interrupted", Kind: "interrupted", Status: StatusError, Outcome: "error",
-			Message: "the run was interrupted before every check ran; the reports are partial",
+			Message: interruptedMessage(r),
 		})
 	}
 	return out
@@ -353,7 +357,7 @@ func testcase(r *Run, c *Check, classname string) xTestcase {
 	if strings.TrimSpace(name) == "" {
 		name = "(unnamed " + c.Kind + " check)"
 	}
-	tc := xTestcase{Name: name, Classname: cleanText(classname), File: cleanText(r.SpecPath), Time: seconds(c.Duration)}
+	tc := xTestcase{Name: name, Classname: cleanText(classname), File: cleanText(r.SpecPath), Line: c.Line, Time: seconds(c.Duration)}
 	props := checkProperties(c)
 	if len(props) > 0 {
 		tc.Properties = &xProperties{Props: props}
@@ -465,8 +469,15 @@ func runProperties(r *Run) []xProperty {
 	add("testbed_key", r.TestbedKey)
 	add("reckon_version", r.ReckonVersion)
 	add("git_commit", r.GitCommit)
+	add("git_commit_source", r.GitCommitSource)
+	add("engine_version", r.EngineVersion)
+	add("label_filter", r.LabelFilter)
+	if r.Strict {
+		add("strict", "true")
+	}
 	if r.Interrupted {
 		add("interrupted", "true")
+		add("interrupt_reason", r.InterruptReason)
 	}
 	for _, kv := range flatten("testbed", r.Testbed) {
 		add(kv[0], kv[1])
@@ -482,6 +493,7 @@ func configProperties(c *Config) []xProperty {
 	add("launch_error", oneLine(c.LaunchError, junitMessageRunes))
 	add("log_path", c.LogPath)
 	add("args", strings.Join(c.Args, " "))
+	add("engine_version", c.EngineVersion)
 	add("numerics_file", c.NumericsFile)
 	if len(c.GPUPeakMiB) > 0 {
 		ps := make([]string, len(c.GPUPeakMiB))
@@ -568,4 +580,20 @@ func prefixed(prefix, s string) string {
 		return ""
 	}
 	return prefix + s
+}
+
+// interruptedMessage is the message of the synthetic "run interrupted" check: what stopped the run
+// and how many selected checks were never judged.
+func interruptedMessage(r *Run) string {
+	notRun := 0
+	for i := range r.Checks {
+		if r.Checks[i].Outcome == OutcomeNotRun {
+			notRun++
+		}
+	}
+	why := ""
+	if r.InterruptReason != "" {
+		why = " (" + r.InterruptReason + ")"
+	}
+	return fmt.Sprintf("the run was interrupted%s before every check ran; %d selected checks were not run and the reports are partial", why, notRun)
 }

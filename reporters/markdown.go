@@ -45,32 +45,55 @@ func renderMarkdown(r *Run, maxBytes int) string {
 	n := countChecks(checks)
 	var head strings.Builder
 	verdict := "✅ PASS"
-	switch {
-	case r.Interrupted:
+	switch r.Verdict() {
+	case VerdictInterrupted:
 		verdict = "⚠️ INTERRUPTED (partial results)"
-	case n.Failed > 0:
+	case VerdictFail:
 		verdict = "❌ FAIL"
-	case n.Errors > 0:
+	case VerdictInfra:
 		verdict = "💥 FAIL (infrastructure errors)"
+	case VerdictNothing:
+		verdict = "❌ FAIL (nothing verified)"
 	}
 	fmt.Fprintf(&head, "## %s: reckon gate on `%s`", verdict, mdCodeText(r.SpecName))
 	if r.Engine != "" {
 		fmt.Fprintf(&head, " (%s)", mdEscape(r.Engine))
 	}
 	head.WriteString("\n\n")
-	fmt.Fprintf(&head, "**%d failed, %s, %d passed, %d skipped** of %d checks", n.Failed, plural(n.Errors, "error"), n.Passed, n.Skipped, n.Total)
+	fmt.Fprintf(&head, "**%s** of %d checks", n.String(), n.Total)
+	if r.Strict {
+		head.WriteString(" · `--strict`")
+	}
+	if r.LabelFilter != "" {
+		fmt.Fprintf(&head, " · filter `%s`", mdCodeText(r.LabelFilter))
+	}
 	if r.TestbedKey != "" {
 		fmt.Fprintf(&head, " · testbed `%s`", mdCodeText(r.TestbedKey))
 	}
 	if !r.StartedAt.IsZero() && r.FinishedAt.After(r.StartedAt) {
 		fmt.Fprintf(&head, " · %s", fmtDuration(r.FinishedAt.Sub(r.StartedAt).Seconds()))
 	}
-	if r.ReckonVersion != "" || r.GitCommit != "" {
-		fmt.Fprintf(&head, " · reckon %s", mdEscape(strings.TrimSpace(r.ReckonVersion+" "+r.GitCommit)))
+	for _, p := range provenance(r) {
+		fmt.Fprintf(&head, " · %s %s", p[0], mdEscape(p[1]))
 	}
 	head.WriteString("\n\n")
 	if r.Interrupted {
-		head.WriteString("> [!WARNING]\n> The run was interrupted before every check ran: these results are partial.\n\n")
+		why := ""
+		if r.InterruptReason != "" {
+			why = " (" + mdEscape(oneLine(r.InterruptReason, mdVerdictLen)) + ")"
+		}
+		fmt.Fprintf(&head, "> [!WARNING]\n> The run was interrupted%s before every check ran: these results are partial; %d selected checks were not run.\n\n", why, n.NotRun)
+	}
+	if und := undecided(checks); len(und) > 0 {
+		fmt.Fprintf(&head, "> [!WARNING]\n> %s decided nothing and %s not count as passed or failed (`--strict` fails them):\n", plural(len(und), "check"), map[bool]string{true: "does", false: "do"}[len(und) == 1])
+		for i, c := range und {
+			if i == 8 {
+				fmt.Fprintf(&head, "> - ... and %d more\n", len(und)-i)
+				break
+			}
+			fmt.Fprintf(&head, "> - `%s` (%s): %s\n", mdCodeText(c.Name), mdEscape(c.Outcome), mdEscape(oneLine(c.Message, mdVerdictLen)))
+		}
+		head.WriteString("\n")
 	}
 
 	var blocks []string // in priority order; cut from the end when over the limit

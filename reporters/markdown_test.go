@@ -16,8 +16,13 @@ func TestMarkdownFailuresFirstThenTables(t *testing.T) {
 	if !strings.HasPrefix(md, "## ❌ FAIL: reckon gate on `pcie-custom-ar`") {
 		t.Errorf("headline: %q", strings.SplitN(md, "\n", 2)[0])
 	}
-	if !strings.Contains(md, "**2 failed, 1 error, 5 passed, 1 skipped** of 9 checks") {
+	if !strings.Contains(md, "**5 passed, 2 failed, 1 error, 1 inconclusive, 0 no baseline, 0 skipped, 0 not run** of 9 checks") {
 		t.Error("counts missing")
+	}
+	// The inconclusive check is named at the top, above the failures, so a reader sees what the
+	// run did not decide.
+	if w, f := strings.Index(md, "decided nothing"), strings.Index(md, "### Failures"); w < 0 || w > f || !strings.Contains(md[w:f], "p99_ttft_ms vs baseline") {
+		t.Errorf("undecided checks not listed at the top:\n%s", md[:min(len(md), 1500)])
 	}
 	fail := strings.Index(md, "### Failures")
 	cfgs := strings.Index(md, "### Configs")

@@ -10,7 +10,11 @@
 // suites fill from the gate's verdicts (see docs/reports.md for the mapping and every field).
 package reporters
 
-import "time"
+import (
+	"fmt"
+	"strings"
+	"time"
+)
 
 // Schema is the value of Run.Schema written by this version of the package.
 const Schema = "reckon.results/v1"
@@ -51,16 +55,29 @@ type Run struct {
 	// Testbed is the testbed fingerprint as a JSON object (GPUs, topology, driver, ...).
 	Testbed map[string]any `json:"testbed,omitempty"`
 	// TestbedKey is the short key baselines are stored under.
-	TestbedKey    string    `json:"testbed_key,omitempty"`
-	ReckonVersion string    `json:"reckon_version,omitempty"`
-	GitCommit     string    `json:"git_commit,omitempty"`
+	TestbedKey    string `json:"testbed_key,omitempty"`
+	ReckonVersion string `json:"reckon_version,omitempty"`
+	// GitCommit is the commit of the code under test; GitCommitSource says where it came from
+	// ("--commit", "GITHUB_SHA", "BUILDKITE_COMMIT", "CI_COMMIT_SHA" or "git rev-parse HEAD").
+	GitCommit       string `json:"git_commit,omitempty"`
+	GitCommitSource string `json:"git_commit_source,omitempty"`
+	// EngineVersion is the version the engine reported (its --version, /get_server_info or
+	// /version), from the first config that answered; Config.EngineVersion has each config's.
+	EngineVersion string    `json:"engine_version,omitempty"`
 	StartedAt     time.Time `json:"started_at"`
 	FinishedAt    time.Time `json:"finished_at"`
-	// Interrupted is true when the run was stopped (SIGINT) before every check ran: the reports
-	// are partial.
-	Interrupted bool     `json:"interrupted,omitempty"`
-	Configs     []Config `json:"configs"`
-	Checks      []Check  `json:"checks"`
+	// LabelFilter is the --label-filter the run selected its checks with ("" for all).
+	LabelFilter string `json:"label_filter,omitempty"`
+	// Strict is true under --strict: no_baseline, inconclusive and skipped checks whose inputs were
+	// filtered out are failures (their Status says failed, their Outcome keeps why).
+	Strict bool `json:"strict,omitempty"`
+	// Interrupted is true when the run was stopped (SIGINT, SIGTERM or --timeout) before every
+	// check ran: the reports are partial, every check not judged is listed with Outcome not_run,
+	// and the run is red. InterruptReason says what stopped it.
+	Interrupted     bool     `json:"interrupted,omitempty"`
+	InterruptReason string   `json:"interrupt_reason,omitempty"`
+	Configs         []Config `json:"configs"`
+	Checks          []Check  `json:"checks"`
 }
 
 // Config is one launched configuration and what was measured on it.
@@ -74,6 +91,11 @@ type Config struct {
 	LogPath string   `json:"log_path,omitempty"`
 	LogTail string   `json:"log_tail,omitempty"`
 	Args    []string `json:"args,omitempty"`
+	// EngineVersion is what the engine said its version is ("" when it could not be asked).
+	EngineVersion string `json:"engine_version,omitempty"`
+	// Artifacts are the files saved from a failed config's engine before it was stopped
+	// (OUT/artifacts/CONFIG/: server_info.json, metrics.txt, nvidia-smi.txt).
+	Artifacts []string `json:"artifacts,omitempty"`
 	// Engine is the EngineReport as a JSON object: what the engine actually did, read from its
 	// logs and endpoints. Keys the renderers use: kv_cache_tokens, kv_cache_gib, weights_gib,
 	// cuda_graph_gib, available_gpu_mem_gib, allreduce; every other numeric "*_gib" key is shown
@@ -109,6 +131,8 @@ type Check struct {
 	// judges against a stored baseline or nothing). Explanations use it.
 	Against string   `json:"against,omitempty"`
 	Labels  []string `json:"labels,omitempty"`
+	// Line is the check's line in the spec file (SpecPath); 0 when it has none (synthetic checks).
+	Line int `json:"line,omitempty"`
 	// Status is passed, failed, error or skipped (the JUnit outcome). When empty it is derived
 	// from Outcome.
 	Status string `json:"status"`
@@ -138,9 +162,22 @@ type Check struct {
 	Duration time.Duration `json:"duration_ns"`
 }
 
-// Counts is the tally of check statuses in a run.
+// Outcomes the gate records besides the verdicts of package gate: not_run marks a check the run
+// selected but never judged (interrupted, or its node failed before judging).
+const OutcomeNotRun = "not_run"
+
+// Counts is the tally of check statuses in a run. The buckets are disjoint and sum to Total:
+// Inconclusive, NoBaseline and NotRun are the skipped checks of those outcomes (under --strict
+// the first two are failures and counted in Failed); Skipped holds the other skipped checks.
 type Counts struct {
-	Total, Passed, Failed, Errors, Skipped int
+	Total, Passed, Failed, Errors, Inconclusive, NoBaseline, Skipped, NotRun int
+}
+
+// String is the closing line's tally, e.g. "12 passed, 1 failed, 0 errors, 1 inconclusive,
+// 0 no baseline, 2 skipped, 0 not run".
+func (c Counts) String() string {
+	return fmt.Sprintf("%d passed, %d failed, %s, %d inconclusive, %d no baseline, %d skipped, %d not run",
+		c.Passed, c.Failed, plural(c.Errors, "error"), c.Inconclusive, c.NoBaseline, c.Skipped, c.NotRun)
 }
 
 // Count tallies r's checks by (normalised) status, including the synthetic error checks every
@@ -159,7 +196,16 @@ func countChecks(checks []Check) Counts {
 		case StatusFailed:
 			c.Failed++
 		case StatusSkipped:
-			c.Skipped++
+			switch checks[i].Outcome {
+			case "inconclusive":
+				c.Inconclusive++
+			case "no_baseline":
+				c.NoBaseline++
+			case OutcomeNotRun:
+				c.NotRun++
+			default:
+				c.Skipped++
+			}
 		default:
 			c.Errors++
 		}
@@ -167,10 +213,41 @@ func countChecks(checks []Check) Counts {
 	return c
 }
 
-// Green reports whether the run passes the gate: no failed or errored check and not interrupted.
-func (r *Run) Green() bool {
+// Verdicts of a whole run (Run.Verdict), in the order they take precedence.
+const (
+	// VerdictInterrupted: the run was stopped before every check ran (red).
+	VerdictInterrupted = "INTERRUPTED"
+	// VerdictFail: at least one check failed (red).
+	VerdictFail = "FAIL"
+	// VerdictInfra: no check failed but some errored, e.g. an engine did not start (red).
+	VerdictInfra = "INFRASTRUCTURE ERROR"
+	// VerdictNothing: no check passed: nothing was verified (red).
+	VerdictNothing = "NOTHING VERIFIED"
+	// VerdictPass: every check judged passed or was skipped for a stated reason (green).
+	VerdictPass = "PASS"
+)
+
+// Verdict is the run's one-word verdict, the same in the closing line, summary.md and
+// report.html: a run is green (VerdictPass) only when it was not interrupted, no check failed
+// or errored, and at least one check passed.
+func (r *Run) Verdict() string {
 	c := r.Count()
-	return c.Failed == 0 && c.Errors == 0 && !r.Interrupted
+	switch {
+	case r.Interrupted:
+		return VerdictInterrupted
+	case c.Failed > 0:
+		return VerdictFail
+	case c.Errors > 0:
+		return VerdictInfra
+	case c.Passed == 0:
+		return VerdictNothing
+	}
+	return VerdictPass
+}
+
+// Green reports whether the run passes the gate (Verdict is VerdictPass).
+func (r *Run) Green() bool {
+	return r.Verdict() == VerdictPass
 }
 
 // checkStatus returns the check's status, derived from its gate outcome when Status is empty.
@@ -207,4 +284,53 @@ func (r *Run) config(name string) *Config {
 		}
 	}
 	return nil
+}
+
+// undecided returns the skipped checks that decided nothing a gate should have decided: an
+// inconclusive statistical verdict, a missing baseline, or a check whose inputs the label
+// filter removed (--allow-partial). Headlines list them so that a green run says what it did not
+// verify.
+func undecided(checks []Check) []*Check {
+	var out []*Check
+	for i := range checks {
+		c := &checks[i]
+		if checkStatus(c) != StatusSkipped {
+			continue
+		}
+		switch c.Outcome {
+		case "inconclusive", "no_baseline", OutcomePartial:
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// OutcomePartial marks a check skipped under --allow-partial because the label filter removed
+// one of its inputs (another config's measurement).
+const OutcomePartial = "partial"
+
+// provenance is what was tested, for headlines: the commit, the engine's version, reckon's.
+func provenance(r *Run) [][2]string {
+	var out [][2]string
+	if r.GitCommit != "" {
+		out = append(out, [2]string{"commit", shortCommit(r.GitCommit)})
+	}
+	if r.EngineVersion != "" {
+		out = append(out, [2]string{"engine", r.EngineVersion})
+	}
+	if r.ReckonVersion != "" {
+		out = append(out, [2]string{"reckon", r.ReckonVersion})
+	}
+	return out
+}
+
+func shortCommit(c string) string {
+	head, dirty := strings.CutSuffix(c, "-dirty")
+	if len(head) > 12 {
+		head = head[:12]
+	}
+	if dirty {
+		head += "-dirty"
+	}
+	return head
 }

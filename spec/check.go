@@ -52,6 +52,9 @@ type Check struct {
 	Implicit bool `json:"implicit,omitempty"`
 	// Line is the check's line in the spec file (the config's line for implicit checks).
 	Line int `json:"line"`
+	// metricAt is where the metric field was written (floor, relative), for errors found after
+	// loading (see UnreportedMetrics).
+	metricAt *Error
 
 	// Configs (floor, expect): the configs the check applies to, in spec order; a floor without
 	// configs applies to every config.
@@ -68,7 +71,8 @@ type Check struct {
 	// Of (relative): the config it is compared with.
 	Of string `json:"of,omitempty"`
 	// MinRatio and MaxRatio (relative): inclusive bounds on value(Config)/value(Of); at least one
-	// is set.
+	// is set. MaxRatio (equivalence, with twin or oracle): the bound on the candidate's distance
+	// over the trusted configs' (nil: the gate's default).
 	MinRatio *float64 `json:"min_ratio,omitempty"`
 	MaxRatio *float64 `json:"max_ratio,omitempty"`
 
@@ -78,16 +82,28 @@ type Check struct {
 	// Base and Head (equivalence): the reference config and the candidate.
 	Base string `json:"base,omitempty"`
 	Head string `json:"head,omitempty"`
-	// TopK (equivalence): at the first divergence each side's token must be in the other's
-	// top-k (default: numerics.top_logprobs).
+	// TopK (equivalence): at the first divergence of the free-running greedy outputs each side's
+	// token must be in the other's top-k (default: numerics.top_logprobs).
 	TopK int `json:"top_k,omitempty"`
-	// MaxAbsLogprobDelta and MeanAbsLogprobDelta (equivalence): tolerances on |delta logprob|
-	// over the agreed prefix and the prompt logprobs (defaults 1.0 and 0.1).
-	MaxAbsLogprobDelta  float64 `json:"max_abs_logprob_delta,omitempty"`
-	MeanAbsLogprobDelta float64 `json:"mean_abs_logprob_delta,omitempty"`
-	// MinExactMatch (equivalence): the minimum fraction of prompts whose greedy outputs are
-	// identical (default 0: not checked).
-	MinExactMatch float64 `json:"min_exact_match,omitempty"`
+	// Twin (equivalence): a trusted config whose allreduce is correct but sums in another order
+	// (on GPUs NCCL with NCCL_ALGO=Tree against the Ring reference); its distance from Base
+	// calibrates the verdict.
+	Twin string `json:"twin,omitempty"`
+	// Oracle (equivalence): a higher-precision or fixed-order reference config; with it every
+	// distance is measured from the oracle.
+	Oracle string `json:"oracle,omitempty"`
+	// BitwiseTolerance (equivalence, with twin or oracle): the near-bitwise budget on |Δ logprob|
+	// when the trusted configs agree to within it. Nil: the gate's default.
+	BitwiseTolerance *float64 `json:"bitwise_tolerance,omitempty"`
+	// MaxDistance (equivalence, without twin and oracle): the uncalibrated bound on the KL
+	// distance. Nil: derived from the dtype's unit roundoff and the tp size.
+	MaxDistance *float64 `json:"max_distance,omitempty"`
+	// MaxAbsLogprobDelta, MeanAbsLogprobDelta and MinExactMatch (equivalence): optional fixed
+	// bounds, applied only when written: |Δ logprob| over the trimmed teacher-forced tokens and
+	// the agreed greedy prefixes, and the fraction of prompts with identical greedy outputs.
+	MaxAbsLogprobDelta  *float64 `json:"max_abs_logprob_delta,omitempty"`
+	MeanAbsLogprobDelta *float64 `json:"mean_abs_logprob_delta,omitempty"`
+	MinExactMatch       *float64 `json:"min_exact_match,omitempty"`
 
 	// File (allreduce_probe): the probe JSON file.
 	File string `json:"file,omitempty"`
@@ -114,10 +130,8 @@ type Check struct {
 
 // Defaults of optional check fields.
 const (
-	DefaultMaxAbsLogprobDelta  = 1.0
-	DefaultMeanAbsLogprobDelta = 0.1
-	DefaultMinEffect           = 0.02
-	DefaultAlpha               = 0.01
+	DefaultMinEffect = 0.02
+	DefaultAlpha     = 0.01
 )
 
 // IsStatistical reports whether the check is a statistical verdict (throughput or latency).
@@ -149,6 +163,8 @@ func (c *Check) ConfigNames() []string {
 	case KindEquivalence:
 		add(c.Base)
 		add(c.Head)
+		add(c.Twin)
+		add(c.Oracle)
 	case KindThroughput, KindLatency:
 		add(c.Config)
 		add(c.AgainstConfig)

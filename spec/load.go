@@ -1,10 +1,10 @@
 package spec
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"regexp"
 	"sort"
 	"strconv"
@@ -26,14 +26,15 @@ const (
 	DefaultRequestTimeout = 5 * time.Minute
 	DefaultMaxTokens      = 32
 	DefaultTopLogprobs    = 5
+	DefaultProbeBatch     = 8
 )
 
 // Load reads and validates the spec file at path. On invalid input the error is an ErrorList
 // holding every problem found.
 func Load(path string) (*Spec, error) {
-	data, err := os.ReadFile(path)
+	data, err := readSpecFile(path) // limits.go: the size is checked before it is all read
 	if err != nil {
-		return nil, fmt.Errorf("read spec: %w", err)
+		return nil, err
 	}
 	return Parse(data, path)
 }
@@ -41,10 +42,18 @@ func Load(path string) (*Spec, error) {
 // Parse validates a spec held in memory; filename is used in messages and Spec.File. On
 // invalid input the error is an ErrorList holding every problem found, in file order.
 func Parse(data []byte, filename string) (*Spec, error) {
+	if err := checkLimits(data, filename); err != nil { // limits.go: size, depth, aliases
+		return nil, err
+	}
 	d := &decoder{file: filename}
 	f, err := parser.ParseBytes(data, 0, parser.AllowDuplicateMapKey())
 	if err != nil {
 		return nil, ErrorList{syntaxError(filename, err)}
+	}
+	for _, doc := range f.Docs {
+		if err := checkAliasExpansion(doc, filename); err != nil {
+			return nil, err
+		}
 	}
 	var bodies []ast.Node
 	for _, doc := range f.Docs {
@@ -434,7 +443,7 @@ func (b *builder) workload(m *mapping) (*Workload, ast.Node) {
 }
 
 func (b *builder) numerics(m *mapping) *Numerics {
-	n := &Numerics{MaxTokens: DefaultMaxTokens, TopLogprobs: DefaultTopLogprobs, PromptLogprobs: true}
+	n := &Numerics{MaxTokens: DefaultMaxTokens, TopLogprobs: DefaultTopLogprobs, BatchSize: DefaultProbeBatch}
 	n.Prompts, _ = m.reqStr("prompts", "a JSONL file of prompts")
 	if v, ok := m.integer("max_tokens", 1); ok {
 		n.MaxTokens = v
@@ -447,8 +456,16 @@ func (b *builder) numerics(m *mapping) *Numerics {
 			n.TopLogprobs = v
 		}
 	}
-	if v := m.boolean("prompt_logprobs"); v != nil {
-		n.PromptLogprobs = *v
+	if v, ok := m.integer("batch_size", 0); ok {
+		if v > 0 && v < 8 {
+			x, _ := m.get("batch_size")
+			m.bad(x, "batch_size", "expected 0 (no under-load pass) or at least 8 sequences at once, got %d (the one-at-a-time pass always runs)", v)
+		} else {
+			n.BatchSize = v
+		}
+	}
+	if x, ok := m.get("prompt_logprobs"); ok {
+		m.bad(x, "prompt_logprobs", "removed: every config now scores the same teacher-forced sequences (prompt and continuation), so there is nothing to switch")
 	}
 	m.done()
 	return n
@@ -527,6 +544,7 @@ func (b *builder) check(m *mapping, s *Spec) *Check {
 	case KindFloor:
 		c.Configs = b.refList(m)
 		c.Metric = b.metric(m, true, IsEngineMetric, "an engine metric: "+strings.Join(EngineMetrics, ", "))
+		c.metricAt = fieldAt(m, "metric")
 		c.Min = m.numberIn("min", -math.MaxFloat64, math.MaxFloat64, "a number")
 		c.Max = m.numberIn("max", -math.MaxFloat64, math.MaxFloat64, "a number")
 		switch {
@@ -544,6 +562,7 @@ func (b *builder) check(m *mapping, s *Spec) *Check {
 			m.bad(v, "of", "a config compared with itself (%q) always passes; name another config", c.Of)
 		}
 		c.Metric = b.metric(m, true, IsEngineMetric, "an engine metric: "+strings.Join(EngineMetrics, ", "))
+		c.metricAt = fieldAt(m, "metric")
 		c.MinRatio = m.numberIn("min_ratio", 0, math.MaxFloat64, "a ratio >= 0")
 		c.MaxRatio = m.numberIn("max_ratio", 0, math.MaxFloat64, "a ratio >= 0")
 		switch {
@@ -570,23 +589,40 @@ func (b *builder) check(m *mapping, s *Spec) *Check {
 			m.bad(v, "head", "a config compared with itself (%q) always passes; name another config", c.Head)
 		}
 		c.TopK, _ = m.integer("top_k", 1)
-		c.MaxAbsLogprobDelta = DefaultMaxAbsLogprobDelta
-		if v := m.numberIn("max_abs_logprob_delta", 0, math.MaxFloat64, "a tolerance >= 0"); v != nil {
-			c.MaxAbsLogprobDelta = *v
-		}
-		c.MeanAbsLogprobDelta = DefaultMeanAbsLogprobDelta
-		if v := m.numberIn("mean_abs_logprob_delta", 0, math.MaxFloat64, "a tolerance >= 0"); v != nil {
-			c.MeanAbsLogprobDelta = *v
-		}
-		if v := m.numberIn("min_exact_match", 0, 1, "a fraction in [0, 1]"); v != nil {
-			c.MinExactMatch = *v
-		}
-		if c.MeanAbsLogprobDelta > c.MaxAbsLogprobDelta {
-			n := m.node
-			if v, ok := m.get("mean_abs_logprob_delta"); ok {
-				n = v
+		c.Twin = b.refStr(m, "twin", "config", false)
+		c.Oracle = b.refStr(m, "oracle", "config", false)
+		for _, k := range []struct{ key, name string }{{"twin", c.Twin}, {"oracle", c.Oracle}} {
+			if k.name != "" && (k.name == c.Base || k.name == c.Head) {
+				v, _ := m.get(k.key)
+				m.bad(v, k.key, "%s %q is also the check's base or head; it must be a third config", k.key, k.name)
 			}
-			b.errorf(n, m.field("mean_abs_logprob_delta"), "mean tolerance (%s) above the max tolerance (%s) can never matter", fmtNum(c.MeanAbsLogprobDelta), fmtNum(c.MaxAbsLogprobDelta))
+		}
+		if c.Twin != "" && c.Twin == c.Oracle {
+			v, _ := m.get("oracle")
+			m.bad(v, "oracle", "twin and oracle are the same config %q; name one of them", c.Oracle)
+		}
+		calibrated := c.Twin != "" || c.Oracle != ""
+		c.MaxRatio = m.numberIn("max_ratio", 0, math.MaxFloat64, "a ratio > 0")
+		c.BitwiseTolerance = m.numberIn("bitwise_tolerance", 0, math.MaxFloat64, "a tolerance >= 0")
+		c.MaxDistance = m.numberIn("max_distance", 0, math.MaxFloat64, "a distance >= 0")
+		if c.MaxRatio != nil && *c.MaxRatio == 0 {
+			v, _ := m.get("max_ratio")
+			m.bad(v, "max_ratio", "0 fails every candidate that differs at all; for an exact comparison set bitwise_tolerance: 0")
+		}
+		for _, key := range []string{"max_ratio", "bitwise_tolerance"} {
+			if v, ok := m.get(key); ok && !calibrated {
+				m.bad(v, key, "%s needs a twin or an oracle to calibrate against (without them the bound is max_distance)", key)
+			}
+		}
+		if v, ok := m.get("max_distance"); ok && calibrated {
+			m.bad(v, "max_distance", "max_distance is the uncalibrated fallback; with a twin or oracle the bound is max_ratio")
+		}
+		c.MaxAbsLogprobDelta = m.numberIn("max_abs_logprob_delta", 0, math.MaxFloat64, "a tolerance >= 0")
+		c.MeanAbsLogprobDelta = m.numberIn("mean_abs_logprob_delta", 0, math.MaxFloat64, "a tolerance >= 0")
+		c.MinExactMatch = m.numberIn("min_exact_match", 0, 1, "a fraction in [0, 1]")
+		if c.MeanAbsLogprobDelta != nil && c.MaxAbsLogprobDelta != nil && *c.MeanAbsLogprobDelta > *c.MaxAbsLogprobDelta {
+			v, _ := m.get("mean_abs_logprob_delta")
+			b.errorf(v, m.field("mean_abs_logprob_delta"), "mean tolerance (%s) above the max tolerance (%s) can never matter", fmtNum(*c.MeanAbsLogprobDelta), fmtNum(*c.MaxAbsLogprobDelta))
 		}
 		if s.Numerics == nil {
 			b.errorf(m.node, m.path, "an equivalence check needs a numerics section (the prompts the probe sends)")
@@ -779,6 +815,7 @@ func (b *builder) link(s *Spec) {
 			if s.Numerics != nil && c.TopK == 0 {
 				c.TopK = s.Numerics.TopLogprobs
 			}
+			b.checkTwin(s, c, configs)
 		case KindThroughput, KindLatency:
 			b.checkPower(s, c)
 		}
@@ -949,4 +986,39 @@ func (b *builder) nameChecks(s *Spec) {
 		c.Name = name
 	}
 	sort.SliceStable(s.Checks, func(i, j int) bool { return !s.Checks[i].Implicit && s.Checks[j].Implicit })
+}
+
+// checkTwin rejects a twin that launches exactly like the base: NCCL is run-to-run deterministic,
+// so an identical rerun measures a distance of 0 and calibrates nothing (use another summation
+// order, e.g. NCCL_ALGO=Tree).
+func (b *builder) checkTwin(s *Spec, c *Check, configs map[string]bool) {
+	if c.Twin == "" || !configs[c.Twin] || !configs[c.Base] {
+		return
+	}
+	tl, err1 := s.Resolved(c.Twin)
+	bl, err2 := s.Resolved(c.Base)
+	if err1 != nil || err2 != nil {
+		return
+	}
+	tl.Config, bl.Config, tl.Tags, bl.Tags, tl.Expect, bl.Expect = "", "", nil, nil, Expect{}, Expect{}
+	tj, _ := json.Marshal(tl)
+	bj, _ := json.Marshal(bl)
+	if string(tj) == string(bj) {
+		for _, r := range b.refs {
+			if r.name == c.Twin && strings.HasSuffix(r.field, ".twin") {
+				b.errorf(r.node, r.field, "twin %q launches exactly like base %q: a rerun of the same allreduce is bit-identical and calibrates nothing; give the twin another summation order (e.g. env NCCL_ALGO: Tree)", c.Twin, c.Base)
+				return
+			}
+		}
+	}
+}
+
+// fieldAt is the position of key's value in m (nil when absent), for errors found after loading.
+func fieldAt(m *mapping, key string) *Error {
+	i, ok := m.index[key]
+	if !ok {
+		return nil
+	}
+	line, col := position(m.entries[i].value)
+	return &Error{File: m.d.file, Line: line, Column: col, Field: m.field(key)}
 }

@@ -189,10 +189,10 @@ func (s *Spec) ChecksOfKind(kinds ...CheckKind) []*Check {
 func (s *Spec) StatisticalChecks() []*Check { return s.ChecksOfKind(KindThroughput, KindLatency) }
 
 // NeedsNumerics reports whether the config called name must be probed for numerics (an
-// equivalence check names it).
+// equivalence check names it as base, head, twin or oracle).
 func (s *Spec) NeedsNumerics(name string) bool {
 	for _, c := range s.Checks {
-		if c.Kind == KindEquivalence && (c.Base == name || c.Head == name) {
+		if c.Kind == KindEquivalence && (c.Base == name || c.Head == name || c.Twin == name || c.Oracle == name) {
 			return true
 		}
 	}

@@ -169,8 +169,9 @@ type Numerics struct {
 	MaxTokens int `json:"max_tokens"`
 	// TopLogprobs is the number of alternatives recorded per position (default 5).
 	TopLogprobs int `json:"top_logprobs"`
-	// PromptLogprobs asks for teacher-forced prompt logprobs too (default true).
-	PromptLogprobs bool `json:"prompt_logprobs"`
+	// BatchSize is how many teacher-forced sequences the under-load pass sends at once (default
+	// 8; 0 turns the pass off).
+	BatchSize int `json:"batch_size"`
 }
 
 // Duration is a time.Duration written in YAML and JSON as a string such as "30s" or "1m30s".

@@ -145,7 +145,7 @@ func TestParseFullSpec(t *testing.T) {
 	if diff := cmp.Diff(wantWorkloads, s.Workloads); diff != "" {
 		t.Errorf("workloads (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(&Numerics{Prompts: "fixtures/prompts/numerics.jsonl", MaxTokens: 32, TopLogprobs: 5, PromptLogprobs: true}, s.Numerics); diff != "" {
+	if diff := cmp.Diff(&Numerics{Prompts: "fixtures/prompts/numerics.jsonl", MaxTokens: 32, TopLogprobs: 5, BatchSize: DefaultProbeBatch}, s.Numerics); diff != "" {
 		t.Errorf("numerics (-want +got):\n%s", diff)
 	}
 	var names []string
@@ -172,7 +172,7 @@ func TestParseFullSpec(t *testing.T) {
 		t.Errorf("a floor without configs applies to all (-want +got):\n%s", diff)
 	}
 	eq, _ := s.Check("equivalence custom-ar vs nccl")
-	if eq.TopK != 5 || eq.MaxAbsLogprobDelta != 0.5 || eq.MeanAbsLogprobDelta != 0.05 || eq.MinExactMatch != 0.8 {
+	if eq.TopK != 5 || *eq.MaxAbsLogprobDelta != 0.5 || *eq.MeanAbsLogprobDelta != 0.05 || *eq.MinExactMatch != 0.8 || eq.MaxRatio != nil || eq.MaxDistance != nil {
 		t.Errorf("equivalence = %+v", eq)
 	}
 	probe, _ := s.Check("allreduce_probe fixtures/probes/x.json [one_shot]")

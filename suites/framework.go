@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/onsi/ginkgo/v2"
 	"github.com/sirupsen/logrus"
 
 	"github.com/reckon-ci/reckon/engine"
@@ -40,13 +41,27 @@ type framework struct {
 	mu      sync.Mutex
 	run     reporters.Run
 	configs map[string]*configState
+	// forced holds the teacher-forced sequence of each numerics prompt (guarded by mu), taken
+	// from the first config probed (forcedFrom).
+	forced     map[string][]int
+	forcedFrom string
 
 	testbedKey  string
 	gpus        bool // the testbed has GPUs: sample their memory during each config
 	baseline    *gate.Baseline
 	baselineErr error
 
-	interrupted bool
+	interrupted     bool
+	interruptReason string
+	suiteReport     *ginkgo.Report // Ginkgo's report of the run (ReportAfterSuite)
+
+	// The plan (plan.go): every spec of the tree by key, which the label filter selected, which
+	// reached a verdict, and the selected checks skipped under --allow-partial (key -> why).
+	planned   map[string]*plannedSpec
+	planOrder []string
+	selected  map[string]bool
+	judged    map[string]bool
+	partial   map[string]string
 
 	statOnce sync.Once
 	stats    map[string]*gate.StatResult // statistical check name -> result (after Holm)
@@ -75,6 +90,8 @@ type configState struct {
 	measErr  map[string]error // workload -> measurement error
 	// sampler records GPU memory while the config runs (GPU testbeds only).
 	sampler *testbed.Sampler
+	// engineVersion is what the engine said its version is ("" when unknown).
+	engineVersion string
 }
 
 // peakGPUMemGiB is the highest GPU memory use seen so far while the config ran (nil without
@@ -112,8 +129,11 @@ func newFramework(ctx context.Context, s *spec.Spec, specPath string, opts Optio
 		Engine:        s.Engine.Kind,
 		ReckonVersion: opts.Version,
 		GitCommit:     opts.GitCommit,
+		LabelFilter:   opts.LabelFilter,
+		Strict:        opts.Strict,
 		StartedAt:     time.Now().UTC(),
 	}
+	fw.run.GitCommitSource = opts.GitCommitSource
 	for _, c := range s.Configs {
 		l, err := s.Resolved(c.Name)
 		if err != nil {
@@ -146,7 +166,22 @@ func newFramework(ctx context.Context, s *spec.Spec, specPath string, opts Optio
 	if len(s.StatisticalChecks()) > 0 {
 		fw.baseline, fw.baselineErr = gate.LoadBaseline(opts.BaselineDir, fw.testbedKey, s.Name)
 	}
+	attachBaselineEngines(&fw.run, fw.baseline)
 	return fw, nil
+}
+
+// attachBaselineEngines copies the engine report stored with each config's baseline into the
+// run (Config.BaselineEngine), so that a regression against the baseline is explained by what
+// changed in the KV cache and memory plan since it was recorded. A nil baseline changes nothing.
+func attachBaselineEngines(run *reporters.Run, b *gate.Baseline) {
+	if b == nil {
+		return
+	}
+	for i := range run.Configs {
+		if bc := b.Config(run.Configs[i].Name); bc != nil && len(bc.Engine) > 0 {
+			run.Configs[i].BaselineEngine = bc.Engine
+		}
+	}
 }
 
 // reportConfig returns the report entry of a config; callers hold fw.mu.
@@ -227,6 +262,7 @@ func (fw *framework) launchConfig(ctx context.Context, cs *configState) {
 		log.WithError(err).Error("engine did not start")
 	} else {
 		log.WithField("url", inst.BaseURL()).Info("engine ready")
+		fw.recordEngineVersion(ctx, cs)
 	}
 	fw.refreshReport(cs)
 }
@@ -241,6 +277,9 @@ func (fw *framework) refreshReport(cs *configState) {
 	cs.report = rep
 	var m map[string]any
 	if b, err := json.Marshal(rep); err == nil && json.Unmarshal(b, &m) == nil {
+		if cs.engineVersion != "" {
+			m["engine_version"] = cs.engineVersion
+		}
 		cs.reportFields = m
 		fw.mu.Lock()
 		rc := fw.reportConfig(cs.name)
@@ -255,6 +294,7 @@ func (fw *framework) refreshReport(cs *configState) {
 
 // stopConfig stops the config's engine (whole process group) and records the final log state.
 func (fw *framework) stopConfig(ctx context.Context, cs *configState) {
+	fw.snapshotOnFailure(ctx, cs)
 	if cs.inst != nil {
 		if err := cs.inst.Stop(ctx); err != nil {
 			fw.log.WithError(err).WithField("config", cs.name).Warn("engine stop")
@@ -332,6 +372,25 @@ func (fw *framework) measureNumerics(ctx context.Context, cs *configState) error
 	}
 	p.Config = cs.name
 	p.Engine = fw.spec.Engine.Kind
+	p.DType, p.TPSize = launchDType(cs.launch), cs.launch.TPSize
+	// Teacher forcing: every config scores the same sequences, the prompts followed by the
+	// greedy continuations of the first config probed in this run.
+	fw.mu.Lock()
+	if fw.forced == nil {
+		seqs, err := workload.ForcedSequences(p)
+		if err != nil {
+			fw.mu.Unlock()
+			cs.probeErr = fmt.Errorf("numerics probe of %s: %w", cs.name, err)
+			return cs.probeErr
+		}
+		fw.forced, fw.forcedFrom = seqs, cs.name
+	}
+	seqs, from := fw.forced, fw.forcedFrom
+	fw.mu.Unlock()
+	if err := workload.ScoreForced(ctx, fw.client(cs), p, seqs, from, n.TopLogprobs, n.BatchSize); err != nil {
+		cs.probeErr = fmt.Errorf("numerics probe of %s: %w", cs.name, err)
+		return cs.probeErr
+	}
 	cs.probe = p
 	path := filepath.Join(fw.opts.OutDir, "numerics", cs.name+".json")
 	if err := writeJSONAtomic(path, p); err != nil {
@@ -508,6 +567,15 @@ func (fw *framework) finish() *reporters.Run {
 	defer fw.mu.Unlock()
 	fw.run.FinishedAt = time.Now().UTC()
 	fw.run.Interrupted = fw.interrupted || fw.ctx.Err() != nil
+	if fw.run.Interrupted {
+		fw.run.InterruptReason = fw.interruptReason
+		if fw.run.InterruptReason == "" {
+			fw.run.InterruptReason = "SIGINT or SIGTERM"
+		}
+	}
+	// Every selected check that never reached a verdict is listed: a run never looks more
+	// complete than it was.
+	fw.run.Checks = append(fw.run.Checks, fw.notRun(fw.run.Interrupted, fw.run.InterruptReason)...)
 	r := fw.run
 	return &r
 }
@@ -549,4 +617,18 @@ func writeJSONAtomic(path string, v any) error {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
+}
+
+// launchDType is the dtype a launch asks for with --dtype ("" when not given or "auto").
+func launchDType(l spec.Launch) string {
+	for i, a := range l.Args {
+		v, ok := strings.CutPrefix(a, "--dtype=")
+		if !ok && a == "--dtype" && i+1 < len(l.Args) {
+			v, ok = l.Args[i+1], true
+		}
+		if ok && v != "auto" {
+			return v
+		}
+	}
+	return ""
 }

@@ -31,12 +31,18 @@ type Options struct {
 	BaselineDir string
 	// RequireBaseline makes a missing baseline a failure instead of its own outcome.
 	RequireBaseline bool
+	// Strict makes no_baseline, inconclusive, and checks skipped for a missing input failures.
+	Strict bool
+	// AllowPartial lets a label filter select a check without the other config's measurements it
+	// needs: the check is skipped, saying so. Without it such a filter is bad input.
+	AllowPartial bool
 	// Timeout bounds the whole run (0: no bound beyond each step's own timeouts).
 	Timeout time.Duration
 	// Verbose streams Ginkgo's per-spec progress.
 	Verbose bool
-	// Version and GitCommit are recorded in the results for provenance.
-	Version, GitCommit string
+	// Version and GitCommit are recorded in the results for provenance; GitCommitSource says
+	// where the commit came from (a flag, a CI variable, git).
+	Version, GitCommit, GitCommitSource string
 	// Log receives the harness's own log lines.
 	Log logrus.FieldLogger
 }
@@ -72,6 +78,10 @@ func Run(ctx context.Context, opts Options) (*reporters.Run, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidInput, err)
 	}
+	// Values the engine kind would drop or could never judge are bad input, not a run-time error.
+	if problems := EngineProblems(s); len(problems) > 0 {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidInput, problems)
+	}
 	if opts.LabelFilter != "" {
 		if _, err := types.ParseLabelFilter(opts.LabelFilter); err != nil {
 			return nil, fmt.Errorf("%w: --label-filter %q: %v", ErrInvalidInput, opts.LabelFilter, err)
@@ -91,6 +101,9 @@ func Run(ctx context.Context, opts Options) (*reporters.Run, error) {
 	defer engine.StopAll(context.Background())
 
 	define(fw)
+	if err := fw.preflight(); err != nil {
+		return nil, err
+	}
 
 	suiteConfig, reporterConfig := ginkgo.GinkgoConfiguration()
 	suiteConfig.LabelFilter = opts.LabelFilter

@@ -1,10 +1,9 @@
 package suites
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
+	"math"
 	"strings"
 	"time"
 
@@ -30,10 +29,14 @@ const (
 func define(fw *framework) {
 	s := fw.spec
 	ginkgo.ReportAfterSuite("reckon interrupt detection", func(r ginkgo.Report) {
-		for _, reason := range r.SpecialSuiteFailureReasons {
-			if strings.Contains(strings.ToLower(reason), "interrupt") {
-				fw.interrupted = true
-			}
+		// An interrupt (SIGINT/SIGTERM) and the suite timeout (--timeout) both stop the run
+		// before every check ran: the run is interrupted, never green.
+		fw.mu.Lock()
+		fw.suiteReport = &r
+		fw.mu.Unlock()
+		if reason := fw.reasonOf(r.SpecialSuiteFailureReasons); reason != "" {
+			fw.interrupted = true
+			fw.interruptReason = reason
 		}
 	})
 	ginkgo.Describe("gate "+s.Name, ginkgo.Ordered, ginkgo.ContinueOnFailure, ginkgo.Label(sanitizeLabels(s.Tags)...), func() {
@@ -48,17 +51,21 @@ func defineConfig(fw *framework, cs *configState) {
 	s := fw.spec
 	labels := append([]string{cs.name}, s.Labels(cs.name)...)
 	grace := cs.launch.StopGrace.D() + 30*time.Second
+	cfgLine := fw.configLine(cs.name)
 	ginkgo.Describe("config "+cs.name, ginkgo.Label(sanitizeLabels(labels)...), func() {
 		ginkgo.BeforeAll(func(ctx ginkgo.SpecContext) {
-			// The engine must outlive this node's context: it serves every spec of the config.
-			fw.launchConfig(fw.ctx, cs)
+			// Cleanup first: it then runs however the launch ends (a panic, a node timeout).
 			ginkgo.DeferCleanup(func(ctx ginkgo.SpecContext) {
 				fw.stopConfig(ctx, cs)
 			}, ginkgo.NodeTimeout(grace))
+			// The engine must outlive this node's context: it serves every spec of the config.
+			fw.launchConfig(fw.ctx, cs)
 		}, ginkgo.NodeTimeout(cs.launch.ReadyTimeout.D()+grace))
 
-		ginkgo.It("launches and becomes ready", ginkgo.Label(labelHealth), func() {
-			fw.judge(reporters.Check{Name: cs.name + ": launch and readiness", Kind: reporters.KindHealth, Config: cs.name, Labels: labels}, healthVerdict(cs))
+		healthCheck := reporters.Check{Name: cs.name + ": launch and readiness", Kind: reporters.KindHealth, Config: cs.name, Labels: labels, Line: cfgLine}
+		fw.plan(configContainer(cs.name), "launches and becomes ready", healthCheck)
+		ginkgo.It("launches and becomes ready", fw.at(cfgLine), ginkgo.Label(labelHealth), func() {
+			fw.judge(healthCheck, healthVerdict(cs))
 		})
 		// Checks on what the engine did at start-up run first; metrics that only exist after
 		// traffic (peak GPU memory, speculative accept length) are judged after the measurements.
@@ -71,21 +78,23 @@ func defineConfig(fw *framework, cs *configState) {
 			defineConfigCheck(fw, cs, c, labels, false)
 		}
 		if s.NeedsNumerics(cs.name) {
-			name := cs.name + ": numerics probe"
-			ginkgo.It(name, ginkgo.Label(labelNumerics), func(ctx ginkgo.SpecContext) {
+			name := probeSpecName(cs.name)
+			fw.plan(configContainer(cs.name), name, reporters.Check{Name: name, Kind: kindMeasure, Config: cs.name, Labels: labels, Line: cfgLine})
+			ginkgo.It(name, fw.at(cfgLine), ginkgo.Label(labelNumerics), func(ctx ginkgo.SpecContext) {
 				err := fw.measureNumerics(ctx, cs)
-				fw.judge(reporters.Check{Name: name, Kind: kindMeasure, Config: cs.name, Labels: labels}, measureVerdict(name, cs, err, func() string {
+				fw.judge(reporters.Check{Name: name, Kind: kindMeasure, Config: cs.name, Labels: labels, Line: cfgLine}, measureVerdict(name, cs, err, func() string {
 					return fmt.Sprintf("%s: probed %d prompts", cs.name, len(cs.probe.Prompts))
 				}))
 			}, ginkgo.NodeTimeout(30*time.Minute))
 		}
 		for _, w := range s.WorkloadsFor(cs.name) {
 			w := w
-			name := cs.name + ": throughput trials (" + w.Name + ")"
+			name := trialsSpecName(cs.name, w.Name)
+			fw.plan(configContainer(cs.name), name, reporters.Check{Name: name, Kind: kindMeasure, Config: cs.name, Labels: labels, Line: cfgLine})
 			timeout := time.Duration(max(w.MaxTrials, w.Trials, 1)) * (w.RequestTimeout.D()*2 + 10*time.Minute)
-			ginkgo.It(name, ginkgo.Label(labelThroughput), func(ctx ginkgo.SpecContext) {
+			ginkgo.It(name, fw.at(cfgLine), ginkgo.Label(labelThroughput), func(ctx ginkgo.SpecContext) {
 				err := fw.measureWorkload(ctx, cs, w)
-				fw.judge(reporters.Check{Name: name, Kind: kindMeasure, Config: cs.name, Labels: labels}, measureVerdict(name, cs, err, func() string {
+				fw.judge(reporters.Check{Name: name, Kind: kindMeasure, Config: cs.name, Labels: labels, Line: cfgLine}, measureVerdict(name, cs, err, func() string {
 					xs := metricSamples(cs.trials[w.Name], "output_throughput")
 					return fmt.Sprintf("%s: %d trials of %s, output throughput %s tok/s", cs.name, len(xs), w.Name, fmtSamples(xs))
 				}))
@@ -96,9 +105,11 @@ func defineConfig(fw *framework, cs *configState) {
 		}
 		// Last: what the engine logged while it was measured (crashes, leaks, CUDA/NCCL errors).
 		logName := cs.name + ": engine log shows no errors"
-		ginkgo.It(logName, ginkgo.Label(labelHealth), func() {
+		fw.plan(configContainer(cs.name), logName, reporters.Check{Name: logName, Kind: reporters.KindHealth, Config: cs.name, Labels: labels, Line: cfgLine})
+		ginkgo.It(logName, fw.at(cfgLine), ginkgo.Label(labelHealth), func() {
+			cs.settle()
 			fw.refreshReport(cs)
-			fw.judge(reporters.Check{Name: logName, Kind: reporters.KindHealth, Config: cs.name, Labels: labels}, logVerdict(logName, cs))
+			fw.judge(reporters.Check{Name: logName, Kind: reporters.KindHealth, Config: cs.name, Labels: labels, Line: cfgLine}, logVerdict(logName, cs))
 		})
 	})
 }
@@ -115,7 +126,12 @@ func defineConfigCheck(fw *framework, cs *configState, c *spec.Check, labels []s
 	if c.Kind == spec.KindExpect {
 		kindLabel = labelHealth
 	}
-	ginkgo.It(c.Name, ginkgo.Label(sanitizeLabels(append([]string{kindLabel}, c.Tags...))...), func() {
+	var needs []need
+	if late && c.Metric != metricPeakGPUMem {
+		needs = trafficNeed(fw.spec, cs.name)
+	}
+	fw.plan(configContainer(cs.name), c.Name, checkEntry(c, cs.name, labels), needs...)
+	ginkgo.It(c.Name, fw.at(c.Line), ginkgo.Label(sanitizeLabels(append([]string{kindLabel}, c.Tags...))...), func() {
 		if late {
 			fw.refreshReport(cs)
 		}
@@ -125,24 +141,27 @@ func defineConfigCheck(fw *framework, cs *configState, c *spec.Check, labels []s
 
 func defineCross(fw *framework) {
 	s := fw.spec
-	ginkgo.Describe("cross-config", func() {
+	ginkgo.Describe(crossContainer, func() {
 		for _, c := range s.Checks {
 			c := c
+			if cross := crossEntry(c); cross != nil {
+				fw.plan(crossContainer, c.Name, *cross, needsOf(s, c)...)
+			}
 			switch {
 			case c.Kind == spec.KindRelative:
-				ginkgo.It(c.Name, ginkgo.Label(sanitizeLabels(append([]string{labelMemory, c.Config, c.Of}, c.Tags...))...), func() {
+				ginkgo.It(c.Name, fw.at(c.Line), ginkgo.Label(sanitizeLabels(append([]string{labelMemory, c.Config, c.Of}, c.Tags...))...), func() {
 					e := checkEntry(c, c.Config, nil)
 					e.Against = c.Of
 					fw.judge(e, relativeVerdict(fw, c))
 				})
 			case c.Kind == spec.KindEquivalence:
-				ginkgo.It(c.Name, ginkgo.Label(sanitizeLabels(append([]string{labelNumerics, c.Base, c.Head}, c.Tags...))...), func() {
+				ginkgo.It(c.Name, fw.at(c.Line), ginkgo.Label(sanitizeLabels(append([]string{labelNumerics, c.Base, c.Head}, c.Tags...))...), func() {
 					e := checkEntry(c, c.Head, nil)
 					e.Against = c.Base
 					fw.judge(e, equivalenceVerdict(fw, c))
 				})
 			case c.Kind == spec.KindAllReduceProbe:
-				ginkgo.It(c.Name, ginkgo.Label(sanitizeLabels(append([]string{labelNumerics}, c.Tags...))...), func() {
+				ginkgo.It(c.Name, fw.at(c.Line), ginkgo.Label(sanitizeLabels(append([]string{labelNumerics}, c.Tags...))...), func() {
 					fw.judge(checkEntry(c, "", nil), probeVerdict(fw, c))
 				})
 			case c.IsStatistical():
@@ -150,7 +169,7 @@ func defineCross(fw *framework) {
 				if c.Against == spec.AgainstConfig {
 					names = append(names, c.AgainstConfig)
 				}
-				ginkgo.It(c.Name, ginkgo.Label(sanitizeLabels(append(names, c.Tags...))...), func() {
+				ginkgo.It(c.Name, fw.at(c.Line), ginkgo.Label(sanitizeLabels(append(names, c.Tags...))...), func() {
 					e := checkEntry(c, c.Config, nil)
 					if c.Against == spec.AgainstConfig {
 						e.Against = c.AgainstConfig
@@ -164,6 +183,13 @@ func defineCross(fw *framework) {
 
 // judge records a verdict as a report check and turns it into the spec's Ginkgo outcome.
 func (fw *framework) judge(e reporters.Check, v gate.Verdict) {
+	key := fw.markJudged()
+	partial := v.Outcome == gate.Skip // a config it compares was not launched
+	if why, ok := fw.partial[key]; ok {
+		// --allow-partial: the label filter removed an input of this check (see preflight).
+		v = gate.Verdict{Check: e.Name, Kind: e.Kind, Config: e.Config, Outcome: gate.Skip, Message: why}
+		partial = true
+	}
 	if start := ginkgo.CurrentSpecReport().StartTime; !start.IsZero() {
 		e.Duration = time.Since(start)
 	}
@@ -178,6 +204,9 @@ func (fw *framework) judge(e reporters.Check, v gate.Verdict) {
 		e.BaseMedian, e.HeadMedian, e.Ratio = ptr(st.BaseMedian), ptr(st.HeadMedian), ptr(st.Ratio)
 		e.CILow, e.CIHigh, e.PValue = ptr(st.CILow), ptr(st.CIHigh), ptr(st.PValue)
 	}
+	if partial {
+		e.Outcome = reporters.OutcomePartial
+	}
 	switch v.Outcome {
 	case gate.Pass:
 		e.Status = reporters.StatusPassed
@@ -186,15 +215,26 @@ func (fw *framework) judge(e reporters.Check, v gate.Verdict) {
 	case gate.Error:
 		e.Status = reporters.StatusError
 	case gate.NoBaseline:
-		if fw.opts.RequireBaseline {
+		e.Status = reporters.StatusSkipped
+		if fw.opts.RequireBaseline || fw.opts.Strict {
 			e.Status = reporters.StatusFailed
-		} else {
-			e.Status = reporters.StatusSkipped
 		}
 	case gate.Inconclusive, gate.Skip:
 		e.Status = reporters.StatusSkipped
+		if fw.opts.Strict {
+			e.Status = reporters.StatusFailed
+		}
 	default:
 		e.Status = reporters.StatusError
+	}
+	if e.Status == reporters.StatusFailed && v.Outcome != gate.Fail && v.Outcome != gate.Pass {
+		// Failed by policy, not by a measured regression: say which.
+		flag := "--strict"
+		if v.Outcome == gate.NoBaseline && fw.opts.RequireBaseline {
+			flag = "--require-baseline"
+		}
+		e.Message = strings.TrimSpace(e.Message + " (fails under " + flag + ")")
+		v.Message = e.Message
 	}
 	if e.Status == reporters.StatusFailed && (e.Kind == reporters.KindThroughput || e.Kind == reporters.KindLatency) {
 		// The one-line verdict carries the correlated evidence, e.g. "custom-ar: output_throughput
@@ -214,10 +254,36 @@ func (fw *framework) judge(e reporters.Check, v gate.Verdict) {
 	fw.record(e)
 	switch e.Status {
 	case reporters.StatusFailed, reporters.StatusError:
-		ginkgo.Fail(v.Message)
+		// Ginkgo reports where Fail was called (here); the message leads with the check's line
+		// in the spec, which the spec's node location (fw.at) also shows.
+		ginkgo.Fail(fw.at(e.Line).String() + ": " + v.Message)
 	case reporters.StatusSkipped:
 		ginkgo.Skip(v.Message)
 	}
+}
+
+// crossEntry is the report entry of a cross-config check, as defineCross records it (nil for a
+// check that is judged per config).
+func crossEntry(c *spec.Check) *reporters.Check {
+	var e reporters.Check
+	switch {
+	case c.Kind == spec.KindRelative:
+		e = checkEntry(c, c.Config, nil)
+		e.Against = c.Of
+	case c.Kind == spec.KindEquivalence:
+		e = checkEntry(c, c.Head, nil)
+		e.Against = c.Base
+	case c.Kind == spec.KindAllReduceProbe:
+		e = checkEntry(c, "", nil)
+	case c.IsStatistical():
+		e = checkEntry(c, c.Config, nil)
+		if c.Against == spec.AgainstConfig {
+			e.Against = c.AgainstConfig
+		}
+	default:
+		return nil
+	}
+	return &e
 }
 
 func checkEntry(c *spec.Check, config string, labels []string) reporters.Check {
@@ -226,6 +292,7 @@ func checkEntry(c *spec.Check, config string, labels []string) reporters.Check {
 		Kind:   string(c.Kind),
 		Config: config,
 		Labels: append(append([]string(nil), labels...), c.Tags...),
+		Line:   c.Line,
 	}
 }
 
@@ -279,7 +346,9 @@ func reportValue(cs *configState, metric string) (*float64, error) {
 }
 
 func configVerdict(cs *configState, c *spec.Check) gate.Verdict {
-	if err := cs.infraError(); err != nil && cs.report == nil {
+	// An engine that never became ready is not judged on the partial log it left: its checks
+	// are errors, never passes. One that became ready and exited later was judged at start-up.
+	if err := cs.infraError(); err != nil && (cs.report == nil || cs.launchEr != nil || cs.inst == nil) {
 		return errVerdict(c, cs.name, err)
 	}
 	switch c.Kind {
@@ -341,8 +410,15 @@ func relativeVerdict(fw *framework, c *spec.Check) gate.Verdict {
 }
 
 func equivalenceVerdict(fw *framework, c *spec.Check) gate.Verdict {
-	base, head := fw.configs[c.Base], fw.configs[c.Head]
-	for _, cs := range []*configState{base, head} {
+	names := []string{c.Base, c.Head}
+	for _, n := range []string{c.Twin, c.Oracle} {
+		if n != "" {
+			names = append(names, n)
+		}
+	}
+	probes := map[string]*wire.NumericsProbe{}
+	for _, n := range names {
+		cs := fw.configs[n]
 		if cs.probe == nil {
 			err := cs.probeErr
 			if err == nil {
@@ -353,38 +429,59 @@ func equivalenceVerdict(fw *framework, c *spec.Check) gate.Verdict {
 			}
 			return errVerdict(c, c.Head, err)
 		}
+		probes[n] = cs.probe
 	}
-	tol := gate.EquivalenceTolerance{
-		TopK:           c.TopK,
-		MaxAbsLogprob:  c.MaxAbsLogprobDelta,
-		MeanAbsLogprob: c.MeanAbsLogprobDelta,
-		MinExactMatch:  c.MinExactMatch,
+	chk := gate.EquivalenceCheck{
+		TopK:             c.TopK,
+		MaxRatio:         c.MaxRatio,
+		BitwiseTolerance: c.BitwiseTolerance,
+		MaxDistance:      c.MaxDistance,
+		MaxAbsLogprob:    c.MaxAbsLogprobDelta,
+		MeanAbsLogprob:   c.MeanAbsLogprobDelta,
+		MinExactMatch:    c.MinExactMatch,
+		DType:            probes[c.Head].DType,
+		TP:               probes[c.Head].TPSize,
 	}
-	if tol.TopK == 0 && fw.spec.Numerics != nil {
-		tol.TopK = fw.spec.Numerics.TopLogprobs
+	if chk.TopK == 0 && fw.spec.Numerics != nil {
+		chk.TopK = fw.spec.Numerics.TopLogprobs
 	}
-	out := gate.Equivalence(base.probe, head.probe, tol)
+	out := gate.Equivalence(gate.EquivalenceProbes{Base: probes[c.Base], Head: probes[c.Head], Twin: probes[c.Twin], Oracle: probes[c.Oracle]}, chk)
 	out.Check = c.Name
 	out.Config = c.Head
 	return out
 }
 
 func probeVerdict(fw *framework, c *spec.Check) gate.Verdict {
-	b, err := os.ReadFile(c.File)
+	// The same strict reader as `reckon probe check`: a file that breaks the probe contract
+	// (a missing max_rel_err, an unknown field) is an error here too, never a pass.
+	p, err := wire.ReadAllReduceProbe(c.File)
 	if err != nil {
 		return errVerdict(c, "", fmt.Errorf("allreduce probe: %w", err))
 	}
-	var p wire.AllReduceProbe
-	if err := json.Unmarshal(b, &p); err != nil {
-		return errVerdict(c, "", fmt.Errorf("allreduce probe %s: %w", c.File, err))
-	}
-	tol := gate.DefaultAllReduceTolerances(p.WorldSize)
-	for dt, v := range c.MaxRelErr {
-		tol[dt] = gate.Tolerance{MaxRelErr: v}
-	}
-	out := gate.AllReduceProbeCheck(&p, tol)
+	out := gate.AllReduceProbeCheckOf(p, probeTolerances(p.WorldSize, c), c.Algorithms)
 	out.Check = c.Name
 	return out
+}
+
+// probeTolerances are the gate's per-dtype defaults for worldSize ranks with the check's
+// max_rel_err and max_abs_err applied on top (each replaces only its own bound).
+func probeTolerances(worldSize int, c *spec.Check) map[string]gate.Tolerance {
+	tol := gate.DefaultAllReduceTolerances(worldSize)
+	for dt, v := range c.MaxRelErr {
+		t := tol[dt]
+		t.MaxRelErr = v
+		tol[dt] = t
+	}
+	for dt, v := range c.MaxAbsErr {
+		t, ok := tol[dt]
+		if !ok {
+			// A dtype the defaults do not know: bound only its absolute error.
+			t.MaxRelErr = math.Inf(1)
+		}
+		t.MaxAbsErr = v
+		tol[dt] = t
+	}
+	return tol
 }
 
 // statVerdict returns the verdict of a statistical check, computing every statistical check of
@@ -485,6 +582,17 @@ func measureVerdict(name string, cs *configState, err error, ok func() string) g
 
 func logVerdict(name string, cs *configState) gate.Verdict {
 	v := gate.Verdict{Check: name, Kind: reporters.KindHealth, Config: cs.name, Outcome: gate.Pass}
+	if err := cs.infraError(); err != nil {
+		// An engine that did not start or that died is an infrastructure error, not a verdict
+		// on its log: the log's error records (often the crash itself) go into the details.
+		v.Outcome, v.Message = gate.Error, err.Error()
+		if cs.report != nil {
+			for _, e := range cs.report.Errors {
+				v.Details += fmt.Sprintf("line %d [%s]: %s\n", e.Line, e.Kind, e.Text)
+			}
+		}
+		return v
+	}
 	if cs.report == nil {
 		v.Outcome, v.Message = gate.Error, fmt.Sprintf("%s: engine log %s could not be read", cs.name, cs.logPath)
 		return v

@@ -1,14 +1,22 @@
 package wire
 
 // NumericsProbe is the file the numerics probe writes per config (see workload) and the
-// equivalence check reads (see gate): for each prompt, greedy output with top-k logprobs and
-// teacher-forced prompt logprobs. Token ids are the engine's; TopLogprobs maps token id to logprob.
+// equivalence check reads (see gate): for each prompt, the free-running greedy output with top-k
+// logprobs, and the teacher-forced scores of one token sequence shared by every config of the
+// run (the prompt followed by the greedy continuation of the config named in ForcedFrom), scored
+// one request at a time and again under load. Token ids are the engine's.
 type NumericsProbe struct {
-	Schema  string           `json:"schema"` // "reckon.numerics/v1"
-	Engine  string           `json:"engine,omitempty"`
-	Config  string           `json:"config"`
-	TopK    int              `json:"top_k"`
-	Prompts []NumericsPrompt `json:"prompts"`
+	Schema string `json:"schema"` // "reckon.numerics/v1"
+	Engine string `json:"engine,omitempty"`
+	Config string `json:"config"`
+	TopK   int    `json:"top_k"`
+	DType  string `json:"dtype,omitempty"`   // the dtype the config ran in, when known
+	TPSize int    `json:"tp_size,omitempty"` // its tensor-parallel size, when known
+	// ForcedFrom names the config whose greedy continuations form the teacher-forced sequences.
+	ForcedFrom string `json:"forced_from,omitempty"`
+	// BatchSize is how many forced sequences were sent at once in the under-load pass (0: none).
+	BatchSize int              `json:"batch_size,omitempty"`
+	Prompts   []NumericsPrompt `json:"prompts"`
 }
 
 // NumericsSchema is the value of NumericsProbe.Schema for this version of the contract.
@@ -23,6 +31,16 @@ type NumericsPrompt struct {
 	// PromptLogprobs: teacher-forced logprobs of the prompt tokens (echo); the first token has none
 	// and is omitted, so entry i is the logprob of prompt token i+1.
 	PromptLogprobs []TokenLogprob `json:"prompt_logprobs,omitempty"`
+	// PromptTokens: the prompt's token ids (all of them, including the first).
+	PromptTokens []int `json:"prompt_tokens,omitempty"`
+	// ForcedTokens: the teacher-forced sequence (the prompt's tokens, then ForcedFrom's greedy
+	// continuation), identical in every config of the run.
+	ForcedTokens []int `json:"forced_tokens,omitempty"`
+	// Forced: the scores of ForcedTokens sent alone; entry i is position i+1 (its token is
+	// ForcedTokens[i+1]).
+	Forced []TokenLogprob `json:"forced,omitempty"`
+	// ForcedBatched: the same scores with the sequence sent among BatchSize concurrent ones.
+	ForcedBatched []TokenLogprob `json:"forced_batched,omitempty"`
 }
 
 // TokenLogprob is one position: the chosen token, its logprob, and the top-k alternatives.

@@ -89,11 +89,11 @@ func probeOne(ctx context.Context, c *client.Client, p Prompt, maxTokens, topK i
 	// ids; servers without it (vLLM) answer 404 and the OpenAI endpoint is used from then on.
 	var genOut []wire.TokenLogprob
 	if *useGenerate {
-		out, promptLP, err := greedyViaGenerate(ctx, c, p, maxTokens, topK)
+		out, promptLP, promptIDs, err := greedyViaGenerate(ctx, c, p, maxTokens, topK)
 		var ae *client.APIError
 		switch {
 		case err == nil && promptLP != nil:
-			np := &wire.NumericsPrompt{Prompt: p.Text, Output: out, PromptLogprobs: promptLP}
+			np := &wire.NumericsPrompt{Prompt: p.Text, Output: out, PromptLogprobs: promptLP, PromptTokens: promptIDs}
 			if np.Prompt == "" {
 				np.Prompt = fmt.Sprint(p.TokenIDs)
 			}
@@ -161,7 +161,7 @@ func teacherForced(ctx context.Context, c *client.Client, st *probeState, p Prom
 		learn(vocab, tch.Logprobs.Tokens[:nPrompt], promptIDs)
 	}
 
-	out := &wire.NumericsPrompt{Prompt: p.Text, Output: genOut}
+	out := &wire.NumericsPrompt{Prompt: p.Text, Output: genOut, PromptTokens: promptIDs[:min(len(promptIDs), nPrompt)]}
 	if out.Prompt == "" {
 		out.Prompt = fmt.Sprint(p.TokenIDs)
 	}
@@ -191,7 +191,9 @@ func teacherForced(ctx context.Context, c *client.Client, st *probeState, p Prom
 // It also asks for the prompt's logprobs (logprob_start_len 0); when the server returns them with
 // their top-k candidates (input_top_logprobs, as SGLang does), promptLP holds the teacher-forced
 // entries and the echo pass is not needed; otherwise promptLP is nil.
-func greedyViaGenerate(ctx context.Context, c *client.Client, p Prompt, maxTokens, topK int) (out, promptLP []wire.TokenLogprob, err error) {
+//
+// promptIDs are the prompt's token ids when the answer lists them (input_token_logprobs).
+func greedyViaGenerate(ctx context.Context, c *client.Client, p Prompt, maxTokens, topK int) (out, promptLP []wire.TokenLogprob, promptIDs []int, err error) {
 	temp := 0.0
 	mt := maxTokens
 	zero := 0
@@ -202,24 +204,38 @@ func greedyViaGenerate(ctx context.Context, c *client.Client, p Prompt, maxToken
 	}
 	resp, err := c.Generate(ctx, req)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	m := resp.MetaInfo
 	if len(m.OutputTokenLogprobs) == 0 {
-		return nil, nil, fmt.Errorf("/generate returned no output_token_logprobs (asked for return_logprob)")
+		return nil, nil, nil, fmt.Errorf("/generate returned no output_token_logprobs (asked for return_logprob)")
 	}
 	out, err = triples("output", m.OutputTokenLogprobs, m.OutputTopLogprobs, 0)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
+	promptIDs = inputIDs(m.InputTokenLogprobs)
 	// Prompt positions 1.. (the first prompt token has no logprob), only with their top-k.
 	if topK > 0 && len(m.InputTokenLogprobs) > 1 && len(m.InputTopLogprobs) == len(m.InputTokenLogprobs) {
 		promptLP, err = triples("input", m.InputTokenLogprobs, m.InputTopLogprobs, 1)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 	}
-	return out, promptLP, nil
+	return out, promptLP, promptIDs, nil
+}
+
+// inputIDs are the token ids of SGLang input_token_logprobs entries, nil when any is unreadable.
+func inputIDs(entries [][]any) []int {
+	ids := make([]int, 0, len(entries))
+	for _, e := range entries {
+		_, id, _, err := triple(e)
+		if err != nil {
+			return nil
+		}
+		ids = append(ids, id)
+	}
+	return ids
 }
 
 // triples converts SGLang logprob entries (from index from on) with their top-k lists.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -65,6 +66,10 @@ into one file.`,
 			var old *gate.Baseline
 			if prev, rerr := gate.ReadBaseline(path); rerr == nil {
 				old = prev
+			} else if !errors.Is(rerr, fs.ErrNotExist) {
+				// Bad input, not an infrastructure failure: the stored file must be repaired or
+				// removed by hand (--force never overwrites a file it cannot read).
+				return withExitCode(2, fmt.Errorf("%w\nthe stored baseline is unreadable; restore it (git checkout %s) or remove it, then record again", rerr, path))
 			}
 			write := gate.WriteBaseline
 			if f.merge {
@@ -143,11 +148,11 @@ func newBaselineShowCmd() *cobra.Command {
 			var err error
 			switch {
 			case len(args) == 0:
-				return listBaselines(w, dir)
+				return listBaselines(w, cmd.ErrOrStderr(), dir)
 			case len(args) == 1 && strings.HasSuffix(args[0], ".json"):
 				b, err = gate.ReadBaseline(args[0])
 			case len(args) == 1:
-				return listBaselines(w, filepath.Join(dir, args[0]))
+				return listBaselines(w, cmd.ErrOrStderr(), filepath.Join(dir, args[0]))
 			default:
 				b, err = gate.LoadBaseline(dir, args[0], args[1])
 			}
@@ -346,8 +351,10 @@ func nonEmpty(s string) string {
 	return s
 }
 
-// listBaselines prints every baseline file under dir with its provenance.
-func listBaselines(w io.Writer, dir string) error {
+// listBaselines prints every baseline file under dir with its provenance, and warns (on
+// errW) about a file whose content belongs to another testbed or spec than its place says:
+// the gate, which looks baselines up by place, refuses such a file.
+func listBaselines(w, errW io.Writer, dir string) error {
 	var files []string
 	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
 		if err != nil {
@@ -368,12 +375,19 @@ func listBaselines(w io.Writer, dir string) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "file\ttestbed\tspec\tconfigs\trecorded\tgit")
 	bad := 0
+	var warnings []string
 	for _, f := range files {
 		b, err := gate.ReadBaseline(f)
 		if err != nil {
 			bad++
 			fmt.Fprintf(tw, "%s\tERROR: %v\t\t\t\t\n", f, err)
 			continue
+		}
+		wantSpec := strings.TrimSuffix(filepath.Base(f), ".json")
+		wantTestbed := filepath.Base(filepath.Dir(f))
+		if b.SpecName != wantSpec || b.TestbedKey != wantTestbed {
+			warnings = append(warnings, fmt.Sprintf("warning: %s is stored as testbed %q spec %q but holds testbed %q spec %q; the gate will not use it (move it to %s)",
+				f, wantTestbed, wantSpec, b.TestbedKey, b.SpecName, gate.BaselinePath(filepath.Dir(filepath.Dir(f)), b.TestbedKey, b.SpecName)))
 		}
 		names := make([]string, len(b.Configs))
 		for i, c := range b.Configs {
@@ -383,6 +397,9 @@ func listBaselines(w io.Writer, dir string) error {
 			b.Provenance.RecordedAt.Format("2006-01-02"), nonEmpty(b.Provenance.GitCommit))
 	}
 	tw.Flush()
+	for _, m := range warnings {
+		fmt.Fprintln(errW, m)
+	}
 	if bad > 0 {
 		return withExitCode(2, fmt.Errorf("%d baseline file(s) are unreadable", bad))
 	}

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -26,6 +27,8 @@ func newBenchCmd() *cobra.Command {
 		o                                                          workload.Options
 		goodput, labels                                            []string
 		noIgnoreEOS, quiet                                         bool
+		metadataTimeout                                            time.Duration
+		maxEventBytes                                              int
 	)
 	cmd := &cobra.Command{
 		Use:   "bench --url URL --result FILE [flags]",
@@ -55,6 +58,19 @@ Exit status: 0 done, 2 bad flags or dataset, 3 server unreachable or no request 
 			}
 			if result == "" {
 				return withExitCode(2, fmt.Errorf("--result FILE is required"))
+			}
+			// Before the benchmark, not after it: a result that cannot be written is lost work.
+			if err := checkWritable(result); err != nil {
+				return withExitCode(2, fmt.Errorf("--result %s: %w", result, err))
+			}
+			if metadataTimeout <= 0 {
+				return withExitCode(2, fmt.Errorf("--metadata-timeout %v: expected a positive duration", metadataTimeout))
+			}
+			if maxEventBytes <= 0 {
+				return withExitCode(2, fmt.Errorf("--max-event-bytes %d: expected a positive number of bytes", maxEventBytes))
+			}
+			if o.RequestTimeout < 0 {
+				return withExitCode(2, fmt.Errorf("--request-timeout %v: expected a positive duration (0: none)", o.RequestTimeout))
 			}
 			r, err := parseRate(rate)
 			if err != nil {
@@ -86,7 +102,7 @@ Exit status: 0 done, 2 bad flags or dataset, 3 server unreachable or no request 
 			workload.Version = version
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			c := client.New(url, client.Options{Model: model})
+			c := client.New(url, client.Options{Model: model, MetadataTimeout: metadataTimeout, MaxEventBytes: maxEventBytes})
 			if model == "" {
 				if _, err := c.ResolveModel(ctx); err != nil {
 					return withExitCode(3, fmt.Errorf("server %s: %w", url, err))
@@ -137,7 +153,33 @@ Exit status: 0 done, 2 bad flags or dataset, 3 server unreachable or no request 
 	f.StringVar(&testbed, "testbed", "", "metadata: testbed fingerprint")
 	f.StringArrayVar(&labels, "label", nil, "metadata KEY=VALUE (repeatable)")
 	f.BoolVar(&quiet, "quiet", false, "no progress output")
+	f.DurationVar(&metadataTimeout, "metadata-timeout", client.DefaultMetadataTimeout, "timeout of one metadata request (/v1/models, /server_info)")
+	f.IntVar(&maxEventBytes, "max-event-bytes", client.DefaultMaxEventBytes, "largest server-sent event accepted; a longer one fails its request")
 	return cmd
+}
+
+// checkWritable checks that a file can be created at path (its directory exists and takes a new
+// file; path itself is not a directory) without touching an existing file there.
+func checkWritable(path string) error {
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return fmt.Errorf("is a directory, expected a file path")
+	}
+	dir := filepath.Dir(path)
+	st, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("directory %s: %w", dir, err)
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("%s is not a directory", dir)
+	}
+	f, err := os.CreateTemp(dir, ".reckon-bench-*.tmp")
+	if err != nil {
+		return fmt.Errorf("directory %s is not writable: %w", dir, err)
+	}
+	name := f.Name()
+	_ = f.Close()
+	_ = os.Remove(name)
+	return nil
 }
 
 // parseRate reads --request-rate: a positive number or inf.

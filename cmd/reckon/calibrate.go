@@ -15,7 +15,11 @@ import (
 	"github.com/reckon-ci/reckon/gate"
 )
 
-func init() { rootCmd.AddCommand(newCalibrateCmd()) }
+func init() {
+	c := newCalibrateCmd()
+	c.AddCommand(newCalibrateNumericsCmd())
+	rootCmd.AddCommand(c)
+}
 
 func newCalibrateCmd() *cobra.Command {
 	var (
@@ -146,6 +150,11 @@ const (
 
 // replaceCalibration replaces the text between the calibration markers of a markdown file.
 func replaceCalibration(path, table string) error {
+	return replaceBetween(path, calBegin, calEnd, table)
+}
+
+// replaceBetween replaces the text between two marker lines of a markdown file, atomically.
+func replaceBetween(path, calBegin, calEnd, table string) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Errorf("--write-docs: %w", err)

@@ -11,6 +11,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/spf13/cobra"
 
+	"github.com/reckon-ci/reckon/reporters"
 	"github.com/reckon-ci/reckon/suites"
 )
 
@@ -19,6 +20,7 @@ func init() { rootCmd.AddCommand(newGateCmd()) }
 func newGateCmd() *cobra.Command {
 	var opts suites.Options
 	var quiet bool
+	var commit string
 	cmd := &cobra.Command{
 		Use:   "gate --spec FILE [--label-filter EXPR] [--out DIR] [--require-baseline]",
 		Short: "Launch every config of a spec, measure it, judge every check, write the reports",
@@ -28,13 +30,21 @@ KV cache, memory plan), runs the numerics probe and the throughput trials the ch
 judges the cross-config checks (equivalence, relative floors, statistical gates against another
 config or the stored baseline of this testbed).
 
-Reports go to OUT: junit.xml, results.json, summary.md (also printed) and report.html. Exit code:
-0 when every check passed, 1 when any check failed or errored (the summary says why), 2 for bad
-input (spec, flags), 3 when reports could not be written. SIGINT or SIGTERM stops every engine and
-still writes the reports of what was measured (marked interrupted).
+Reports go to OUT: junit.xml, results.json, summary.md (also printed) and report.html. The
+closing line states the verdict and every count, e.g.
+  FAIL: 12 passed, 1 failed, 0 errors, 1 inconclusive, 0 no baseline, 2 skipped, 0 not run
+
+Exit code: 0 green (nothing failed or errored, something passed); 1 a check failed, or the run
+was interrupted (--timeout, SIGINT, SIGTERM: every check not judged is listed as not run); 2 bad
+input (spec, flags, a --label-filter that selects nothing or leaves out a selected check's
+inputs); 3 infrastructure only (an engine did not start or crashed, reports could not be
+written) with no check failed.
 
 Select checks with --label-filter (Ginkgo syntax): labels are config names, the check kinds
-health, memory, numerics and throughput, and the spec's tags, e.g. --label-filter 'premerge && !eagle3'.`,
+health, memory, numerics and throughput, and the spec's tags, e.g. --label-filter 'premerge && !eagle3'.
+A filter must also select what each selected cross-config check compares (the other config's
+measurements); --allow-partial skips such checks instead, saying so. --strict (CI: nightly and
+pre-merge) makes no_baseline, inconclusive and such skipped checks failures.`,
 		Example: `  reckon gate --spec fixtures/specs/default.yaml --out out
   reckon gate --spec my-sglang.yaml --label-filter memory --out out
   reckon gate --spec nightly.yaml --require-baseline`,
@@ -42,6 +52,9 @@ health, memory, numerics and throughput, and the spec's tags, e.g. --label-filte
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if opts.SpecPath == "" {
 				return withExitCode(2, errors.New("--spec is required"))
+			}
+			if opts.Timeout < 0 {
+				return withExitCode(2, fmt.Errorf("--timeout %s: expected a positive duration (e.g. 3h), or 0 for no bound", opts.Timeout))
 			}
 			opts.Version = version
 			opts.Log = logrus.StandardLogger()
@@ -52,6 +65,7 @@ health, memory, numerics and throughput, and the spec's tags, e.g. --label-filte
 			if ctx == nil {
 				ctx = context.Background()
 			}
+			opts.GitCommit, opts.GitCommitSource = resolveCommit(ctx, commit, ".")
 			start := time.Now()
 			run, err := suites.Run(ctx, opts)
 			if err != nil && run == nil {
@@ -65,14 +79,13 @@ health, memory, numerics and throughput, and the spec's tags, e.g. --label-filte
 				fmt.Fprintln(cmd.OutOrStdout())
 				fmt.Fprintln(cmd.OutOrStdout(), string(summary))
 			}
-			counts := run.Count()
 			fmt.Fprintf(cmd.OutOrStdout(), "reports: %s (junit.xml, results.json, summary.md, report.html); %s to verdict\n", opts.OutDir, time.Since(start).Round(time.Second))
-			fmt.Fprintf(cmd.OutOrStdout(), "%d passed, %d failed, %d skipped\n", counts.Passed, counts.Failed+counts.Errors, counts.Skipped)
+			fmt.Fprintln(cmd.OutOrStdout(), closingLine(run))
 			if err != nil {
 				return withExitCode(3, err)
 			}
-			if !run.Green() {
-				return withExitCode(1, nil)
+			if code := gateExitCode(run); code != 0 {
+				return withExitCode(code, nil)
 			}
 			return nil
 		},
@@ -83,8 +96,35 @@ health, memory, numerics and throughput, and the spec's tags, e.g. --label-filte
 	f.StringVar(&opts.LabelFilter, "label-filter", "", "run only checks whose labels match this Ginkgo label expression")
 	f.StringVar(&opts.BaselineDir, "baselines", "baselines", "directory of stored baselines (one folder per testbed)")
 	f.BoolVar(&opts.RequireBaseline, "require-baseline", false, "fail statistical checks that have no stored baseline for this testbed")
-	f.DurationVar(&opts.Timeout, "timeout", 0, "bound on the whole run (0: only each step's own timeouts)")
+	f.BoolVar(&opts.Strict, "strict", false, "fail no_baseline and inconclusive checks, and checks skipped for a missing input (CI: nightly and pre-merge)")
+	f.BoolVar(&opts.AllowPartial, "allow-partial", false, "skip (instead of refusing) checks whose inputs --label-filter leaves out")
+	f.StringVar(&commit, "commit", "", "git commit of the code under test (default: $GITHUB_SHA, $BUILDKITE_COMMIT, $CI_COMMIT_SHA, else git rev-parse HEAD)")
+	f.DurationVar(&opts.Timeout, "timeout", 0, "bound on the whole run; when it elapses the run is interrupted and red (0: only each step's own timeouts)")
 	f.BoolVarP(&opts.Verbose, "verbose", "v", false, "print every spec as it runs")
 	f.BoolVar(&quiet, "quiet", false, "do not print the Markdown summary")
 	return cmd
+}
+
+// closingLine is the last line of a gate run: the verdict, the same as the summary's headline,
+// and every count, e.g. "FAIL: 12 passed, 1 failed, 0 errors, 1 inconclusive, 0 no baseline,
+// 2 skipped, 0 not run".
+func closingLine(run *reporters.Run) string {
+	line := run.Verdict() + ": " + run.Count().String()
+	if run.Interrupted && run.InterruptReason != "" {
+		line += " (interrupted: " + run.InterruptReason + ")"
+	}
+	return line
+}
+
+// gateExitCode is the documented exit code of a finished run: 0 green, 1 a check failed or the
+// run was interrupted or verified nothing, 3 infrastructure errors only (no check failed).
+func gateExitCode(run *reporters.Run) int {
+	switch run.Verdict() {
+	case reporters.VerdictPass:
+		return 0
+	case reporters.VerdictInfra:
+		return 3
+	default:
+		return 1
+	}
 }

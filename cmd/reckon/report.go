@@ -35,8 +35,7 @@ editing nothing but the renderer, or to publish a run's reports somewhere else.`
 			if err := reporters.WriteAll(out, run); err != nil {
 				return withExitCode(3, err)
 			}
-			c := run.Count()
-			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: %d passed, %d failed, %d errors, %d skipped\n", out, c.Passed, c.Failed, c.Errors, c.Skipped)
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: %s\n", out, closingLine(run))
 			return nil
 		},
 	}

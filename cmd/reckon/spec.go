@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -249,7 +250,12 @@ func checkSpecFile(path string) specCheckResult {
 		}
 		r.Launches = append(r.Launches, sl)
 	}
-	r.Warnings = missingPaths(s)
+	// What the engine kind would drop or never report (suites.EngineProblems: the gate refuses
+	// the same spec before launching anything).
+	for _, e := range suites.EngineProblems(s) {
+		r.Errors = append(r.Errors, specProblem{File: e.File, Line: e.Line, Column: e.Column, Field: e.Field, Message: e.Msg})
+	}
+	r.Warnings = append(missingPaths(s), uncalibratedChecks(s)...)
 	r.Valid = len(r.Errors) == 0
 	return r
 }
@@ -283,4 +289,35 @@ func missingPaths(s *spec.Spec) []specProblem {
 		}
 	}
 	return out
+}
+
+// uncalibratedChecks warns about equivalence checks without a twin or an oracle: their bound
+// comes from the dtype's unit roundoff, not from the spread of a correct algorithm on the same
+// inputs, and it cannot tell a 1% bf16 allreduce error from rounding. Also about a spec whose
+// numerics skip the under-load pass.
+func uncalibratedChecks(s *spec.Spec) []specProblem {
+	var out []specProblem
+	for _, c := range s.Checks {
+		if c.Kind != spec.KindEquivalence || c.Twin != "" || c.Oracle != "" {
+			continue
+		}
+		bound := "max_distance " + strconv.FormatFloat(*orDefault(c.MaxDistance, -1), 'g', 4, 64)
+		if c.MaxDistance == nil {
+			bound = "a bound derived from the dtype's unit roundoff and the tp size (docs/statistics.md)"
+		}
+		out = append(out, specProblem{File: s.File, Line: c.Line, Field: "check " + c.Name,
+			Message: "uncalibrated: no twin or oracle, so the verdict uses " + bound + " and cannot tell a 1% bf16 allreduce error from rounding; name a twin (a correct allreduce summing in another order, e.g. NCCL with env NCCL_ALGO: Tree)"})
+	}
+	if s.Numerics != nil && s.Numerics.BatchSize == 0 {
+		out = append(out, specProblem{File: s.File, Field: "numerics.batch_size",
+			Message: "0: the under-load pass is off, so faults that appear only in big batches or above a message size go unseen"})
+	}
+	return out
+}
+
+func orDefault(p *float64, d float64) *float64 {
+	if p == nil {
+		return &d
+	}
+	return p
 }

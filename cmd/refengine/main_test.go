@@ -84,6 +84,22 @@ func TestProcessLifecycle(t *testing.T) {
 		t.Errorf("tiny device: err %v, output %q; want exit 1 with a traceback", err, out)
 	}
 
+	// an NCCL_ALGO the model cannot honour: exit 2 (a usage error) naming the variable
+	bad := exec.Command(bin, "--model-path", model, "--port", "0", "--tp-size", "2")
+	bad.Env = append(os.Environ(), "NCCL_ALGO=NVLS")
+	out, err = bad.CombinedOutput()
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), `NCCL_ALGO="NVLS": algorithm NVLS is not modelled`) {
+		t.Errorf("NCCL_ALGO=NVLS: err %v, output %q; want exit 2 naming NCCL_ALGO", err, tail(string(out), 300))
+	}
+
+	// --help lists the allreduce fault flags and --weight-seed
+	out, _ = exec.Command(bin, "--help").CombinedOutput()
+	for _, f := range []string{"-fault-allreduce-scale", "-fault-allreduce-drop-rank-above", "-fault-allreduce-stale-above", "-fault-allreduce-min-batch", "-weight-seed"} {
+		if !strings.Contains(string(out), f) {
+			t.Errorf("--help does not list %s", f)
+		}
+	}
+
 	// port taken: exit 1 with uvicorn's "address already in use" (the launcher retries on it)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

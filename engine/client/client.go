@@ -32,7 +32,30 @@ type Options struct {
 	Model string
 	// Now returns the current time; nil means time.Now (monotonic). Tests inject a scripted clock.
 	Now func() time.Time
+	// MetadataTimeout bounds each metadata request (/v1/models, /server_info,
+	// /get_server_info, /flush_cache), whatever the context; 0 means DefaultMetadataTimeout.
+	MetadataTimeout time.Duration
+	// MaxEventBytes caps one server-sent event (a data line, or the data lines of one event
+	// joined); 0 means DefaultMaxEventBytes.
+	MaxEventBytes int
+	// MaxBodyBytes caps a non-streamed answer and the whole of a streamed one; 0 means
+	// DefaultMaxBodyBytes.
+	MaxBodyBytes int64
 }
+
+// Limits applied when the Options leave them zero.
+const (
+	// DefaultMetadataTimeout bounds a metadata request: a server that streams completions but
+	// never answers /server_info must not hang the run.
+	DefaultMetadataTimeout = 10 * time.Second
+	// DefaultMaxEventBytes caps one server-sent event. A completion chunk is a few hundred
+	// bytes (some KiB with top logprobs); 4 MiB keeps 8 streams of huge lines under 100 MB.
+	DefaultMaxEventBytes = 4 << 20
+	// DefaultMaxBodyBytes caps a response body (prompt logprobs of long prompts are big).
+	DefaultMaxBodyBytes = 256 << 20
+	// metadataMaxBody caps metadata answers.
+	metadataMaxBody = 16 << 20
+)
 
 // Client talks to one serving engine.
 type Client struct {
@@ -61,6 +84,15 @@ func New(baseURL string, opts Options) *Client {
 	now := opts.Now
 	if now == nil {
 		now = time.Now
+	}
+	if opts.MetadataTimeout <= 0 {
+		opts.MetadataTimeout = DefaultMetadataTimeout
+	}
+	if opts.MaxEventBytes <= 0 {
+		opts.MaxEventBytes = DefaultMaxEventBytes
+	}
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = DefaultMaxBodyBytes
 	}
 	return &Client{base: base, http: hc, opts: opts, now: now, model: opts.Model}
 }
@@ -105,26 +137,63 @@ func (c *Client) newRequest(ctx context.Context, method, path string, body any) 
 	return req, nil
 }
 
-// maxBody caps how much of a non-streamed body is read (prompt logprobs of long prompts are big).
-const maxBody = 256 << 20
+// readBody reads a whole body, failing with a *LimitError when it is longer than limit.
+func readBody(endpoint string, r io.Reader, limit int64) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(r, limit+1))
+	if err != nil {
+		return data, err
+	}
+	if int64(len(data)) > limit {
+		return nil, &LimitError{Endpoint: endpoint, What: "response body", Limit: limit, Unit: "bytes", Option: "Options.MaxBodyBytes"}
+	}
+	return data, nil
+}
 
-// doJSON sends a request and decodes a 2xx JSON answer into out (nil: body discarded).
+// doJSON sends a request and decodes a 2xx JSON answer into out (nil: body discarded). A
+// completion request is bounded by Options.Timeout; a metadata request by
+// Options.MetadataTimeout as well.
 func (c *Client) doJSON(ctx context.Context, method, path string, body, out any) error {
-	ctx, cancel := c.withTimeout(ctx)
+	return c.do(ctx, method, path, body, out, false)
+}
+
+// doMeta is doJSON for metadata requests.
+func (c *Client) doMeta(ctx context.Context, method, path string, body, out any) error {
+	return c.do(ctx, method, path, body, out, true)
+}
+
+func (c *Client) do(parent context.Context, method, path string, body, out any, meta bool) error {
+	ctx, cancel := c.withTimeout(parent)
 	defer cancel()
+	limit := c.opts.MaxBodyBytes
+	if meta {
+		var mcancel context.CancelFunc
+		ctx, mcancel = context.WithTimeout(ctx, c.opts.MetadataTimeout)
+		defer mcancel()
+		limit = min(limit, metadataMaxBody)
+	}
 	endpoint := method + " " + path
 	req, err := c.newRequest(ctx, method, path, body)
 	if err != nil {
 		return err
 	}
-	resp, err := c.http.Do(req)
-	if err != nil {
+	timedOut := func(err error) error {
+		if meta && parent.Err() == nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return fmt.Errorf("%s: no complete answer within the metadata timeout of %s (Options.MetadataTimeout, reckon bench --metadata-timeout): %w", endpoint, c.opts.MetadataTimeout, err)
+		}
 		return fmt.Errorf("%s: %w", endpoint, err)
 	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	resp, err := c.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("%s: reading body: %w", endpoint, err)
+		return timedOut(err)
+	}
+	defer resp.Body.Close()
+	data, err := readBody(endpoint, resp.Body, limit)
+	if err != nil {
+		var le *LimitError
+		if errors.As(err, &le) {
+			return err
+		}
+		return timedOut(fmt.Errorf("reading body: %w", err))
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return apiError(endpoint, resp.StatusCode, data)
@@ -168,7 +237,7 @@ func hasNonFinite(b []byte) bool {
 // Models returns the ids served at GET /v1/models.
 func (c *Client) Models(ctx context.Context) ([]string, error) {
 	var ml wire.ModelList
-	if err := c.doJSON(ctx, http.MethodGet, "/v1/models", nil, &ml); err != nil {
+	if err := c.doMeta(ctx, http.MethodGet, "/v1/models", nil, &ml); err != nil {
 		return nil, err
 	}
 	if ml.Data == nil {
@@ -275,11 +344,11 @@ func (c *Client) Generate(ctx context.Context, req wire.GenerateRequest) (*wire.
 // avg_spec_accept_length or last_gen_throughput is absent it is taken from internal_states[0].
 func (c *Client) ServerInfo(ctx context.Context) (*wire.ServerInfo, error) {
 	var info wire.ServerInfo
-	err := c.doJSON(ctx, http.MethodGet, "/server_info", nil, &info)
+	err := c.doMeta(ctx, http.MethodGet, "/server_info", nil, &info)
 	var ae *APIError
 	if errors.As(err, &ae) && (ae.StatusCode == http.StatusNotFound || ae.StatusCode == http.StatusMethodNotAllowed) {
 		info = wire.ServerInfo{}
-		err = c.doJSON(ctx, http.MethodGet, "/get_server_info", nil, &info)
+		err = c.doMeta(ctx, http.MethodGet, "/get_server_info", nil, &info)
 	}
 	if err != nil {
 		return nil, err
@@ -319,7 +388,7 @@ func (c *Client) ServerInfo(ctx context.Context) (*wire.ServerInfo, error) {
 // FlushCache asks the server to drop its prefix (radix) cache: SGLang's /flush_cache (GET in
 // older servers, POST in newer ones), falling back to vLLM's POST /reset_prefix_cache.
 func (c *Client) FlushCache(ctx context.Context) error {
-	err := c.doJSON(ctx, http.MethodPost, "/flush_cache", struct{}{}, nil)
+	err := c.doMeta(ctx, http.MethodPost, "/flush_cache", struct{}{}, nil)
 	if err == nil {
 		return nil
 	}
@@ -328,9 +397,9 @@ func (c *Client) FlushCache(ctx context.Context) error {
 		return err
 	}
 	if ae.StatusCode == http.StatusMethodNotAllowed {
-		return c.doJSON(ctx, http.MethodGet, "/flush_cache", nil, nil)
+		return c.doMeta(ctx, http.MethodGet, "/flush_cache", nil, nil)
 	}
-	if err2 := c.doJSON(ctx, http.MethodPost, "/reset_prefix_cache", struct{}{}, nil); err2 != nil {
+	if err2 := c.doMeta(ctx, http.MethodPost, "/reset_prefix_cache", struct{}{}, nil); err2 != nil {
 		return fmt.Errorf("flush cache: /flush_cache: %v; /reset_prefix_cache: %w", err, err2)
 	}
 	return nil

@@ -70,6 +70,49 @@ func (e *MalformedError) Error() string {
 // Unwrap returns the decoder's error.
 func (e *MalformedError) Unwrap() error { return e.Err }
 
+// ErrLimit is matched (errors.Is) by every *LimitError.
+var ErrLimit = errors.New("server exceeded a client limit")
+
+// LimitError says that the server sent more than the client accepts: a body or an event larger
+// than its cap, or a stream that went on past max_tokens. It counts as a server error
+// (errors.Is(err, ErrMalformed) is true as well).
+type LimitError struct {
+	Endpoint string // e.g. "POST /v1/completions (stream)"
+	What     string // e.g. "server-sent event", "response body", "generated tokens"
+	Limit    int64
+	Unit     string // "bytes", "tokens", "events"
+	Option   string // the option or flag that sets the limit
+	Detail   string // e.g. "max_tokens 32 + margin 16"
+}
+
+func (e *LimitError) Error() string {
+	lim := fmt.Sprintf("%d %s", e.Limit, e.Unit)
+	if e.Unit == "bytes" {
+		lim = fmt.Sprintf("%s (%d bytes)", humanBytes(e.Limit), e.Limit)
+	}
+	s := fmt.Sprintf("%s: %s exceeds the limit of %s", e.Endpoint, e.What, lim)
+	if e.Detail != "" {
+		s += " = " + e.Detail
+	}
+	if e.Option != "" {
+		s += "; set by " + e.Option
+	}
+	return s
+}
+
+// Is makes errors.Is(err, ErrLimit) and errors.Is(err, ErrMalformed) true.
+func (e *LimitError) Is(target error) bool { return target == ErrLimit || target == ErrMalformed }
+
+func humanBytes(n int64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
 // Is makes errors.Is(err, ErrMalformed) true.
 func (e *MalformedError) Is(target error) bool { return target == ErrMalformed }
 

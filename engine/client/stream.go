@@ -127,9 +127,11 @@ func (c *Client) Stream(ctx context.Context, req wire.CompletionRequest, onChunk
 		}
 		return res, err
 	}
-	err = c.readEvents(endpoint, resp.Body, res, onChunk)
+	err = c.readEvents(endpoint, resp.Body, res, onChunk, streamTokenLimit(req.MaxTokens))
 	c.finish(res)
-	drain(resp.Body)
+	if err == nil {
+		drain(resp.Body)
+	}
 	if err != nil {
 		if ctx.Err() != nil && !errors.Is(err, ErrMalformed) {
 			err = fmt.Errorf("%s: %w", endpoint, ctx.Err())
@@ -167,11 +169,50 @@ var (
 	doneMarker = []byte("[DONE]")
 )
 
+// DefaultMaxStreamTokens caps the tokens of a stream whose request sets no max_tokens.
+const DefaultMaxStreamTokens = 1 << 20
+
+// tokenLimit is how many tokens a stream may bring before it is cut: max_tokens plus a margin
+// for servers that count differently (detokenizer events, a final chunk), as text.
+type tokenLimit struct {
+	tokens int
+	detail string
+}
+
+func streamTokenLimit(maxTokens *int) tokenLimit {
+	if maxTokens == nil || *maxTokens <= 0 {
+		return tokenLimit{tokens: DefaultMaxStreamTokens, detail: "no max_tokens in the request: client.DefaultMaxStreamTokens"}
+	}
+	n := *maxTokens
+	margin := max(16, n/4)
+	return tokenLimit{tokens: n + margin, detail: fmt.Sprintf("max_tokens %d + margin %d", n, margin)}
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
 // readEvents parses the SSE body. Events are separated by blank lines; only "data:" fields are
 // used ("event:", "id:", "retry:" and ":" comments are skipped). Multi-line data is joined with
-// "\n" as the SSE specification says.
-func (c *Client) readEvents(endpoint string, body io.Reader, res *StreamResult, onChunk func(Chunk)) error {
-	br := bufio.NewReaderSize(body, 64<<10)
+// "\n" as the SSE specification says. The stream is cut, with a *LimitError, when an event is
+// longer than Options.MaxEventBytes, when the body exceeds Options.MaxBodyBytes, or when it
+// brings more tokens (or events) than lim allows.
+func (c *Client) readEvents(endpoint string, body io.Reader, res *StreamResult, onChunk func(Chunk), lim tokenLimit) error {
+	cr := &countingReader{r: body}
+	br := bufio.NewReaderSize(cr, 64<<10)
+	maxEvent := c.opts.MaxEventBytes
+	maxEvents := 2*lim.tokens + 64
+	eventTooBig := func() error {
+		return &LimitError{Endpoint: endpoint, What: "server-sent event", Limit: int64(maxEvent), Unit: "bytes", Option: "Options.MaxEventBytes (reckon bench --max-event-bytes)"}
+	}
 	var data []byte
 	seq := 0
 	var fast fastParser
@@ -263,13 +304,20 @@ func (c *Client) readEvents(endpoint string, body io.Reader, res *StreamResult, 
 	for {
 		line, err := br.ReadSlice('\n')
 		if errors.Is(err, bufio.ErrBufferFull) {
-			// A data line longer than the buffer: gather it whole.
-			full := append([]byte(nil), line...)
+			// A data line longer than the buffer: gather it whole, up to the event limit.
+			// One allocation up to 8 MiB instead of a series of growing copies.
+			full := append(make([]byte, 0, min(maxEvent+2, 8<<20)), line...)
 			for errors.Is(err, bufio.ErrBufferFull) {
 				line, err = br.ReadSlice('\n')
+				if len(full)+len(line) > maxEvent+2 {
+					return eventTooBig()
+				}
 				full = append(full, line...)
 			}
 			line = full
+		}
+		if cr.n > c.opts.MaxBodyBytes {
+			return &LimitError{Endpoint: endpoint, What: "event stream", Limit: c.opts.MaxBodyBytes, Unit: "bytes", Option: "Options.MaxBodyBytes"}
 		}
 		if len(line) > 0 {
 			trimmed := bytes.TrimRight(line, "\r\n")
@@ -278,10 +326,19 @@ func (c *Client) readEvents(endpoint string, body io.Reader, res *StreamResult, 
 				if derr := dispatch(); derr != nil {
 					return derr
 				}
+				if res.CountedTokens > lim.tokens {
+					return &LimitError{Endpoint: endpoint, What: "generated tokens of the stream", Limit: int64(lim.tokens), Unit: "tokens", Detail: lim.detail}
+				}
+				if seq > maxEvents {
+					return &LimitError{Endpoint: endpoint, What: "events of the stream", Limit: int64(maxEvents), Unit: "events", Detail: "2 x (" + lim.detail + ") + 64"}
+				}
 			case bytes.HasPrefix(trimmed, prefixData):
 				v := trimmed[len(prefixData):]
 				if len(v) > 0 && v[0] == ' ' {
 					v = v[1:]
+				}
+				if len(data)+1+len(v) > maxEvent {
+					return eventTooBig()
 				}
 				if len(data) > 0 {
 					data = append(data, '\n')
@@ -314,8 +371,12 @@ func (c *Client) readEvents(endpoint string, body io.Reader, res *StreamResult, 
 
 // readWhole handles a server that ignored stream=true and sent one JSON completion.
 func (c *Client) readWhole(endpoint string, body io.Reader, res *StreamResult, onChunk func(Chunk)) error {
-	data, err := io.ReadAll(io.LimitReader(body, maxBody))
+	data, err := readBody(endpoint, body, c.opts.MaxBodyBytes)
 	if err != nil {
+		var le *LimitError
+		if errors.As(err, &le) {
+			return err
+		}
 		return fmt.Errorf("%s: reading body: %w", endpoint, err)
 	}
 	arrival := c.now().Sub(res.Start)

@@ -1,8 +1,9 @@
 // Package collective implements the reference engine's allreduce algorithms over per-rank
-// buffers: an NCCL-style ring (reduce-scatter then all-gather) and a one-shot "custom" allreduce in
-// which every rank reads every peer's staging buffer. The two really move data through per-rank
-// staging buffers and really differ in summation order, so their float results differ in the last
-// bits while both are deterministic and leave every rank with the identical sum.
+// buffers: an NCCL-style ring (reduce-scatter then all-gather), an NCCL-style binary tree (reduce
+// up a tree of pairs, then broadcast down) and a one-shot "custom" allreduce in which every rank
+// reads every peer's staging buffer. They really move data through per-rank staging buffers and
+// really differ in summation order, so their float results differ in the last bits while all are
+// deterministic and leave every rank with the identical sum.
 //
 // Ranks are simulated in one goroutine, step by step: within a step every rank first "sends" (copies
 // into the receiver's staging buffer) and then every rank "receives" (reduces or copies from its own
@@ -25,21 +26,28 @@ const (
 	Ring Algorithm = "ring"
 	// OneShot is the custom allreduce: every rank reads every peer's buffer and sums in rank order.
 	OneShot Algorithm = "one_shot"
+	// Tree is NCCL's tree allreduce modelled as a binary tree over ranks: level 1 sums the pairs
+	// (0,1), (2,3), ...; level 2 sums those pairs' results ((0,1)+(2,3), ...); and so on up to rank
+	// 0, which then broadcasts the sum back down the tree. Each element takes ceil(log2 n)
+	// additions in that order (an odd rank out at a level is carried up unchanged).
+	Tree Algorithm = "tree"
 )
 
 // Algorithms lists the supported algorithms in a stable order.
-var Algorithms = []Algorithm{Ring, OneShot}
+var Algorithms = []Algorithm{Ring, OneShot, Tree}
 
-// ParseAlgorithm turns a command-line name into an Algorithm. It accepts "ring" and "one_shot"
-// (also "one-shot" and "oneshot").
+// ParseAlgorithm turns a command-line name into an Algorithm. It accepts "ring", "one_shot"
+// (also "one-shot" and "oneshot") and "tree".
 func ParseAlgorithm(s string) (Algorithm, error) {
 	switch s {
 	case "ring":
 		return Ring, nil
 	case "one_shot", "one-shot", "oneshot":
 		return OneShot, nil
+	case "tree":
+		return Tree, nil
 	}
-	return "", fmt.Errorf("unknown allreduce algorithm %q: expected %q or %q", s, Ring, OneShot)
+	return "", fmt.Errorf("unknown allreduce algorithm %q: expected %q, %q or %q", s, Ring, OneShot, Tree)
 }
 
 // RingChunkElems is the largest per-rank chunk, in elements, that one ring round moves. A buffer
@@ -70,6 +78,9 @@ func AllReduce(alg Algorithm, bufs [][]float32) {
 //   - Ring: every partial sum that a rank forwards to its neighbour is stored as bf16, so each
 //     reduction step computes in float32 and rounds the result to bf16 (NCCL reduces bf16 data in
 //     float and writes bf16 back at every hop).
+//   - Tree: every partial sum that crosses a tree level is stored as bf16: each pair is added in
+//     float32 and the result rounded to bf16 before it moves up to the next level (about log2 n
+//     roundings per element instead of the ring's n-1).
 //   - OneShot: every rank upcasts the n peer values to float32, sums them in rank order 0..n-1 and
 //     rounds once to bf16 at the end (vLLM/SGLang's custom allreduce accumulates packed bf16 in
 //     float).
@@ -85,8 +96,8 @@ func AllReduceBF16(alg Algorithm, bufs [][]float32) {
 // Check reports whether AllReduce(alg, bufs) is well defined: a known algorithm, at least one
 // rank, and buffers of equal length.
 func Check(alg Algorithm, bufs [][]float32) error {
-	if alg != Ring && alg != OneShot {
-		return fmt.Errorf("collective: unknown allreduce algorithm %q: expected %q or %q", alg, Ring, OneShot)
+	if alg != Ring && alg != OneShot && alg != Tree {
+		return fmt.Errorf("collective: unknown allreduce algorithm %q: expected %q, %q or %q", alg, Ring, OneShot, Tree)
 	}
 	if len(bufs) == 0 {
 		return fmt.Errorf("collective: allreduce over zero ranks")
@@ -112,6 +123,8 @@ func run(alg Algorithm, bufs [][]float32, p precision) {
 		ring(bufs, n, l, p)
 	case OneShot:
 		oneShot(bufs, n, l, p)
+	case Tree:
+		tree(bufs, n, l, p)
 	}
 }
 
@@ -188,6 +201,41 @@ func ring(bufs [][]float32, n, l int, p precision) {
 				lo, hi := bounds(mod(r-s, n))
 				copy(bufs[r][lo:hi], ws.stagingOf(r, chunk)[:hi-lo])
 			}
+		}
+	}
+}
+
+// tree reduces up a binary tree of ranks, then broadcasts down it. At level k (stride s = 2^(k-1))
+// rank r with r mod 2s == 0 receives the partial sum of rank r+s (when that rank exists) into its
+// staging buffer and adds it to its own: level 1 forms x0+x1, x2+x3, ...; level 2 forms
+// (x0+x1)+(x2+x3), ...; rank 0 ends with the total. The broadcast then walks the levels back down,
+// each receiver copying its parent's finished sum. In bf16 every level's sum is rounded to bf16,
+// since that is what crosses the link to the next level.
+func tree(bufs [][]float32, n, l int, p precision) {
+	ws := getStaging(n, l)
+	defer putStaging(ws)
+	top := 1
+	for top < n {
+		top *= 2
+	}
+	for s := 1; s < n; s *= 2 {
+		for r := 0; r+s < n; r += 2 * s {
+			copy(ws.stagingOf(r, l), bufs[r+s]) // rank r+s sends its partial sum up to r
+		}
+		for r := 0; r+s < n; r += 2 * s {
+			if p == bf16 {
+				addRoundBF16(bufs[r], ws.stagingOf(r, l))
+			} else {
+				add(bufs[r], ws.stagingOf(r, l))
+			}
+		}
+	}
+	for s := top / 2; s >= 1; s /= 2 {
+		for r := 0; r+s < n; r += 2 * s {
+			copy(ws.stagingOf(r+s, l), bufs[r]) // parent r sends the total down to r+s
+		}
+		for r := 0; r+s < n; r += 2 * s {
+			copy(bufs[r+s], ws.stagingOf(r+s, l))
 		}
 	}
 }

@@ -168,7 +168,7 @@ func TestCheckRejectsBadInput(t *testing.T) {
 	if err := Check(Ring, [][]float32{{1, 2}, {1}}); err == nil || !strings.Contains(err.Error(), "rank 1") {
 		t.Fatalf("unequal lengths: got %v, want an error naming rank 1", err)
 	}
-	if err := Check("tree", [][]float32{{1}}); err == nil {
+	if err := Check("nvls", [][]float32{{1}}); err == nil {
 		t.Fatal("unknown algorithm accepted")
 	}
 	if err := Check(Ring, nil); err == nil {
@@ -186,7 +186,7 @@ func TestCheckRejectsBadInput(t *testing.T) {
 }
 
 func TestParseAlgorithm(t *testing.T) {
-	for in, want := range map[string]Algorithm{"ring": Ring, "one_shot": OneShot, "one-shot": OneShot} {
+	for in, want := range map[string]Algorithm{"ring": Ring, "one_shot": OneShot, "one-shot": OneShot, "tree": Tree} {
 		if got, err := ParseAlgorithm(in); err != nil || got != want {
 			t.Fatalf("ParseAlgorithm(%q) = %q, %v", in, got, err)
 		}
@@ -215,6 +215,8 @@ func TestAllReduceBF16(t *testing.T) {
 			var want float32
 			if alg == Ring {
 				want = ringOrderSum(rounded, i, 2048, true)
+			} else if alg == Tree {
+				want = treeOrderSum(rounded, i, true)
 			} else {
 				for r := range rounded {
 					want += rounded[r][i]

@@ -37,9 +37,10 @@ const MaxProbeBytes = 1 << 30
 // ProbeSource is wire.AllReduceProbe.Source for this implementation.
 const ProbeSource = "refengine"
 
-// Probe runs ring and one-shot on every (size, dtype, inputs) case and compares each with a
-// float64 reference sum and with each other. The reference algorithm of the result is the ring
-// (the NCCL-like algorithm the custom one-shot must match). ctx is checked between cases.
+// Probe runs every algorithm of Algorithms (ring, one-shot, tree) on every (size, dtype, inputs)
+// case and compares each with a float64 reference sum and with each other. The reference
+// algorithm of the result is the ring (the NCCL-like algorithm the custom one-shot must match;
+// the tree is NCCL's other correct order). ctx is checked between cases.
 func Probe(ctx context.Context, o ProbeOptions) (*wire.AllReduceProbe, error) {
 	if err := o.validate(); err != nil {
 		return nil, err

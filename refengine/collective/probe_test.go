@@ -23,7 +23,7 @@ func runCLI(t *testing.T, args ...string) (int, string, string) {
 }
 
 // TestProbeJSONFollowsContract: the JSON the CLI prints decodes strictly into wire.AllReduceProbe,
-// validates, and carries every case asked for with both algorithms and their pair.
+// validates, and carries every case asked for with all three algorithms and their pairs.
 func TestProbeJSONFollowsContract(t *testing.T) {
 	code, out, errs := runCLI(t, "--tp", "4", "--sizes", "1KiB,4096", "--dtype", "float32,bfloat16",
 		"--inputs", "random,integer", "--repeats", "1", "--json")
@@ -41,10 +41,11 @@ func TestProbeJSONFollowsContract(t *testing.T) {
 		t.Fatalf("%d cases, want 2 sizes x 2 dtypes x 2 inputs = 8", len(p.Results))
 	}
 	for _, c := range p.Results {
-		if len(c.Algorithms) != 2 || c.Algorithms[0].Name != "ring" || c.Algorithms[1].Name != "one_shot" {
+		if len(c.Algorithms) != 3 || c.Algorithms[0].Name != "ring" || c.Algorithms[1].Name != "one_shot" || c.Algorithms[2].Name != "tree" {
 			t.Fatalf("case %d %s %s: algorithms %+v", c.SizeBytes, c.DType, c.Inputs, c.Algorithms)
 		}
-		if len(c.Pairs) != 1 || c.Pairs[0].A != "one_shot" || c.Pairs[0].B != "ring" {
+		if len(c.Pairs) != 3 || c.Pairs[0].A != "one_shot" || c.Pairs[0].B != "ring" || c.Pairs[1].A != "tree" || c.Pairs[1].B != "ring" ||
+			c.Pairs[2].A != "tree" || c.Pairs[2].B != "one_shot" {
 			t.Fatalf("pairs %+v", c.Pairs)
 		}
 		for _, a := range c.Algorithms {
@@ -55,8 +56,10 @@ func TestProbeJSONFollowsContract(t *testing.T) {
 				t.Fatalf("%s on integer %s inputs not exact: %+v", a.Name, c.DType, a)
 			}
 		}
-		if c.Inputs == "random" && c.DType == "float32" && c.Pairs[0].Identical {
-			t.Errorf("%d B float32 random on 4 ranks: ring and one-shot identical, orders should differ", c.SizeBytes)
+		for _, pr := range c.Pairs {
+			if c.Inputs == "random" && c.DType == "float32" && pr.Identical {
+				t.Errorf("%d B float32 random on 4 ranks: %s and %s identical, orders should differ", c.SizeBytes, pr.A, pr.B)
+			}
 		}
 		if c.Inputs == "random" && c.DType == "float32" {
 			// float32 sums of 4 standard normals: a few ulps of the sum at most.
@@ -75,8 +78,13 @@ func TestProbeTwoRanksAreIdentical(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range p.Results {
-		if !c.Pairs[0].Identical {
-			t.Errorf("%s: ring and one-shot differ on 2 ranks: %+v", c.DType, c.Pairs[0])
+		if len(c.Pairs) != 3 {
+			t.Fatalf("%s: %d pairs, want 3 (one_shot, tree and ring)", c.DType, len(c.Pairs))
+		}
+		for _, pr := range c.Pairs {
+			if !pr.Identical {
+				t.Errorf("%s: %s and %s differ on 2 ranks: %+v", c.DType, pr.A, pr.B, pr)
+			}
 		}
 	}
 }
@@ -86,7 +94,7 @@ func TestProbeTextTable(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	for _, want := range []string{"world_size=2", "max_abs_err", "ring", "one_shot vs ring", "1KiB"} {
+	for _, want := range []string{"world_size=2", "max_abs_err", "ring", "one_shot vs ring", "tree vs ring", "tree vs one_shot", "1KiB"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}
@@ -267,7 +275,7 @@ func errorBound(n int, dtype string) float64 {
 	return k * u / (1 - k*u)
 }
 
-// TestProbeErrorsWithinRoundingBound: both algorithms stay within the rounding bound for every
+// TestProbeErrorsWithinRoundingBound: all algorithms stay within the rounding bound for every
 // world size and dtype, so a gate tolerance of gamma_{n-1} can never fail a correct allreduce.
 func TestProbeErrorsWithinRoundingBound(t *testing.T) {
 	for _, n := range []int{2, 3, 4, 8} {

@@ -102,6 +102,7 @@ func (m Model) Validate() error {
 // ranks. With n ranks, B bytes, a = LatencyUs, and bandwidths in bytes per microsecond:
 //
 //	ring (any topology):  2(n-1) * (a + (B/n)/Link)
+//	tree (any topology):  2*ceil(log2 n) * a + 2*B/Link
 //	one-shot on NVLink:   a + (n-1)*B/Link
 //	one-shot on PCIe:     a + max(0, n(n-1) - ConcurrentTransfers) * TransferUs + n(n-1) * B/Bus
 //
@@ -117,6 +118,12 @@ func (m Model) AllReduceTime(alg collective.Algorithm, bytes int64, ranks int) t
 	switch alg {
 	case collective.Ring:
 		us = 2 * (n - 1) * (m.LatencyUs + perUs(b/n, m.LinkGBps))
+	case collective.Tree:
+		// Pipelined binary tree: the message goes up ceil(log2 n) levels and back down, one
+		// latency per level each way; pipelining in chunks hides the depth from the bandwidth
+		// term, so every byte crosses a link once up and once down.
+		depth := math.Ceil(math.Log2(n))
+		us = 2*depth*m.LatencyUs + 2*perUs(b, m.LinkGBps)
 	case collective.OneShot:
 		if m.Topology == PCIe {
 			queued := math.Max(0, n*(n-1)-float64(m.ConcurrentTransfers))

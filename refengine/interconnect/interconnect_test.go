@@ -41,7 +41,13 @@ func TestFormulasOnHandComputedCases(t *testing.T) {
 		{"pcie one-shot n8 concurrent", pcieConc, collective.OneShot, 2000, 8, 238 * time.Microsecond},
 		{"one rank", m, collective.Ring, 1 << 20, 1, 0},
 		{"zero bytes", pcie, collective.OneShot, 0, 8, 0},
-		{"unknown algorithm", m, "tree", 1000, 4, 0},
+		// tree: 2*ceil(log2 n)*a + 2*B/link = 2*2*5 + 2*40000/10000 = 28us; n=3 has depth 2 too,
+		// n=8 depth 3: 30 + 8 = 38us
+		{"nvlink tree n4", m, collective.Tree, 40000, 4, 28 * time.Microsecond},
+		{"nvlink tree n3", m, collective.Tree, 40000, 3, 28 * time.Microsecond},
+		{"nvlink tree n8", m, collective.Tree, 40000, 8, 38 * time.Microsecond},
+		{"pcie tree n2", pcie, collective.Tree, 8000, 2, 44 * time.Microsecond},
+		{"unknown algorithm", m, "nvls", 1000, 4, 0},
 	}
 	for _, c := range cases {
 		if got := c.m.AllReduceTime(c.alg, c.bytes, c.n); got != c.want {

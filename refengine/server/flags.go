@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 )
@@ -43,12 +44,23 @@ type Options struct {
 	SpecEagleTopK      int
 	SpecNumDraftTokens int
 
+	// The custom-allreduce faults (tp.Options has their meaning). FaultDropRank and FaultStale
+	// say whether those faults are on; their thresholds are in bytes.
 	FaultAllReduceError float64
+	FaultAllReduceScale float64
+	FaultDropRank       bool
+	FaultDropRankAbove  int64
+	FaultStale          bool
+	FaultStaleAbove     int64
+	FaultMinBatch       int
 	FaultReserveMB      float64
 	FaultSlowdown       float64
 	FaultCrashAfter     int
 	FaultHangStartup    bool
 	FaultLeakMBPerReq   float64
+
+	// WeightSeed overrides the model file's seed of the generated weights (0 = the file's).
+	WeightSeed uint64
 
 	SkipWarmup bool
 }
@@ -79,7 +91,7 @@ func ParseFlags(args []string, stderr io.Writer) (*Options, error) {
 	fs.IntVar(&o.CUDAGraphMaxBS, "cuda-graph-max-bs", 64, "largest decode batch with a (modelled) graph; sizes the graph reserve")
 	fs.BoolVar(&o.DisableCUDAGraph, "disable-cuda-graph", false, "no graph reserve")
 	fs.BoolVar(&o.SkipWarmup, "skip-server-warmup", false, "declare ready without the warmup request")
-	fs.BoolVar(&o.DisableCustomAR, "disable-custom-all-reduce", false, "disable the custom (one-shot) allreduce and fall back to NCCL (ring)")
+	fs.BoolVar(&o.DisableCustomAR, "disable-custom-all-reduce", false, "disable the custom (one-shot) allreduce and fall back to NCCL (ring; tree with NCCL_ALGO=Tree)")
 	fs.BoolVar(&o.Deterministic, "enable-deterministic-inference", false, "batch-invariant allreduce (each token row reduced on its own)")
 	fs.Int64Var(&o.RandomSeed, "random-seed", 0, "seed for sampling (requests without a seed)")
 	fs.IntVar(&o.DecodeLogInterval, "decode-log-interval", 40, "decode steps between Decode batch log lines")
@@ -94,7 +106,12 @@ func ParseFlags(args []string, stderr io.Writer) (*Options, error) {
 	fs.IntVar(&o.SpecNumSteps, "speculative-num-steps", 3, "draft steps per round")
 	fs.IntVar(&o.SpecEagleTopK, "speculative-eagle-topk", 1, "draft branching (only 1 is supported)")
 	fs.IntVar(&o.SpecNumDraftTokens, "speculative-num-draft-tokens", 4, "tokens verified per round (num-steps+1 with topk 1)")
-	fs.Float64Var(&o.FaultAllReduceError, "fault-allreduce-error", 0, "fault: custom allreduce adds this relative error")
+	fs.Uint64Var(&o.WeightSeed, "weight-seed", 0, "generate the weights from seed `N` instead of the model file's seed (0 = the file's); the draft model derives from them")
+	fs.Float64Var(&o.FaultAllReduceError, "fault-allreduce-error", 0, "fault (custom allreduce): every result element gets a relative error of exactly `REL` with a pseudo-random sign (0 = off)")
+	fs.Float64Var(&o.FaultAllReduceScale, "fault-allreduce-scale", 0, "fault (custom allreduce): results are multiplied by 1+`EPS`, a wrong scale factor (EPS > -1; 0 = off)")
+	dropAbove := fs.String("fault-allreduce-drop-rank-above", "", "fault (custom allreduce): messages of more than `SIZE` bytes (e.g. 64KiB; 0 = all) miss the last rank's contribution, on every rank (default off)")
+	staleAbove := fs.String("fault-allreduce-stale-above", "", "fault (custom allreduce): messages of more than `SIZE` bytes (e.g. 64KiB; 0 = all) return the previous call's result of the same size; the first call of a size is correct (default off)")
+	fs.IntVar(&o.FaultMinBatch, "fault-allreduce-min-batch", 0, "fault (custom allreduce): the other --fault-allreduce-* faults apply only to allreduces of at least `N` tokens (0 = any size)")
 	fs.Float64Var(&o.FaultReserveMB, "fault-reserve-mb", 0, "fault: extra reserved memory per rank in MiB (KV shrinks)")
 	fs.Float64Var(&o.FaultSlowdown, "fault-slowdown", 1, "fault: each step takes this many times longer")
 	fs.IntVar(&o.FaultCrashAfter, "fault-crash-after", 0, "fault: crash (exit 1, traceback in the log) after this many requests")
@@ -125,6 +142,21 @@ func ParseFlags(args []string, stderr io.Writer) (*Options, error) {
 		return nil, fmt.Errorf("%w: --device-memory: %w", errUsage, err)
 	}
 	o.DeviceMemory = b
+	for _, f := range []struct {
+		name, val string
+		on        *bool
+		dst       *int64
+	}{{"--fault-allreduce-drop-rank-above", *dropAbove, &o.FaultDropRank, &o.FaultDropRankAbove},
+		{"--fault-allreduce-stale-above", *staleAbove, &o.FaultStale, &o.FaultStaleAbove}} {
+		if strings.TrimSpace(f.val) == "" {
+			continue
+		}
+		v, err := parseSize(f.val, true)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: %w", errUsage, f.name, err)
+		}
+		*f.on, *f.dst = true, v
+	}
 	if err := o.validate(); err != nil {
 		return nil, fmt.Errorf("%w: %w", errUsage, err)
 	}
@@ -176,7 +208,16 @@ func (o *Options) validate() error {
 	if o.LinkGBps < 0 || o.BusGBps < 0 || o.LatencyUs < 0 || o.TransferUs < 0 {
 		return errors.New("--interconnect-* overrides must be >= 0 (0 keeps the topology's default)")
 	}
-	if o.FaultAllReduceError < 0 || o.FaultReserveMB < 0 || o.FaultSlowdown < 1 || o.FaultCrashAfter < 0 || o.FaultLeakMBPerReq < 0 {
+	if !(o.FaultAllReduceError >= 0) || math.IsInf(o.FaultAllReduceError, 0) {
+		return fmt.Errorf("--fault-allreduce-error %v: expected a relative error >= 0 (0 = off)", o.FaultAllReduceError)
+	}
+	if !(o.FaultAllReduceScale > -1) || math.IsInf(o.FaultAllReduceScale, 0) {
+		return fmt.Errorf("--fault-allreduce-scale %v: expected EPS > -1 (results are multiplied by 1+EPS; 0 = off)", o.FaultAllReduceScale)
+	}
+	if o.FaultMinBatch < 0 {
+		return fmt.Errorf("--fault-allreduce-min-batch %d: expected a number of tokens >= 0 (0 = any batch)", o.FaultMinBatch)
+	}
+	if o.FaultReserveMB < 0 || o.FaultSlowdown < 1 || o.FaultCrashAfter < 0 || o.FaultLeakMBPerReq < 0 {
 		return errors.New("fault flags: errors, reserves and leaks must be >= 0 and --fault-slowdown >= 1")
 	}
 	return nil
@@ -184,6 +225,11 @@ func (o *Options) validate() error {
 
 // ParseBytes reads a size such as "192MiB", "2GiB", "512MB", "1G" or a plain byte count.
 func ParseBytes(s string) (int64, error) {
+	return parseSize(s, false)
+}
+
+// parseSize is ParseBytes; with zero it also accepts a size of 0 (in any unit).
+func parseSize(s string, zero bool) (int64, error) {
 	t := strings.TrimSpace(s)
 	units := []struct {
 		suf string
@@ -198,7 +244,10 @@ func ParseBytes(s string) (int64, error) {
 		}
 	}
 	v, err := strconv.ParseFloat(t, 64)
-	if err != nil || v <= 0 {
+	if err != nil || !(v >= 0) || (v == 0 && !zero) || math.IsInf(v, 0) || v*mul > math.MaxInt64/2 {
+		if zero {
+			return 0, fmt.Errorf("%q is not a size (expected a byte count >= 0, e.g. 0, 4096, 64KiB or 1MiB)", s)
+		}
 		return 0, fmt.Errorf("%q is not a size (expected e.g. 192MiB, 2GiB or a byte count)", s)
 	}
 	return int64(v * mul), nil

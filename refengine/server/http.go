@@ -148,6 +148,21 @@ func (e *Engine) ServerInfo() map[string]any {
 		"fault_delay_s":                         st.FaultDelay.Seconds(),
 		"generation_tokens_total":               st.GenerationTokensTotal,
 	}
+	// Engagement of the allreduce paths (vLLM-style checks: was the custom path used, did its
+	// largest message stay within its buffer, did a fault actually alter results).
+	gs := e.Group.Stats()
+	engagement := map[string]any{
+		"nccl_algorithm":                     string(e.NCCLAlgorithm),
+		"custom_allreduce_calls":             gs.CustomCalls,
+		"nccl_allreduce_calls":               gs.RingCalls + gs.TreeCalls,
+		"nccl_ring_calls":                    gs.RingCalls,
+		"nccl_tree_calls":                    gs.TreeCalls,
+		"custom_allreduce_max_message_bytes": gs.MaxCustomBytes,
+		"faulted_calls":                      gs.FaultedCalls,
+	}
+	for k, v := range engagement {
+		internal[k] = v
+	}
 	info := map[string]any{
 		"model_path": e.Opts.ModelPath, "served_model_name": e.modelName(), "tp_size": e.Opts.TPSize,
 		"host": e.Opts.Host, "port": e.Opts.Port, "dtype": e.Opts.DType, "mem_fraction_static": e.Opts.MemFractionStatic,
@@ -163,10 +178,17 @@ func (e *Engine) ServerInfo() map[string]any {
 		"interconnect":               e.Interconnect.Describe(),
 		"memory_usage":               mem, "max_total_num_tokens": e.Alloc.CapacityTokens(),
 		"last_gen_throughput": st.LastGenThroughput,
-		"faults": map[string]any{"allreduce_error": e.Opts.FaultAllReduceError, "reserve_mb": e.Opts.FaultReserveMB,
+		"faults": map[string]any{"allreduce_error": e.Opts.FaultAllReduceError, "allreduce_scale": e.Opts.FaultAllReduceScale,
+			"allreduce_drop_rank_above": sizeOrNil(e.Opts.FaultDropRank, e.Opts.FaultDropRankAbove),
+			"allreduce_stale_above":     sizeOrNil(e.Opts.FaultStale, e.Opts.FaultStaleAbove),
+			"allreduce_min_batch":       e.Opts.FaultMinBatch, "reserve_mb": e.Opts.FaultReserveMB,
 			"slowdown": e.Opts.FaultSlowdown, "crash_after": e.Opts.FaultCrashAfter, "hang_startup": e.Opts.FaultHangStartup,
 			"leak_mb_per_request": e.Opts.FaultLeakMBPerReq},
+		"weight_seed":     e.WeightSeed,
 		"internal_states": []map[string]any{internal},
+	}
+	for k, v := range engagement {
+		info[k] = v
 	}
 	if e.Opts.SpecAlgorithm != "" {
 		al := st.AvgAcceptLength()
@@ -178,6 +200,14 @@ func (e *Engine) ServerInfo() map[string]any {
 		internal["avg_spec_accept_length"] = al
 	}
 	return info
+}
+
+// sizeOrNil is a fault's size threshold in bytes, or nil when the fault is off.
+func sizeOrNil(on bool, b int64) any {
+	if !on {
+		return nil
+	}
+	return b
 }
 
 func nilIfEmpty(s string) any {
@@ -749,8 +779,16 @@ func (e *Engine) generate(w http.ResponseWriter, r *http.Request) {
 			for i := start; i < len(prompt); i++ {
 				if i == 0 {
 					meta.InputTokenLogprobs = append(meta.InputTokenLogprobs, []any{nil, prompt[0], nil})
+					meta.InputTopLogprobs = append(meta.InputTopLogprobs, nil)
 				} else if i-1 < len(res.prompt) {
-					meta.InputTokenLogprobs = append(meta.InputTokenLogprobs, []any{res.prompt[i-1].Logprob, prompt[i], nil})
+					pp := res.prompt[i-1]
+					meta.InputTokenLogprobs = append(meta.InputTokenLogprobs, []any{pp.Logprob, prompt[i], nil})
+					// As SGLang: the top-k candidates of every prompt position (null for the first).
+					top := [][]any{}
+					for _, c := range pp.Top {
+						top = append(top, []any{c.Logprob, c.Token, nil})
+					}
+					meta.InputTopLogprobs = append(meta.InputTopLogprobs, top)
 				}
 			}
 		}

@@ -19,6 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/reckon-ci/reckon/refengine/collective"
 	"github.com/reckon-ci/reckon/refengine/interconnect"
 	"github.com/reckon-ci/reckon/refengine/kvcache"
 	"github.com/reckon-ci/reckon/refengine/memplan"
@@ -51,6 +52,11 @@ type Engine struct {
 	Alloc   *kvcache.Allocator
 	Plans   []memplan.Plan // per rank
 	Backend string         // "custom" or "nccl"
+	// NCCLAlgorithm is the NCCL path's allreduce algorithm (ring or tree, from NCCL_ALGO): all
+	// allreduces when Backend is "nccl", the tensors too large for the custom path otherwise.
+	NCCLAlgorithm collective.Algorithm
+	// WeightSeed is the seed the weights were generated from (--weight-seed or the model file's).
+	WeightSeed uint64
 	// CustomDisabledReason is set when the custom allreduce was requested but refused.
 	CustomDisabledReason string
 	CustomMaxBytes       int64
@@ -74,10 +80,20 @@ func Build(opts *Options, lg *Logger, getenv func(string) string) (*Engine, erro
 		getenv = os.Getenv
 	}
 	e := &Engine{Opts: opts, Log: lg, started: time.Now(), fatal: make(chan error, 1), getenv: getenv}
+	ncclAlg, err := collective.ParseNCCLAlgo(getenv(collective.NCCLAlgoEnv))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errUsage, err)
+	}
+	e.NCCLAlgorithm = ncclAlg
 	cfg, err := model.LoadConfig(opts.ModelPath)
 	if err != nil {
 		return nil, err
 	}
+	fileSeed := cfg.Seed
+	if opts.WeightSeed != 0 {
+		cfg.Seed = opts.WeightSeed
+	}
+	e.WeightSeed = cfg.Seed
 	if err := cfg.CheckTP(opts.TPSize); err != nil {
 		return nil, fmt.Errorf("--tp-size: %w", err)
 	}
@@ -87,6 +103,9 @@ func Build(opts *Options, lg *Logger, getenv func(string) string) (*Engine, erro
 		e.ContextLen = opts.ContextLength
 	}
 	lg.Info("%s", serverArgsLine(opts))
+	if opts.WeightSeed != 0 {
+		lg.Info("Weights are generated from seed %d (--weight-seed; the model file's seed is %d).", cfg.Seed, fileSeed)
+	}
 	topo, err := interconnect.Parse(opts.Topology)
 	if err != nil {
 		return nil, err
@@ -147,7 +166,11 @@ func Build(opts *Options, lg *Logger, getenv func(string) string) (*Engine, erro
 	}
 	group, err := tp.NewGroup(target, draft, tp.Options{
 		TP: n, BF16: opts.DType == "bfloat16", Custom: custom, CustomMaxBytes: e.CustomMaxBytes,
-		Interconnect: e.Interconnect, FaultAllReduceError: opts.FaultAllReduceError, Deterministic: opts.Deterministic,
+		NCCLAlgorithm: ncclAlg, Interconnect: e.Interconnect, Deterministic: opts.Deterministic,
+		FaultAllReduceError: opts.FaultAllReduceError, FaultAllReduceScale: opts.FaultAllReduceScale,
+		FaultDropRank: opts.FaultDropRank, FaultDropRankAbove: opts.FaultDropRankAbove,
+		FaultStale: opts.FaultStale, FaultStaleAbove: opts.FaultStaleAbove,
+		FaultMinBatch: opts.FaultMinBatch,
 	})
 	if err != nil {
 		return nil, err
@@ -269,9 +292,9 @@ func Build(opts *Options, lg *Logger, getenv func(string) string) (*Engine, erro
 	p0 := e.Plans[0]
 	switch e.Backend {
 	case "custom":
-		lg.Info("Allreduce backend: custom (one-shot; tensors up to %.3f MB, larger ones use nccl ring), topology=%s, tp_size=%d", float64(e.CustomMaxBytes)/(1<<20), topo, n)
+		lg.Info("Allreduce backend: custom (one-shot; tensors up to %.3f MB, larger ones use nccl %s), topology=%s, tp_size=%d", float64(e.CustomMaxBytes)/(1<<20), ncclAlg, topo, n)
 	default:
-		lg.Info("Allreduce backend: nccl (ring), topology=%s, tp_size=%d", topo, n)
+		lg.Info("Allreduce backend: nccl (%s), topology=%s, tp_size=%d", ncclAlg, topo, n)
 	}
 	lg.Info("Memory plan per rank (modelled device %s, mem_fraction_static=%.3f): static=%s, weights=%s, custom_allreduce=%s, graph_reserve=%s, activations=%s, fault_reserve=%s, kv_cache=%s, available=%s",
 		memplan.GiBString(opts.DeviceMemory), opts.MemFractionStatic, memplan.GiBString(p0.Static), memplan.GiBString(p0.Weights),
@@ -368,7 +391,8 @@ func serverArgsLine(o *Options) string {
 
 // Main is the engine's entry point: it parses args, starts the engine, serves until ctx is done
 // (SIGTERM/SIGINT in cmd/refengine), and returns the process exit code: 0 after a clean
-// shutdown, 1 when the engine failed or crashed (fault injection), 2 for a bad command line.
+// shutdown, 1 when the engine failed or crashed (fault injection), 2 for a bad command line or a
+// bad NCCL_ALGO.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	opts, err := ParseFlags(args, stderr)
 	if err != nil {
@@ -380,6 +404,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	lg := NewLogger(stderr, opts.TPSize)
 	e, err := Build(opts, lg, nil)
+	if errors.Is(err, errUsage) {
+		fmt.Fprintf(stderr, "refengine: %v\n", strings.TrimPrefix(err.Error(), "usage: "))
+		return 2
+	}
 	if err != nil {
 		// SGLang's scheduler process dies with a Python traceback; print the same shape.
 		lg.Info("Scheduler hit an exception: Traceback (most recent call last):\n"+

@@ -33,13 +33,32 @@ type Options struct {
 	// BF16 rounds the partial outputs and the sums to bfloat16 at every allreduce boundary.
 	BF16 bool
 	// Custom enables the one-shot custom allreduce for tensors of at most CustomMaxBytes bytes;
-	// larger tensors (and everything when Custom is false) use the ring.
+	// larger tensors (and everything when Custom is false) use NCCL (NCCLAlgorithm).
 	Custom         bool
 	CustomMaxBytes int64
-	Interconnect   interconnect.Model
-	// FaultAllReduceError adds a relative error of up to this size to every custom-allreduce result
-	// (fault injection; 0 = off).
+	// NCCLAlgorithm is the algorithm of the NCCL path: collective.Ring (also when empty) or
+	// collective.Tree (NCCL_ALGO=Tree).
+	NCCLAlgorithm collective.Algorithm
+	Interconnect  interconnect.Model
+	// Faults of the custom (one-shot) path; they never touch the NCCL path. All combine.
+	//
+	// FaultAllReduceError multiplies every element of a custom-allreduce result by 1±E, with a
+	// pseudo-random sign per element (0 = off).
 	FaultAllReduceError float64
+	// FaultAllReduceScale multiplies every custom-allreduce result by 1+EPS (0 = off; EPS > -1).
+	FaultAllReduceScale float64
+	// FaultDropRank, for custom allreduces of more than FaultDropRankAbove bytes, leaves the last
+	// rank's contribution out of the sum (every rank gets the same wrong sum).
+	FaultDropRank      bool
+	FaultDropRankAbove int64
+	// FaultStale, for custom allreduces of more than FaultStaleAbove bytes, returns the previous
+	// such call's result of the same element count instead of the fresh one (the first call of
+	// each size is correct).
+	FaultStale      bool
+	FaultStaleAbove int64
+	// FaultMinBatch restricts every fault above to allreduces of at least this many tokens
+	// (elements / row width; 0 = any size).
+	FaultMinBatch int
 	// Deterministic makes the allreduce batch-invariant: each token's row is reduced on its own, so
 	// its summation order does not depend on the other sequences in the batch.
 	Deterministic bool
@@ -68,7 +87,10 @@ const (
 type Stats struct {
 	AllReduces     int64         // allreduce calls
 	CustomCalls    int64         // of which used the one-shot custom allreduce
-	RingCalls      int64         // of which used the ring
+	RingCalls      int64         // of which used NCCL's ring
+	TreeCalls      int64         // of which used NCCL's tree
+	MaxCustomBytes int64         // the largest custom-allreduce message, bytes per rank
+	FaultedCalls   int64         // custom allreduces whose result a fault altered
 	CommTime       time.Duration // total modelled communication time
 	ForwardCalls   int64
 	TokensForwards int64
@@ -86,6 +108,9 @@ type Group struct {
 	commDebt time.Duration
 	stats    Stats
 	faultCtr uint64
+	// stale holds, per element count, the last fresh result of a custom allreduce that the stale
+	// fault applies to (written only by reduce, which the reducer serialises).
+	stale map[int][]float32
 }
 
 type rank struct {
@@ -142,6 +167,16 @@ func (rk *rank) matMul(out, x, w []float32, T, K, N int) {
 func NewGroup(target, draft *model.Weights, opts Options) (*Group, error) {
 	if err := target.Cfg.CheckTP(opts.TP); err != nil {
 		return nil, err
+	}
+	switch opts.NCCLAlgorithm {
+	case "":
+		opts.NCCLAlgorithm = collective.Ring
+	case collective.Ring, collective.Tree:
+	default:
+		return nil, fmt.Errorf("tp: NCCL algorithm %q: expected %q or %q", opts.NCCLAlgorithm, collective.Ring, collective.Tree)
+	}
+	if opts.FaultAllReduceError < 0 || !(opts.FaultAllReduceScale > -1) || opts.FaultDropRankAbove < 0 || opts.FaultStaleAbove < 0 || opts.FaultMinBatch < 0 {
+		return nil, fmt.Errorf("tp: fault options %+v: expected error >= 0, scale > -1, sizes >= 0 and min batch >= 0", faultOpts(opts))
 	}
 	g := &Group{opts: opts, cfg: target.Cfg}
 	g.rope = model.NewRope(target.Cfg.HeadDim(), target.Cfg.MaxPositions, target.Cfg.RopeTheta)
@@ -469,7 +504,10 @@ func (r *reducer) allReduce(rank int, buf []float32, rowWidth int) {
 }
 
 // reduce runs one allreduce over all ranks' buffers, choosing the algorithm as SGLang does: the
-// custom one-shot when enabled and the tensor fits its buffer, else the ring (NCCL).
+// custom one-shot when enabled and the tensor fits its buffer, else NCCL (ring or tree). The
+// faults of Options apply to the custom path only, in this order: a dropped rank changes what is
+// summed, a stale result replaces the fresh sum, then the scale and the relative error multiply
+// it.
 func (g *Group) reduce(bufs [][]float32, rowWidth int) {
 	n := len(bufs)
 	if n == 1 {
@@ -482,37 +520,83 @@ func (g *Group) reduce(bufs [][]float32, rowWidth int) {
 	if g.opts.BF16 {
 		elemBytes = 2
 	}
-	bytes := int64(len(bufs[0])) * elemBytes
-	alg := collective.Ring
+	elems := len(bufs[0])
+	bytes := int64(elems) * elemBytes
+	alg := g.opts.NCCLAlgorithm
 	if g.opts.Custom && bytes <= g.opts.CustomMaxBytes {
 		alg = collective.OneShot
 	}
+	custom := alg == collective.OneShot
+	// Faults apply to custom allreduces of at least FaultMinBatch tokens.
+	faultable := custom && (g.opts.FaultMinBatch == 0 || (rowWidth > 0 && elems/rowWidth >= g.opts.FaultMinBatch))
+	drop := faultable && g.opts.FaultDropRank && bytes > g.opts.FaultDropRankAbove
+	stale := faultable && g.opts.FaultStale && bytes > g.opts.FaultStaleAbove
+	faulted := false
+
 	run := collective.AllReduce
 	if g.opts.BF16 {
 		run = collective.AllReduceBF16
 	}
-	if g.opts.Deterministic && rowWidth > 0 && len(bufs[0]) > rowWidth {
-		rows := make([][]float32, n)
-		for off := 0; off < len(bufs[0]); off += rowWidth {
-			for r := range bufs {
-				rows[r] = bufs[r][off : off+rowWidth]
+	parts := bufs
+	if drop {
+		// The large-message path returned without the last peer's data: the others are summed
+		// (in the same rank order) and every rank, the last included, gets that sum.
+		parts = bufs[:n-1]
+		faulted = true
+	}
+	if g.opts.Deterministic && rowWidth > 0 && elems > rowWidth {
+		rows := make([][]float32, len(parts))
+		for off := 0; off < elems; off += rowWidth {
+			for r := range parts {
+				rows[r] = parts[r][off : off+rowWidth]
 			}
 			run(alg, rows)
 		}
 	} else {
-		run(alg, bufs)
+		run(alg, parts)
 	}
-	if alg == collective.OneShot && g.opts.FaultAllReduceError > 0 {
+	if drop {
+		copy(bufs[n-1], bufs[0])
+	}
+	if stale {
+		if g.stale == nil {
+			g.stale = make(map[int][]float32)
+		}
+		prev, seen := g.stale[elems]
+		if !seen {
+			prev = make([]float32, elems)
+			g.stale[elems] = prev
+		}
+		if seen {
+			// hand out the previous call's result and keep this call's for the next one
+			for i, v := range bufs[0] {
+				p := prev[i]
+				prev[i] = v
+				for r := range bufs {
+					bufs[r][i] = p
+				}
+			}
+			faulted = true
+		} else {
+			copy(prev, bufs[0])
+		}
+	}
+	if custom && (g.opts.FaultAllReduceScale != 0 || g.opts.FaultAllReduceError > 0) && faultable {
 		g.faultCtr++
+		f := float32(1 + g.opts.FaultAllReduceScale)
 		e := g.opts.FaultAllReduceError
 		for i := range bufs[0] {
-			// relative error of exactly E on every element, with a deterministic pseudo-random sign
-			f := float32(1 + e)
-			if hashUnit(g.faultCtr, uint64(i)) < 0 {
-				f = float32(1 - e)
+			m := f
+			if e > 0 {
+				// relative error of exactly E on every element, with a deterministic pseudo-random sign
+				if hashUnit(g.faultCtr, uint64(i)) < 0 {
+					m *= float32(1 - e)
+				} else {
+					m *= float32(1 + e)
+				}
 			}
 			for r := range bufs {
-				bufs[r][i] *= f
+				bufs[r][i] *= m
 			}
 		}
 		if g.opts.BF16 {
@@ -520,18 +604,32 @@ func (g *Group) reduce(bufs [][]float32, rowWidth int) {
 				collective.RoundBF16(bufs[r])
 			}
 		}
+		faulted = true
 	}
 	d := g.opts.Interconnect.AllReduceTime(alg, bytes, n)
 	g.mu.Lock()
 	g.commDebt += d
 	g.stats.CommTime += d
 	g.stats.AllReduces++
-	if alg == collective.OneShot {
+	switch alg {
+	case collective.OneShot:
 		g.stats.CustomCalls++
-	} else {
+		g.stats.MaxCustomBytes = max(g.stats.MaxCustomBytes, bytes)
+		if faulted {
+			g.stats.FaultedCalls++
+		}
+	case collective.Tree:
+		g.stats.TreeCalls++
+	default:
 		g.stats.RingCalls++
 	}
 	g.mu.Unlock()
+}
+
+// faultOpts is the fault part of o, for error messages.
+func faultOpts(o Options) map[string]any {
+	return map[string]any{"error": o.FaultAllReduceError, "scale": o.FaultAllReduceScale, "drop_rank_above": o.FaultDropRankAbove,
+		"stale_above": o.FaultStaleAbove, "min_batch": o.FaultMinBatch}
 }
 
 // hashUnit maps (a, b) to a deterministic value in [-1, 1).

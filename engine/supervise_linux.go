@@ -1,0 +1,513 @@
+//go:build linux
+
+package engine
+
+// The supervisor: every engine runs as the child of a small process of reckon's own (the
+// harness binary re-executed with RECKON_SUPERVISE set; see init below). The supervisor
+//
+//   - is a child subreaper (PR_SET_CHILD_SUBREAPER), so every descendant of the engine that is
+//     orphaned (a wrapper script's child, a double-forked setsid daemon) is reparented to it
+//     rather than to PID 1: the whole tree stays reachable by ppid links from the supervisor;
+//   - puts the engine in a cgroup v2 of its own where the hierarchy is writable (clone3 with
+//     CLONE_INTO_CGROUP, so not even the engine's first fork escapes), and kills the cgroup;
+//   - learns of the harness's death twice: a parent-death signal (SIGTERM) and the end of the
+//     control pipe, whose only writer is the harness;
+//   - on stop or on the harness's death sends SIGTERM to the whole tree (cgroup, process group,
+//     every descendant), SIGKILL after the grace, and exits only when it has no child left.
+//
+// Protocol with the harness (Launch): fd 3 is the status pipe (supervisor -> harness), one line
+// per event: "pid N", "mech TEXT", "startfail TEXT", "exit CODE SIGNAL", "log LEVEL TEXT",
+// "gone". fd 4 is the control pipe (harness -> supervisor): "term" (graceful stop), "kill"
+// (SIGKILL now); its end of file means the harness died, and is handled as "term".
+
+import (
+	"bufio"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+const (
+	// superviseEnv selects the supervise mode of any binary that links this package (reckon,
+	// and test binaries, whose TestMain does not need to know): its value is superviseProto.
+	superviseEnv   = "RECKON_SUPERVISE"
+	superviseProto = "reckon-supervise-1"
+	// CgroupEnv set to "off" makes Launch skip the cgroup even where cgroup v2 is writable
+	// (containment then relies on the subreaper and the process group).
+	CgroupEnv = "RECKON_ENGINE_CGROUP"
+	// supervisorPollEvery is how often a stopping supervisor re-signals the tree.
+	supervisorPollEvery = 20 * time.Millisecond
+)
+
+const supervisorSupported = true
+
+func init() {
+	if os.Getenv(superviseEnv) != superviseProto {
+		return
+	}
+	os.Exit(RunSupervisor(os.Args[1:]))
+}
+
+// RunSupervisor is the supervise mode: `reckon supervise [--grace D] [--cgroup auto|off]
+// [--pipes] -- ENGINE ARGS...`. It starts the engine, contains its process tree and returns the exit code of
+// the supervisor (the engine's exit code when it exited by itself, 0 after a stop, 2 on usage
+// errors, 127 when the engine could not be started). Launch runs it; by hand it is useful to
+// see the containment at work (status lines then go to stderr).
+func RunSupervisor(args []string) int {
+	if len(args) > 0 && args[0] == "supervise" {
+		args = args[1:]
+	}
+	fs := flag.NewFlagSet("reckon supervise", flag.ContinueOnError)
+	grace := fs.Duration("grace", DefaultStopGrace, "time between SIGTERM and SIGKILL of the engine's tree")
+	cg := fs.String("cgroup", "auto", "auto: own cgroup v2 where writable; off: subreaper and process group only")
+	pipes := fs.Bool("pipes", false, "status on fd 3 and control on fd 4 (how Launch runs it); otherwise status on stderr")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	argv := fs.Args()
+	if len(argv) == 0 {
+		fmt.Fprintln(os.Stderr, "reckon supervise: expected the engine command after --")
+		return 2
+	}
+	if *cg != "auto" && *cg != "off" {
+		fmt.Fprintf(os.Stderr, "reckon supervise: --cgroup %q: expected auto or off\n", *cg)
+		return 2
+	}
+	if *grace <= 0 {
+		fmt.Fprintf(os.Stderr, "reckon supervise: --grace %v: expected a positive duration\n", *grace)
+		return 2
+	}
+	s := &supervisor{grace: *grace, useCgroup: *cg == "auto", self: os.Getpid(), pipes: *pipes}
+	return s.run(argv)
+}
+
+type supervisor struct {
+	grace     time.Duration
+	useCgroup bool
+	self      int
+	pipes     bool
+
+	statusMu sync.Mutex
+	status   io.Writer
+
+	enginePid int
+	cgDir     string // the engine's cgroup, "" when not used
+}
+
+func (s *supervisor) say(kind, text string) {
+	text = strings.NewReplacer("\n", " ", "\r", " ").Replace(text)
+	s.statusMu.Lock()
+	defer s.statusMu.Unlock()
+	if text == "" {
+		_, _ = fmt.Fprintf(s.status, "%s\n", kind)
+		return
+	}
+	_, _ = fmt.Fprintf(s.status, "%s %s\n", kind, text)
+}
+
+func (s *supervisor) logf(level, format string, a ...any) {
+	s.say("log", level+" "+fmt.Sprintf(format, a...))
+}
+
+// fdOpen reports whether fd is an open descriptor.
+func fdOpen(fd int) bool {
+	var st syscall.Stat_t
+	return syscall.Fstat(fd, &st) == nil
+}
+
+func (s *supervisor) run(argv []string) int {
+	// Status and control pipes when started by Launch; stderr and signals only by hand.
+	s.status = os.Stderr
+	var control io.Reader
+	if s.pipes {
+		if !fdOpen(3) || !fdOpen(4) {
+			fmt.Fprintln(os.Stderr, "reckon supervise: --pipes: expected the status pipe on fd 3 and the control pipe on fd 4")
+			return 2
+		}
+		syscall.CloseOnExec(3)
+		syscall.CloseOnExec(4)
+		s.status = os.NewFile(3, "status")
+		control = os.NewFile(4, "control")
+	}
+	signal.Ignore(syscall.SIGPIPE)
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		s.logf("warn", "PR_SET_CHILD_SUBREAPER: %v (orphaned engine processes are found by their process group only)", err)
+	}
+	mech := "subreaper+pgroup"
+	var cgFD = -1
+	if s.useCgroup {
+		dir, fd, err := makeCgroup(s.self)
+		if err != nil {
+			mech += " (cgroup v2 not used: " + err.Error() + ")"
+		} else {
+			s.cgDir, cgFD = dir, fd
+		}
+	} else {
+		mech += " (cgroup disabled by " + CgroupEnv + "=off)"
+	}
+
+	env := make([]string, 0, len(os.Environ()))
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, superviseEnv+"=") {
+			env = append(env, kv)
+		}
+	}
+	path, err := exec.LookPath(argv[0])
+	if err != nil {
+		s.say("startfail", err.Error())
+		s.removeCgroup()
+		return 127
+	}
+	attr := &syscall.ProcAttr{
+		Env:   env,
+		Files: []uintptr{0, 1, 2},
+		Sys: &syscall.SysProcAttr{
+			// The engine's own process group, signalled as a whole; SIGKILL if the supervisor
+			// itself is killed (then the harness kills the cgroup, when there is one).
+			Setpgid:   true,
+			Pdeathsig: syscall.SIGKILL,
+		},
+	}
+	if cgFD >= 0 {
+		attr.Sys.UseCgroupFD, attr.Sys.CgroupFD = true, cgFD
+	}
+	pid, err := syscall.ForkExec(path, argv, attr)
+	if err != nil && cgFD >= 0 {
+		// clone3 into the cgroup refused (old kernel, no delegation): without the cgroup.
+		mech = "subreaper+pgroup (cgroup v2 not used: clone into " + s.cgDir + ": " + err.Error() + ")"
+		s.removeCgroup()
+		attr.Sys.UseCgroupFD, attr.Sys.CgroupFD = false, 0
+		pid, err = syscall.ForkExec(path, argv, attr)
+	}
+	if cgFD >= 0 {
+		_ = syscall.Close(cgFD)
+	}
+	if err != nil {
+		s.say("startfail", fmt.Sprintf("start %s: %v", argv[0], err))
+		s.removeCgroup()
+		return 127
+	}
+	s.enginePid = pid
+	if s.cgDir != "" {
+		mech = "cgroup v2 " + s.cgDir + " + subreaper+pgroup"
+	}
+	s.say("pid", strconv.Itoa(pid))
+	s.say("mech", mech)
+	// The engine holds the output pipe now; the supervisor lets go of it so that the harness
+	// sees the end of the output when the engine's tree is gone.
+	if devnull, err := syscall.Open(os.DevNull, syscall.O_RDWR, 0); err == nil && s.pipes {
+		_ = unix.Dup3(devnull, 1, 0)
+		_ = unix.Dup3(devnull, 2, 0)
+		_ = syscall.Close(devnull)
+	}
+
+	type exitEv struct{ code, sig int }
+	exitCh := make(chan exitEv, 1)
+	empty := make(chan struct{})
+	go func() { // the reaper: every child, the engine's and the orphans reparented to us
+		defer close(empty)
+		for {
+			var ws syscall.WaitStatus
+			p, err := syscall.Wait4(-1, &ws, 0, nil)
+			if errors.Is(err, syscall.EINTR) {
+				continue
+			}
+			if err != nil { // ECHILD: no child left, and none can appear any more
+				return
+			}
+			if p == pid {
+				ev := exitEv{code: -1}
+				if ws.Exited() {
+					ev.code = ws.ExitStatus()
+				} else if ws.Signaled() {
+					ev.sig = int(ws.Signal())
+				}
+				exitCh <- ev
+			}
+		}
+	}()
+	ctl := make(chan string, 4)
+	if control != nil {
+		go func() {
+			sc := bufio.NewScanner(control)
+			for sc.Scan() {
+				ctl <- strings.TrimSpace(sc.Text())
+			}
+			ctl <- "eof"
+		}()
+	}
+
+	code := 0
+	const (
+		running = iota
+		terming
+		killing
+	)
+	phase := running
+	var termDeadline, killStart time.Time
+	warnedKill := false
+	tick := time.NewTicker(supervisorPollEvery)
+	defer tick.Stop()
+	startTerm := func(why string) {
+		if phase != running {
+			return
+		}
+		s.logf("info", "stopping the engine's process tree (%s): SIGTERM, SIGKILL after %s", why, s.grace)
+		phase, termDeadline = terming, time.Now().Add(s.grace)
+		s.signalTree(syscall.SIGTERM)
+	}
+	startKill := func(why string) {
+		if phase == killing {
+			return
+		}
+		if left := s.tree(); len(left) > 0 {
+			s.logf("warn", "engine tree still running (%s): SIGKILL to %d processes %v", why, len(left), left)
+		}
+		phase, killStart = killing, time.Now()
+		s.signalTree(syscall.SIGKILL)
+	}
+	for {
+		select {
+		case ev := <-exitCh:
+			code = ev.code
+			if ev.sig != 0 {
+				code = 128 + ev.sig
+			}
+			s.say("exit", fmt.Sprintf("%d %d", ev.code, ev.sig))
+		case <-empty:
+			// Report the engine's exit if the reaper's last event is still queued.
+			select {
+			case ev := <-exitCh:
+				code = ev.code
+				if ev.sig != 0 {
+					code = 128 + ev.sig
+				}
+				s.say("exit", fmt.Sprintf("%d %d", ev.code, ev.sig))
+			default:
+			}
+			s.removeCgroup()
+			s.say("gone", "")
+			if phase != running {
+				return 0
+			}
+			return code
+		case c := <-ctl:
+			switch c {
+			case "kill":
+				startKill("kill requested")
+			case "eof":
+				ctl = nil
+				startTerm("the harness is gone")
+			default:
+				startTerm("stop requested")
+			}
+		case sig := <-sigs:
+			startTerm("signal " + sig.String() + " (the harness's parent-death signal, or a stop)")
+		case <-tick.C:
+			switch phase {
+			case terming:
+				if time.Now().After(termDeadline) {
+					startKill("did not stop after SIGTERM within " + s.grace.String())
+				}
+			case killing:
+				s.signalTree(syscall.SIGKILL) // processes forked since the last round
+				if !warnedKill && time.Since(killStart) > killWait {
+					warnedKill = true
+					s.logf("error", "processes still running %s after SIGKILL: %v", killWait, s.tree())
+				}
+			}
+		}
+	}
+}
+
+// tree lists the live processes of the engine's tree: every descendant of the supervisor (the
+// subreaper keeps their ppid links intact) and every member of the engine's cgroup.
+func (s *supervisor) tree() []int {
+	seen := map[int]bool{}
+	var out []int
+	if procs, ok := readProcs(); ok {
+		in := map[int]bool{s.self: true}
+		for changed := true; changed; {
+			changed = false
+			for _, p := range procs {
+				if !in[p.pid] && in[p.ppid] {
+					in[p.pid] = true
+					changed = true
+				}
+			}
+		}
+		for _, p := range procs {
+			if p.pid != s.self && in[p.pid] && p.state != 'Z' && p.state != 'X' && !seen[p.pid] {
+				seen[p.pid] = true
+				out = append(out, p.pid)
+			}
+		}
+	}
+	for _, p := range cgroupProcs(s.cgDir) {
+		if p != s.self && !seen[p] {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// signalTree sends sig to the cgroup, the engine's process group and every process of the tree.
+func (s *supervisor) signalTree(sig syscall.Signal) {
+	if sig == syscall.SIGKILL && s.cgDir != "" {
+		_ = os.WriteFile(filepath.Join(s.cgDir, "cgroup.kill"), []byte("1"), 0)
+	}
+	pids := s.tree()
+	// The process group is signalled only while one of our own processes is in it, so that a
+	// recycled group id of someone else's is never hit.
+	if procs, ok := readProcs(); ok {
+		mine := map[int]bool{}
+		for _, p := range pids {
+			mine[p] = true
+		}
+		for _, p := range procs {
+			if mine[p.pid] && p.pgrp == s.enginePid {
+				_ = syscall.Kill(-s.enginePid, sig)
+				break
+			}
+		}
+	}
+	for _, p := range pids {
+		_ = syscall.Kill(p, sig)
+	}
+}
+
+func (s *supervisor) removeCgroup() {
+	if s.cgDir == "" {
+		return
+	}
+	if err := removeCgroupDir(s.cgDir); err != nil {
+		s.logf("warn", "%v", err)
+	}
+}
+
+// removeCgroupDir removes an emptied cgroup, waiting a little for the kernel to notice that
+// its last process is gone.
+func removeCgroupDir(dir string) error {
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		err := syscall.Rmdir(dir)
+		if err == nil || errors.Is(err, syscall.ENOENT) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("remove engine cgroup %s: %w", dir, err)
+		}
+		time.Sleep(supervisorPollEvery) // polling the kernel's accounting, not a readiness wait
+	}
+}
+
+// makeCgroup creates a cgroup v2 for the engine under the supervisor's own and returns its
+// directory and an open descriptor of it (for clone3). An error says why none can be used.
+func makeCgroup(self int) (string, int, error) {
+	mount, root, err := cgroup2Mount()
+	if err != nil {
+		return "", -1, err
+	}
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return "", -1, fmt.Errorf("read /proc/self/cgroup: %w", err)
+	}
+	var cur string
+	found := false
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "0::"); ok {
+			cur, found = strings.TrimSpace(v), true
+			break
+		}
+	}
+	if !found {
+		return "", -1, errors.New("/proc/self/cgroup has no cgroup v2 entry (0::)")
+	}
+	if root != "/" {
+		cur = strings.TrimPrefix(cur, root)
+	}
+	dir := filepath.Join(mount, cur, fmt.Sprintf("reckon-engine-%d", self))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return "", -1, fmt.Errorf("not writable: %w", err)
+	}
+	fd, err := syscall.Open(dir, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		_ = syscall.Rmdir(dir)
+		return "", -1, fmt.Errorf("open %s: %w", dir, err)
+	}
+	return dir, fd, nil
+}
+
+// cgroup2Mount finds the cgroup v2 mount point (and the hierarchy path it shows) in
+// /proc/self/mountinfo.
+func cgroup2Mount() (mount, root string, err error) {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return "", "", fmt.Errorf("read /proc/self/mountinfo: %w", err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		pre, post, ok := strings.Cut(line, " - ")
+		if !ok {
+			continue
+		}
+		pf, qf := strings.Fields(pre), strings.Fields(post)
+		if len(pf) < 5 || len(qf) < 1 || qf[0] != "cgroup2" {
+			continue
+		}
+		if len(pf) >= 6 && strings.Contains(","+pf[5]+",", ",ro,") {
+			continue
+		}
+		return unescapeMount(pf[4]), unescapeMount(pf[3]), nil
+	}
+	return "", "", errors.New("no writable cgroup2 mount in /proc/self/mountinfo")
+}
+
+func unescapeMount(s string) string {
+	return strings.NewReplacer(`\040`, " ", `\011`, "\t", `\012`, "\n", `\134`, `\`).Replace(s)
+}
+
+// cgroupProcs lists the processes of a cgroup ("" or unreadable: none).
+func cgroupProcs(dir string) []int {
+	if dir == "" {
+		return nil
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, f := range strings.Fields(string(b)) {
+		if p, err := strconv.Atoi(f); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// killCgroup is the harness's last resort when a supervisor died without reporting that the
+// tree is gone: SIGKILL to the whole cgroup, then its removal.
+func killCgroup(dir string) {
+	if dir == "" {
+		return
+	}
+	_ = os.WriteFile(filepath.Join(dir, "cgroup.kill"), []byte("1"), 0)
+	for _, p := range cgroupProcs(dir) {
+		_ = syscall.Kill(p, syscall.SIGKILL)
+	}
+}
