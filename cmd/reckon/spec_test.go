@@ -59,8 +59,8 @@ func TestSpecCheckGoodSpecs(t *testing.T) {
 		}
 	}
 	for _, want := range []string{
-		"OK " + filepath.Join(fixtureSpecs, "default.yaml") + ": spec default, sglang tp 4, 5 configs, 1 workload, 15 checks (5 implied by expect)",
-		": spec sglang-8gpu-nvlink, sglang tp 8, 5 configs, 1 workload, ",
+		"OK " + filepath.Join(fixtureSpecs, "default.yaml") + ": spec default, sglang tp 4, 6 configs, 1 workload, 16 checks (6 implied by expect)",
+		": spec sglang-8gpu-nvlink, sglang tp 8, 6 configs, 1 workload, ",
 		": spec vllm-4gpu, vllm tp 4, ",
 	} {
 		if !strings.Contains(out, want) {
@@ -377,5 +377,32 @@ func TestSpecCheckDirectory(t *testing.T) {
 	empty := t.TempDir()
 	if _, errs, code := runSpecCmd(t, "check", empty); code != 2 || !strings.Contains(errs, "no .yaml or .yml files") {
 		t.Errorf("empty dir: exit %d, %s", code, errs)
+	}
+}
+
+// TestSpecCheckWarnsUncalibrated: an equivalence check without twin or oracle, and numerics
+// without the under-load pass, are valid but warned about; a calibrated check is not.
+func TestSpecCheckWarnsUncalibrated(t *testing.T) {
+	dir := t.TempDir()
+	src := `name: u
+engine: {kind: sglang, model: m, tp_size: 4}
+configs: [{name: a, disable_custom_all_reduce: true}, {name: t, disable_custom_all_reduce: true, env: {NCCL_ALGO: Tree}}, {name: b}]
+numerics: {prompts: p.jsonl, batch_size: 0}
+checks:
+  - {kind: equivalence, base: a, head: b}
+  - {kind: equivalence, name: calibrated, base: a, head: b, twin: t}
+`
+	p := filepath.Join(dir, "u.yaml")
+	if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errs, code := runSpecCmd(t, "check", p)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, out, errs)
+	}
+	all := out + errs
+	if !strings.Contains(all, p+":6: warning: check equivalence b vs a: uncalibrated: no twin or oracle") ||
+		!strings.Contains(all, "numerics.batch_size: 0: the under-load pass is off") || strings.Contains(all, "check calibrated: uncalibrated") {
+		t.Errorf("warnings:\n%s", all)
 	}
 }
