@@ -86,9 +86,10 @@ type workflow struct {
 		CancelInProgress bool   `yaml:"cancel-in-progress"`
 	} `yaml:"concurrency"`
 	Jobs map[string]struct {
-		If     string   `yaml:"if"`
-		RunsOn []string `yaml:"runs-on"`
-		Steps  []struct {
+		If             string   `yaml:"if"`
+		RunsOn         []string `yaml:"runs-on"`
+		TimeoutMinutes int      `yaml:"timeout-minutes"`
+		Steps          []struct {
 			Name string         `yaml:"name"`
 			Uses string         `yaml:"uses"`
 			Run  string         `yaml:"run"`
@@ -134,6 +135,15 @@ func checkCommon(wf *workflow, raw string) []string {
 				locked = true
 				if !strictGate.MatchString(s.Run) {
 					bad = append(bad, fmt.Sprintf("job %s: step %q runs the gate without --strict (an inconclusive or unbaselined check would pass)", name, s.Name))
+				}
+				// --timeout under the job's own (engine_test.go): a CI timeout cancels, and a
+				// cancelled job uploads nothing.
+				for _, cmd := range gateCommands(s.Run) {
+					for _, b := range checkGateCommand(fmt.Sprintf("job %s: step %q", name, s.Name), cmd, j.TimeoutMinutes) {
+						if !strings.Contains(b, "without --strict") {
+							bad = append(bad, b)
+						}
+					}
 				}
 			case strings.Contains(s.Run, "reckon gate"):
 				bad = append(bad, fmt.Sprintf("job %s: step %q runs the gate without the GPU lock", name, s.Name))
@@ -228,6 +238,8 @@ func TestPremergeIsSafeForForks(t *testing.T) {
 		"secrets":             {"RECKON_LABEL_FILTER: premerge", "RECKON_LABEL_FILTER: premerge\n      HF_TOKEN: ${{ secrets.HF_TOKEN }}"},
 		"no summary on red":   {"      - name: Publish the summary\n        if: ${{ !cancelled() }}\n", "      - name: Publish the summary\n"},
 		"not strict":          {" --out out --strict", " --out out"},
+		"no timeout":          {" --strict --timeout 100m", " --strict"},
+		"timeout past job's":  {"timeout-minutes: 180", "timeout-minutes: 100"},
 	} {
 		bad := strings.Replace(raw, edit[0], edit[1], 1)
 		if bad == raw {
@@ -251,6 +263,7 @@ func TestNightlyRunsScheduledUnderTheLock(t *testing.T) {
 		"junit elsewhere":  {"report_paths: out/junit.xml", "report_paths: junit.xml"},
 		"no upload on red": {"      - name: Upload the reports\n        if: ${{ !cancelled() }}\n", "      - name: Upload the reports\n"},
 		"not strict":       {" --require-baseline --strict", " --require-baseline"},
+		"no timeout":       {" --strict --timeout 210m", " --strict"},
 	} {
 		bad := strings.Replace(raw, edit[0], edit[1], 1)
 		if bad == raw {
@@ -296,6 +309,12 @@ func TestGitLabJob(t *testing.T) {
 	if !strictGate.MatchString(strings.Join(j.Script, "\n")) {
 		t.Error("gate without --strict")
 	}
+	if _, ok := gateTimeout(strings.Join(j.Script, "\n")); !ok {
+		t.Error("gate without --timeout (a job timeout cancels it before its reports are written)")
+	}
+	if !strings.Contains(raw, "RECKON_EXTRA: --require-baseline") || !strings.Contains(strings.Join(j.Script, "\n"), "$RECKON_EXTRA") {
+		t.Error("the nightly does not pass --require-baseline")
+	}
 	var sched, mr bool
 	for _, r := range j.Rules {
 		sched = sched || strings.Contains(r.If, `"schedule"`)
@@ -330,6 +349,9 @@ func TestBuildkitePipeline(t *testing.T) {
 	cmd := fmt.Sprint(gate["command"])
 	if !strings.Contains(cmd, "ci/scripts/gpu-lock.sh") || !strings.Contains(cmd, "buildkite-agent annotate") || !strictGate.MatchString(cmd) {
 		t.Errorf("gate command (under the GPU lock, annotated, --strict): %s", cmd)
+	}
+	if _, ok := gateTimeout(strings.ReplaceAll(cmd, "\\\n", " ")); !ok || !strings.Contains(cmd, "echo --require-baseline") {
+		t.Errorf("gate command without --timeout, or a nightly without --require-baseline: %s", cmd)
 	}
 	// Run-time variables must be escaped ($$), or Buildkite substitutes them at upload time.
 	for _, line := range strings.Split(cmd, "\n") {

@@ -152,6 +152,21 @@ func runFaultHarness(variant string) {
 	select {}
 }
 
+const gpuLockScript = "../ci/scripts/gpu-lock.sh"
+
+// haveGPULock reports whether the rows can run under ci/scripts/gpu-lock.sh (bash and flock).
+func haveGPULock() bool {
+	if _, err := os.Stat(gpuLockScript); err != nil {
+		return false
+	}
+	for _, b := range []string{"bash", "flock"} {
+		if _, err := exec.LookPath(b); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
 // markerProcs lists the live processes whose environment holds marker, as "pid cmdline".
 func markerProcs(t *testing.T, marker string) []string {
 	t.Helper()
@@ -194,6 +209,7 @@ type faultResult struct {
 	mech, kill, variant string
 	survivors           int
 	took                time.Duration
+	lockFree            string
 	harnessRSSKiB       int64
 }
 
@@ -217,9 +233,9 @@ func TestFaultMatrix(t *testing.T) {
 			return x.mech+x.kill+x.variant < y.mech+y.kill+y.variant
 		})
 		var b strings.Builder
-		b.WriteString("| containment | harness killed by | engine | survivors | time to none left | harness peak RSS |\n|---|---|---|---|---|---|\n")
+		b.WriteString("| containment | harness killed by | engine | survivors | time to none left | GPU lock free | harness peak RSS |\n|---|---|---|---|---|---|---|\n")
 		for _, r := range faultResults {
-			fmt.Fprintf(&b, "| %s | %s | %s | %d | %s | %.1f MiB |\n", r.mech, r.kill, r.variant, r.survivors, r.took.Round(10*time.Millisecond), float64(r.harnessRSSKiB)/1024)
+			fmt.Fprintf(&b, "| %s | %s | %s | %d | %s | %s | %.1f MiB |\n", r.mech, r.kill, r.variant, r.survivors, r.took.Round(10*time.Millisecond), r.lockFree, float64(r.harnessRSSKiB)/1024)
 		}
 		t.Logf("fault matrix:\n%s", b.String())
 		if p := os.Getenv("RECKON_FAULT_TABLE"); p != "" {
@@ -250,7 +266,13 @@ func runFaultRow(t *testing.T, mech, kill, variant string) {
 		}
 	}
 	t.Cleanup(func() { killMarkerProcs(t, marker) }) // whatever a failing row left behind
+	// The harness runs under ci/scripts/gpu-lock.sh, as in CI: the locked descriptor is
+	// inherited by everything it starts, so the lock is free again only when all of it is gone.
+	lock := filepath.Join(dir, "gpu.lock")
 	cmd := exec.Command(os.Args[0])
+	if haveGPULock() {
+		cmd = exec.Command("bash", gpuLockScript, "--timeout", "5", "--lock", lock, "--", os.Args[0])
+	}
 	cmd.Env = append(os.Environ(), envFaultHarness+"="+variant, envFaultRow+"="+marker, envFaultLog+"="+logPath, envFaultUp+"="+up)
 	if mech == "pgroup" {
 		cmd.Env = append(cmd.Env, "RECKON_ENGINE_CGROUP=off")
@@ -340,8 +362,18 @@ func runFaultRow(t *testing.T, mech, kill, variant string) {
 		time.Sleep(10 * time.Millisecond) // polling /proc for the tree to vanish
 	}
 	took := time.Since(t0)
+	lockFree := "n/a"
+	if haveGPULock() {
+		// What the next CI job does: take the lock, waiting at most 3 s.
+		out, err := exec.Command("bash", gpuLockScript, "--timeout", "3", "--lock", lock, "--", "true").CombinedOutput()
+		lockFree = "yes"
+		if err != nil {
+			lockFree = "no"
+			t.Errorf("GPU lock still held after %s of the harness: %v\n%s", kill, err, out)
+		}
+	}
 	faultMu.Lock()
-	faultResults = append(faultResults, faultResult{mech: mech, kill: kill, variant: variant, survivors: len(left), took: took, harnessRSSKiB: rss})
+	faultResults = append(faultResults, faultResult{mech: mech, kill: kill, variant: variant, survivors: len(left), took: took, lockFree: lockFree, harnessRSSKiB: rss})
 	faultMu.Unlock()
 	if rss > 100<<10 {
 		t.Errorf("harness peak RSS %d KiB, want < 100 MiB", rss)

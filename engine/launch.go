@@ -248,12 +248,13 @@ func (i *Instance) ExitErr() error {
 	}
 }
 
-// Launch starts the engine described by opts with adapter a, in its own process group,
-// with stdout and stderr in opts.LogPath, on a free port (retrying with another port when the
-// port is taken), and waits until it is ready. It fails early, with a *LaunchError carrying
-// the log tail, when the engine exits, when opts.ReadyTimeout passes or when ctx is done; the
-// engine's whole process group is stopped before such an error is returned. Cancelling ctx
-// after Launch returned stops the engine.
+// Launch starts the engine described by opts with adapter a, under a supervisor that contains
+// its whole process tree even if the harness dies (on Linux; see supervise_linux.go and
+// docs/reliability.md), in its own process group, with stdout and stderr in opts.LogPath, on
+// a free port (retrying with another port when the port is taken), and waits until it is
+// ready. It fails early, with a *LaunchError carrying the log tail, when the engine exits,
+// when opts.ReadyTimeout passes or when ctx is done; the engine's whole tree is stopped before
+// such an error is returned. Cancelling ctx after Launch returned stops the engine.
 func Launch(ctx context.Context, a Adapter, opts LaunchOptions) (*Instance, error) {
 	if a == nil {
 		return nil, &LaunchError{Op: "config", Cause: errors.New("no adapter"), ExitCode: -1}
@@ -871,10 +872,11 @@ func probe(ctx context.Context, c *http.Client, url string) bool {
 	return resp.StatusCode == http.StatusOK
 }
 
-// Stop stops the engine's whole process group: SIGTERM, up to the stop grace for every
-// process of the group (and any descendant that left it) to exit, then SIGKILL. It waits
-// until none is left, closes the log, and is idempotent: later and concurrent calls wait for
-// the first one and return its result. ctx bounds the grace period.
+// Stop stops the engine's whole process tree: SIGTERM, up to the stop grace for every
+// process of it (its cgroup, its process group, every descendant the supervisor reaped) to
+// exit, then SIGKILL. It waits until none is left, closes the log, and is idempotent: later
+// and concurrent calls wait for the first one and return its result. ctx bounds the grace
+// period.
 func (i *Instance) Stop(ctx context.Context) error {
 	i.stopOnce.Do(func() {
 		i.stopErr = i.stop(ctx)

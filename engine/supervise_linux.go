@@ -30,6 +30,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -128,6 +129,9 @@ func fdOpen(fd int) bool {
 }
 
 func (s *supervisor) run(argv []string) int {
+	// The engine's parent-death signal follows the thread that forks it: this goroutine keeps
+	// its thread until the supervisor exits.
+	runtime.LockOSThread()
 	// Status and control pipes when started by Launch; stderr and signals only by hand.
 	s.status = os.Stderr
 	var control io.Reader

@@ -44,7 +44,10 @@ func DefaultAllReduceTolerances(worldSize int) map[string]Tolerance {
 	return out
 }
 
-// AllReduceProbeCheck judges an op-level allreduce probe: every algorithm that ran must be within
+// AllReduceProbeCheck judges an op-level allreduce probe. A calibrated probe (schema
+// reckon.allreduce-probe/v2) is judged by the calibrated rule with the default bounds
+// (AllReduceProbeCheckCalibrated); an older, uncalibrated one (v1) by the fixed rule below, and its
+// message says so. The fixed rule: every algorithm that ran must be within
 // its dtype's tolerance on random inputs, leave every rank with the same result (when the probe
 // checked that), and be bit-exact on integer inputs (sums of small integers are exact in every
 // dtype, so any error there is a bug, not rounding). Tolerances not given for a dtype default to
@@ -55,9 +58,22 @@ func AllReduceProbeCheck(p *wire.AllReduceProbe, tol map[string]Tolerance) Verdi
 }
 
 // AllReduceProbeCheckOf is AllReduceProbeCheck judging only the named algorithms (every one the
-// probe ran when algorithms is empty). A named algorithm the probe never ran is an error: the
-// check would otherwise pass without judging it.
+// probe ran when algorithms is empty; for a calibrated probe, the named candidates). A named
+// algorithm the probe never ran is an error: the check would otherwise pass without judging it.
 func AllReduceProbeCheckOf(p *wire.AllReduceProbe, tol map[string]Tolerance, algorithms []string) Verdict {
+	if p != nil && p.Schema == wire.AllReduceProbeSchema {
+		return AllReduceProbeCheckCalibrated(p, tol, algorithms, DefaultAllReduceCalibration())
+	}
+	v := allReduceProbeFixed(p, tol, algorithms)
+	if p != nil && (v.Outcome == Pass || v.Outcome == Fail) {
+		v.Message += fmt.Sprintf(" [uncalibrated: %s has no oracle or controls, so it was judged by the fixed per-dtype rounding bounds; rerun the probe for a %s file]", nameOr(p.Schema, wire.AllReduceProbeSchemaV1), wire.AllReduceProbeSchema)
+		v.Metrics["calibrated"] = 0
+	}
+	return v
+}
+
+// allReduceProbeFixed is the fixed (uncalibrated) rule of AllReduceProbeCheck.
+func allReduceProbeFixed(p *wire.AllReduceProbe, tol map[string]Tolerance, algorithms []string) Verdict {
 	v := Verdict{Check: "allreduce probe", Kind: KindAllReduceProbe, Metrics: map[string]float64{}}
 	if p == nil {
 		v.Outcome, v.Message = Error, "allreduce probe: no probe result"
@@ -67,9 +83,9 @@ func AllReduceProbeCheckOf(p *wire.AllReduceProbe, tol map[string]Tolerance, alg
 		v.Config = p.Source
 		v.Check = "allreduce probe " + p.Source
 	}
-	if p.Schema != "" && p.Schema != wire.AllReduceProbeSchema {
+	if p.Schema != "" && p.Schema != wire.AllReduceProbeSchemaV1 && p.Schema != wire.AllReduceProbeSchema {
 		v.Outcome = Error
-		v.Message = fmt.Sprintf("%s: schema %q; expected %q", v.Check, p.Schema, wire.AllReduceProbeSchema)
+		v.Message = fmt.Sprintf("%s: schema %q; expected %q (calibrated) or %q", v.Check, p.Schema, wire.AllReduceProbeSchema, wire.AllReduceProbeSchemaV1)
 		return v
 	}
 	if len(p.Results) == 0 {

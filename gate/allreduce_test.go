@@ -126,7 +126,7 @@ func loadARProbe(t *testing.T, name string) *wire.AllReduceProbe {
 
 func arProbe() *wire.AllReduceProbe {
 	yes := true
-	return &wire.AllReduceProbe{Schema: wire.AllReduceProbeSchema, Source: "refengine", WorldSize: 8, Reference: "ring",
+	return &wire.AllReduceProbe{Schema: wire.AllReduceProbeSchemaV1, Source: "refengine", WorldSize: 8, Reference: "ring",
 		Results: []wire.AllReduceProbeCase{
 			{SizeBytes: 1 << 20, Elements: 1 << 18, DType: "float32", Inputs: "random", Algorithms: []wire.AllReduceProbeAlgorithm{
 				{Name: "ring", MaxRelErr: 3e-7, RanksIdentical: &yes}, {Name: "one_shot", MaxRelErr: 2e-7, RanksIdentical: &yes}}},

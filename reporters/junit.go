@@ -472,6 +472,8 @@ func runProperties(r *Run) []xProperty {
 	add("git_commit_source", r.GitCommitSource)
 	add("engine_version", r.EngineVersion)
 	add("label_filter", r.LabelFilter)
+	add("shards", shardLine(r))
+	add("launch_order", launchOrderLine(r))
 	if r.Strict {
 		add("strict", "true")
 	}

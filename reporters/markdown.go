@@ -76,6 +76,9 @@ func renderMarkdown(r *Run, maxBytes int) string {
 	for _, p := range provenance(r) {
 		fmt.Fprintf(&head, " · %s %s", p[0], mdEscape(p[1]))
 	}
+	if sh := shardLine(r); sh != "" {
+		fmt.Fprintf(&head, " · %s", mdEscape(sh))
+	}
 	head.WriteString("\n\n")
 	if r.Interrupted {
 		why := ""
@@ -112,6 +115,9 @@ func renderMarkdown(r *Run, maxBytes int) string {
 	}
 	if t := mdConfigTable(r, checks); t != "" {
 		blocks = append(blocks, t)
+	}
+	if order := launchOrderLine(r); order != "" {
+		blocks = append(blocks, "### Launch order\n\n"+mdEscape(order)+"\n\n")
 	}
 	for _, g := range groupChecks(r, checks) {
 		if len(g.checks) == 0 {
@@ -207,8 +213,8 @@ func mdConfigTable(r *Run, checks []Check) string {
 			name += " 💥"
 		}
 		launches := strconv.Itoa(c.Launches)
-		if c.Launches > 1 {
-			launches += " ⚠️" // one launch per config per run is the design: say when it was not
+		if c.Launches > max(1, plannedLaunches(r, c.Name)) {
+			launches += " ⚠️" // more launches than the spec asked for (workload launches): say so
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s |", name, launches, mdCell(str(c.Engine, keyAllreduce)),
 			mdNum(c.Engine, keyKVTokens), mdNum(c.Engine, keyKVGiB), mdNum(c.Engine, keyWeights), mdNum(c.Engine, keyGraph), mdNum(c.Engine, keyAvailable))

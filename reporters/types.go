@@ -74,16 +74,63 @@ type Run struct {
 	// Interrupted is true when the run was stopped (SIGINT, SIGTERM or --timeout) before every
 	// check ran: the reports are partial, every check not judged is listed with Outcome not_run,
 	// and the run is red. InterruptReason says what stopped it.
-	Interrupted     bool     `json:"interrupted,omitempty"`
-	InterruptReason string   `json:"interrupt_reason,omitempty"`
-	Configs         []Config `json:"configs"`
-	Checks          []Check  `json:"checks"`
+	Interrupted     bool   `json:"interrupted,omitempty"`
+	InterruptReason string `json:"interrupt_reason,omitempty"`
+	// LaunchOrder is every engine launch of the run in the order it happened: one per config by
+	// default; with a workload's launches > 1 the relaunches follow in their balanced interleaved
+	// order (main pr pr main main pr).
+	LaunchOrder []LaunchRecord `json:"launch_order,omitempty"`
+	// Shard is set when the run was one shard of a spec (reckon gate --shard I/N).
+	Shard *Shard `json:"shard,omitempty"`
+	// MergedFrom lists the shard runs that reckon merge joined into this run.
+	MergedFrom []MergedShard `json:"merged_from,omitempty"`
+	Configs    []Config      `json:"configs"`
+	Checks     []Check       `json:"checks"`
+}
+
+// LaunchRecord is one engine launch: which config, which of its launches, and what it ran.
+type LaunchRecord struct {
+	Config string `json:"config"`
+	// Launch counts the config's launches from 1; Of is how many the spec asks for.
+	Launch int `json:"launch"`
+	Of     int `json:"of"`
+	// Workloads are the workloads whose trials this launch ran (none: it ran only the checks of
+	// the first launch, or nothing was measured).
+	Workloads []string  `json:"workloads,omitempty"`
+	LogPath   string    `json:"log_path,omitempty"`
+	Error     string    `json:"error,omitempty"`
+	StartedAt time.Time `json:"started_at"`
+}
+
+// Shard says which part of a spec a run covered (reckon gate --shard Index/Count).
+type Shard struct {
+	Index int `json:"index"` // 1-based
+	Count int `json:"count"`
+	// By is how configs were spread: "group" (configs a cross-config check ties stay together)
+	// or "config" (every config on its own; reckon merge judges the cross-config checks).
+	By string `json:"by"`
+	// Configs are the configs this shard ran, in spec order.
+	Configs []string `json:"configs"`
+	// Deferred names the cross-config checks left to reckon merge (their configs are split
+	// over shards).
+	Deferred []string `json:"deferred,omitempty"`
+}
+
+// MergedShard is one shard run joined by reckon merge.
+type MergedShard struct {
+	Dir        string   `json:"dir"`
+	Index      int      `json:"index"`
+	Count      int      `json:"count"`
+	TestbedKey string   `json:"testbed_key,omitempty"`
+	Configs    []string `json:"configs"`
+	GitCommit  string   `json:"git_commit,omitempty"`
 }
 
 // Config is one launched configuration and what was measured on it.
 type Config struct {
 	Name string `json:"name"`
-	// Launches counts engine launches of this config in the run (one per run by design).
+	// Launches counts engine launches of this config in the run (one by default; a workload's
+	// launches asks for more).
 	Launches int `json:"launches"`
 	// LaunchError is the infrastructure error of a launch that failed ("" when it started).
 	LaunchError string `json:"launch_error,omitempty"`
@@ -115,6 +162,9 @@ type Config struct {
 type Trial struct {
 	Workload string `json:"workload"`
 	Index    int    `json:"index"`
+	// Launch is which launch of the config ran the trial (1-based; 0 in results written before
+	// relaunches existed, meaning the only launch).
+	Launch int `json:"launch,omitempty"`
 	// Metrics uses vLLM's result keys: output_throughput, request_throughput,
 	// total_token_throughput, median_ttft_ms, p90_ttft_ms, p99_ttft_ms, mean_tpot_ms, ...
 	Metrics map[string]float64 `json:"metrics"`
@@ -160,6 +210,10 @@ type Check struct {
 	CIHigh   *float64      `json:"ci_high,omitempty"`
 	PValue   *float64      `json:"p_value,omitempty"`
 	Duration time.Duration `json:"duration_ns"`
+	// Trend is the check's series in the results history when one is configured (reckon gate
+	// --history): the median of each of the last runs, oldest first, this run last. report.html
+	// draws it as a sparkline.
+	Trend []float64 `json:"trend,omitempty"`
 }
 
 // Outcomes the gate records besides the verdicts of package gate: not_run marks a check the run
@@ -304,6 +358,10 @@ func undecided(checks []Check) []*Check {
 	}
 	return out
 }
+
+// OutcomeDeferred marks a cross-config check a shard left to reckon merge: its configs ran on
+// other shards.
+const OutcomeDeferred = "deferred"
 
 // OutcomePartial marks a check skipped under --allow-partial because the label filter removed
 // one of its inputs (another config's measurement).

@@ -38,7 +38,14 @@ var CheckKinds = []CheckKind{KindFloor, KindRelative, KindExpect, KindEquivalenc
 const (
 	AgainstBaseline = "baseline"
 	AgainstConfig   = "config"
+	// AgainstHistory judges against the runs stored in the results history since the series'
+	// last change point on this testbed (reckon gate --history; docs/history.md).
+	AgainstHistory = "history"
 )
+
+// DefaultHistoryRuns is the fewest runs since the last change point that `against: history`
+// needs (Check.HistoryRuns).
+const DefaultHistoryRuns = 5
 
 // Check is one verdict. Which fields are set depends on Kind (see each field's comment).
 type Check struct {
@@ -68,7 +75,8 @@ type Check struct {
 
 	// Config (relative, throughput, latency): the config being judged.
 	Config string `json:"config,omitempty"`
-	// Of (relative): the config it is compared with.
+	// Of (relative): the config it is compared with, or OfBaseline: the same config's engine
+	// report stored in this testbed's baseline.
 	Of string `json:"of,omitempty"`
 	// MinRatio and MaxRatio (relative): inclusive bounds on value(Config)/value(Of); at least one
 	// is set. MaxRatio (equivalence, with twin or oracle): the bound on the candidate's distance
@@ -115,18 +123,30 @@ type Check struct {
 	MaxAbsErr map[string]float64 `json:"max_abs_err,omitempty"`
 	MaxRelErr map[string]float64 `json:"max_rel_err,omitempty"`
 
-	// Workload (throughput, latency): the workload whose trials are compared.
+	// Workload (throughput, latency): the workload whose trials are compared. (floor on a result
+	// metric): the workload whose trials' median is bounded.
 	Workload string `json:"workload,omitempty"`
 	// Against (throughput, latency): AgainstBaseline or AgainstConfig.
 	Against string `json:"against,omitempty"`
 	// AgainstConfig: the other config when Against is AgainstConfig.
 	AgainstConfig string `json:"against_config,omitempty"`
+	// HistoryRuns (against: history): the fewest runs since the series' last change point the
+	// window must hold (history_runs, default DefaultHistoryRuns); fewer is no_baseline.
+	HistoryRuns int `json:"history_runs,omitempty"`
 	// MinEffect (throughput, latency): the smallest relative change that counts (0.05 = 5%).
 	MinEffect float64 `json:"min_effect,omitempty"`
 	// Alpha (throughput, latency): the family-wise significance level (Holm-Bonferroni over the
 	// run's statistical checks).
 	Alpha float64 `json:"alpha,omitempty"`
 }
+
+// OfBaseline as a relative check's Of compares the config's engine report with the one stored in
+// this testbed's baseline for the same config.
+const OfBaseline = "baseline"
+
+// IsResultFloor reports whether the check is a floor on a result metric (the median over a
+// config's trials of Workload) rather than on an engine report value.
+func (c *Check) IsResultFloor() bool { return c.Kind == KindFloor && c.Workload != "" }
 
 // Defaults of optional check fields.
 const (
@@ -159,7 +179,9 @@ func (c *Check) ConfigNames() []string {
 		}
 	case KindRelative:
 		add(c.Config)
-		add(c.Of)
+		if c.Of != OfBaseline {
+			add(c.Of)
+		}
 	case KindEquivalence:
 		add(c.Base)
 		add(c.Head)
@@ -177,7 +199,9 @@ func (c *Check) ConfigNames() []string {
 // another config. A floor or expect over several configs judges each one alone.
 func (c *Check) IsCrossConfig() bool {
 	switch c.Kind {
-	case KindRelative, KindEquivalence:
+	case KindRelative:
+		return c.Of != OfBaseline
+	case KindEquivalence:
 		return true
 	case KindThroughput, KindLatency:
 		return c.Against == AgainstConfig
@@ -260,6 +284,9 @@ func (c *Check) generatedName() string {
 		default:
 			s += c.Metric
 		}
+		if c.Workload != "" {
+			s += " (" + c.Workload + ")"
+		}
 		return s
 	case KindRelative:
 		var parts []string
@@ -284,6 +311,8 @@ func (c *Check) generatedName() string {
 		vs := AgainstBaseline
 		if c.Against == AgainstConfig {
 			vs = c.AgainstConfig
+		} else if c.Against == AgainstHistory {
+			vs = AgainstHistory
 		}
 		return fmt.Sprintf("%s %s %s %s vs %s", c.Kind, c.Config, c.Workload, c.Metric, vs)
 	}

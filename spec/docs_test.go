@@ -23,7 +23,7 @@ func TestDocsExamples(t *testing.T) {
 	}
 	const base = `name: docs
 engine: {kind: sglang, model: m, tp_size: 2}
-configs: [{name: nccl}, {name: custom-ar}]
+configs: [{name: nccl}, {name: nccl-tree, env: {NCCL_ALGO: Tree}}, {name: custom-ar}]
 workloads: [{name: decode, concurrency: 1, num_prompts: 1, input_len: 1, output_len: 1, trials: 5}]
 numerics: {prompts: p.jsonl}
 checks:

@@ -100,6 +100,10 @@ type builder struct {
 	checkPath map[*Check]string
 	// expectAt is where each config's expect.allreduce is written (for consistency errors).
 	expectAt map[string]ref
+	// engineMap is the engine section (engine.model is checked once the configs are read).
+	engineMap *mapping
+	// launchesAt is where each workload's launches is written (for checks made in link).
+	launchesAt map[string]ast.Node
 }
 
 // ref is a config or workload name used by a check, resolved once the whole file is read.
@@ -248,20 +252,14 @@ func (b *builder) engine(m *mapping) Engine {
 	if !m.has("kind") {
 		m.missing("kind", "sglang or vllm")
 	}
-	if m.has("command") {
-		e.Command = m.strList("command", true)
-		if len(e.Command) == 0 {
-			if v, ok := m.get("command"); ok {
-				m.bad(v, "command", "expected a non-empty list (the program and its arguments); leave command out for the adapter's default")
-			}
-		} else if strings.TrimSpace(e.Command[0]) == "" {
-			v, _ := m.get("command")
-			m.bad(v, "command", "the program (first item) must not be empty")
-		}
+	e.Command = b.command(m, "the adapter's default")
+	// engine.model may be left out when every config names its own (checked in link).
+	if m.has("model") {
+		e.Model, _ = m.reqStr("model", "a model path or hub id")
 	} else {
-		m.strList("command", true)
+		m.get("model")
 	}
-	e.Model, _ = m.reqStr("model", "a model path or hub id")
+	b.engineMap = m
 	if n, ok := m.integer("tp_size", 1); ok {
 		e.TPSize = n
 	}
@@ -281,6 +279,27 @@ func (b *builder) engine(m *mapping) Engine {
 	}
 	m.done()
 	return e
+}
+
+// command reads a command list (engine.command, configs[].command): the program and its fixed
+// arguments; left out, the command is inherited (what says from where).
+func (b *builder) command(m *mapping, inherited string) []string {
+	if !m.has("command") {
+		m.get("command") // known, for suggestions
+		return nil
+	}
+	cmd := m.strList("command", true)
+	v, _ := m.get("command")
+	if len(cmd) == 0 {
+		if v != nil && !isNull(v) {
+			m.bad(v, "command", "expected a non-empty list (the program and its arguments); leave command out for %s", inherited)
+		}
+		return nil
+	}
+	if strings.TrimSpace(cmd[0]) == "" {
+		m.bad(v, "command", "the program (first item) must not be empty")
+	}
+	return cmd
 }
 
 // managedFlags are the engine flags the adapters derive from spec fields: passing them in args
@@ -325,6 +344,12 @@ func (b *builder) config(m *mapping) (*Config, ast.Node) {
 	var nameNode ast.Node
 	c.Name, nameNode = b.nameField(m, "config")
 	c.Tags = b.tags(m)
+	c.Command = b.command(m, "engine.command")
+	if m.has("model") {
+		c.Model, _ = m.reqStr("model", "a model path or hub id; leave model out for engine.model")
+	} else {
+		m.get("model")
+	}
 	c.TPSize = m.intPtr("tp_size", 1)
 	c.MemFractionStatic = m.numberIn("mem_fraction_static", math.SmallestNonzeroFloat64, 1, "a fraction in (0, 1]")
 	c.CudaGraphMaxBS = m.intPtr("cuda_graph_max_bs", 1)
@@ -407,12 +432,24 @@ func (b *builder) workload(m *mapping) (*Workload, ast.Node) {
 	if w.InputLen, ok = m.integer("input_len", 1); !ok && !m.has("input_len") && w.Dataset == "" {
 		m.missing("input_len", "the prompt length in tokens, or a dataset")
 	}
-	if w.OutputLen, ok = m.integer("output_len", 1); !ok && !m.has("output_len") {
-		m.missing("output_len", "the output length in tokens")
+	if w.OutputLen, ok = m.integer("output_len", 1); !ok && !m.has("output_len") && w.Dataset == "" {
+		m.missing("output_len", "the output length in tokens, or a dataset whose records give theirs (ShareGPT replies)")
 	}
+	b.workloadExtras(m, w)
 	w.Warmup, _ = m.integer("warmup", 0)
 	if n, ok := m.integer("trials", 1); ok {
 		w.Trials = n
+	}
+	if n, ok := m.integer("launches", 1); ok {
+		w.Launches = n
+		if b.launchesAt == nil {
+			b.launchesAt = map[string]ast.Node{}
+		}
+		v, _ := m.get("launches")
+		b.launchesAt[w.Name] = v
+		if n > 1 && m.has("max_trials") {
+			b.errorf(v, m.field("launches"), "launches %d and max_trials exclude each other: with relaunches the unit is a launch, so add launches rather than sequential trials", n)
+		}
 	}
 	w.MaxTrials = w.Trials
 	if n, ok := m.integer("max_trials", 1); ok {
@@ -469,6 +506,71 @@ func (b *builder) numerics(m *mapping) *Numerics {
 	}
 	m.done()
 	return n
+}
+
+// floorWorkload reads a floor's workload: required (unless the spec has one workload) for a
+// result metric, whose floor bounds the median over the config's trials of that workload, and
+// rejected for an engine metric.
+func (b *builder) floorWorkload(m *mapping, c *Check, s *Spec) {
+	if c.Metric == "" {
+		m.get("workload")
+		return
+	}
+	if IsEngineMetric(c.Metric) {
+		if v, ok := m.get("workload"); ok {
+			m.bad(v, "workload", "%s is an engine metric, read once per launch; workload applies to result metrics only", c.Metric)
+		}
+		return
+	}
+	if m.has("workload") {
+		c.Workload = b.refStr(m, "workload", "workload", true)
+		return
+	}
+	m.known = append(m.known, "workload")
+	switch len(s.Workloads) {
+	case 1:
+		c.Workload = s.Workloads[0].Name
+	case 0:
+		m.missing("workload", "the workload whose trials give "+c.Metric+", and a workloads section that defines it")
+	default:
+		m.missing("workload", "the workload whose trials give "+c.Metric+"; required when the spec has more than one workload")
+	}
+}
+
+// goodputKeys are the SLO keys of a workload's goodput section, with the metric each bounds.
+var goodputKeys = map[string]string{"ttft_ms": "ttft", "tpot_ms": "tpot", "e2el_ms": "e2el"}
+
+// workloadExtras reads the workload fields that shape each request and what is measured:
+// goodput SLOs, sampling settings, the endpoint, and the configs that run the workload.
+func (b *builder) workloadExtras(m *mapping, w *Workload) {
+	w.IgnoreEOS = true
+	if g := m.sub("goodput"); g != nil {
+		w.Goodput = map[string]float64{}
+		for _, key := range []string{"ttft_ms", "tpot_ms", "e2el_ms"} {
+			if v := g.numberIn(key, math.SmallestNonzeroFloat64, math.MaxFloat64, "a positive number of milliseconds"); v != nil {
+				w.Goodput[goodputKeys[key]] = *v
+			}
+		}
+		if len(g.entries) == 0 {
+			v, _ := m.get("goodput")
+			m.bad(v, "goodput", "expected at least one SLO: ttft_ms, tpot_ms or e2el_ms")
+		}
+		g.what = "goodput SLOs"
+		g.done()
+	}
+	w.Temperature = m.numberIn("temperature", 0, math.MaxFloat64, "a temperature >= 0 (0 = greedy)")
+	w.TopP = m.numberIn("top_p", math.SmallestNonzeroFloat64, 1, "a probability in (0, 1]")
+	if v := m.boolean("ignore_eos"); v != nil {
+		w.IgnoreEOS = *v
+	}
+	if e, ok := m.enum("endpoint", false, EndpointCompletions, EndpointChat); ok {
+		w.Endpoint = e
+	}
+	if m.has("configs") || m.has("config") {
+		w.Configs = b.refList(m)
+	} else {
+		m.known = append(m.known, "config", "configs")
+	}
 }
 
 // refStr reads a required config/workload name and records it for resolution.
@@ -543,8 +645,10 @@ func (b *builder) check(m *mapping, s *Spec) *Check {
 	switch c.Kind {
 	case KindFloor:
 		c.Configs = b.refList(m)
-		c.Metric = b.metric(m, true, IsEngineMetric, "an engine metric: "+strings.Join(EngineMetrics, ", "))
+		c.Metric = b.metric(m, true, func(s string) bool { return IsEngineMetric(s) || IsResultMetric(s) },
+			"an engine metric ("+strings.Join(EngineMetrics, ", ")+") or a result metric such as output_throughput or p99_ttft_ms (with a workload)")
 		c.metricAt = fieldAt(m, "metric")
+		b.floorWorkload(m, c, s)
 		c.Min = m.numberIn("min", -math.MaxFloat64, math.MaxFloat64, "a number")
 		c.Max = m.numberIn("max", -math.MaxFloat64, math.MaxFloat64, "a number")
 		switch {
@@ -556,7 +660,11 @@ func (b *builder) check(m *mapping, s *Spec) *Check {
 		}
 	case KindRelative:
 		c.Config = b.refStr(m, "config", "config", true)
-		c.Of = b.refStr(m, "of", "config", true)
+		if of, _ := m.str("of"); of == OfBaseline {
+			c.Of = OfBaseline
+		} else {
+			c.Of = b.refStr(m, "of", "config", true)
+		}
 		if c.Config != "" && c.Config == c.Of {
 			v, _ := m.get("of")
 			m.bad(v, "of", "a config compared with itself (%q) always passes; name another config", c.Of)
@@ -652,11 +760,14 @@ func (b *builder) check(m *mapping, s *Spec) *Check {
 			}
 		}
 		c.Metric = b.metric(m, true, IsResultMetric, "a result metric such as output_throughput, request_throughput, median_ttft_ms, p99_tpot_ms, mean_itl_ms, median_e2el_ms")
+		c.metricAt = fieldAt(m, "metric")
 		c.Against = AgainstBaseline
 		if a, ok := m.str("against"); ok {
 			v := m.entries[m.index["against"]].value
 			switch {
 			case a == AgainstBaseline:
+			case a == AgainstHistory:
+				c.Against = AgainstHistory
 			case strings.HasPrefix(a, "config:") && strings.TrimSpace(strings.TrimPrefix(a, "config:")) != "":
 				c.Against = AgainstConfig
 				c.AgainstConfig = strings.TrimSpace(strings.TrimPrefix(a, "config:"))
@@ -665,8 +776,18 @@ func (b *builder) check(m *mapping, s *Spec) *Check {
 					m.bad(v, "against", "a config compared with itself (%q) always passes; name another config", c.Config)
 				}
 			default:
-				m.bad(v, "against", "expected baseline or config:NAME, got %q", a)
+				m.bad(v, "against", "expected baseline, history or config:NAME, got %q", a)
 			}
+		}
+		if m.has("history_runs") {
+			if n, ok := m.integer("history_runs", 2); ok {
+				c.HistoryRuns = n
+				if c.Against != AgainstHistory {
+					m.bad(m.entries[m.index["history_runs"]].value, "history_runs", "history_runs applies to against: history only (against is %s)", c.Against)
+				}
+			}
+		} else if c.Against == AgainstHistory {
+			c.HistoryRuns = DefaultHistoryRuns
 		}
 		c.MinEffect = DefaultMinEffect
 		if v, ok := b.percent(m, "min_effect"); ok {
@@ -835,8 +956,45 @@ func (b *builder) link(s *Spec) {
 			s.Checks = append(s.Checks, &Check{Kind: KindExpect, Configs: []string{cfg.Name}, Expect: cfg.Expect, Implicit: true, Line: cfg.Line})
 		}
 	}
+	b.checkModels(s)
 	b.checkConsistency(s)
+	b.checkGoodput(s)
 	b.nameChecks(s)
+}
+
+// checkModels requires engine.model unless every config names its own model.
+func (b *builder) checkModels(s *Spec) {
+	if s.Engine.Model != "" || b.engineMap == nil || b.engineMap.has("model") {
+		return
+	}
+	for _, c := range s.Configs {
+		if c.Model == "" {
+			b.engineMap.missing("model", "a model path or hub id")
+			return
+		}
+	}
+}
+
+// checkGoodput rejects a check on request_goodput (or goodput) of a workload that sets no
+// goodput SLOs: the metric would never be measured.
+func (b *builder) checkGoodput(s *Spec) {
+	for _, c := range s.Checks {
+		if c.Metric != "request_goodput" && c.Metric != "goodput" || c.Workload == "" {
+			continue
+		}
+		w, ok := s.Workload(c.Workload)
+		if !ok || len(w.Goodput) > 0 {
+			continue
+		}
+		msg := fmt.Sprintf("%s needs goodput SLOs on workload %q (goodput: {ttft_ms: 500, tpot_ms: 50}); without them no request is judged and the metric is never measured", c.Metric, w.Name)
+		if c.metricAt != nil {
+			e := *c.metricAt
+			e.Msg = msg
+			b.errs = append(b.errs, &e)
+			continue
+		}
+		b.errorf(b.checkNode[c], b.checkPath[c], "%s", msg)
+	}
 }
 
 // didYouMean suggests the name closest to a misspelt one ("did you mean \"nccl\"? "), or "".
@@ -874,6 +1032,18 @@ func (b *builder) checkPower(s *Spec, c *Check) {
 		}
 	}
 	if w == nil {
+		return
+	}
+	if w.LaunchCount() > 1 {
+		// Launches are the unit: one value per launch and side.
+		if c.Against == AgainstBaseline {
+			b.errorf(b.checkNode[c], b.checkPath[c], "this %s check compares with the stored baseline, but workload %q has launches: %d; relaunches judge configs of the same run against each other (against: config:NAME), the baseline keeps no launches to compare with", c.Kind, w.Name, w.Launches)
+			return
+		}
+		if n := w.Launches; minRankP(n) > RankGuardAlpha {
+			b.errorf(b.checkNode[c], b.checkPath[c], "this %s check can never find a regression: workload %q has launches: %d, and with launches as the unit the smallest p-value of the rank test is %s, above its level %s; raise launches (>= %d)",
+				c.Kind, w.Name, n, fmtNum(roundSig(minRankP(n))), fmtNum(RankGuardAlpha), minTrialsFor(RankGuardAlpha))
+		}
 		return
 	}
 	n := w.MaxTrials

@@ -20,7 +20,7 @@ func (s *Spec) UnreportedMetrics(reported []string) ErrorList {
 	}
 	var out ErrorList
 	for _, c := range s.Checks {
-		if (c.Kind != KindFloor && c.Kind != KindRelative) || c.Metric == "" || have[c.Metric] {
+		if (c.Kind != KindFloor && c.Kind != KindRelative) || c.Metric == "" || have[c.Metric] || c.IsResultFloor() {
 			continue
 		}
 		e := Error{File: s.File, Line: c.Line, Column: 1}

@@ -2,6 +2,7 @@ package spec
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 )
 
@@ -87,6 +88,12 @@ func (s *Spec) Resolved(name string) (Launch, error) {
 		StopGrace:              e.StopGrace,
 		Expect:                 c.Expect,
 		Tags:                   s.Labels(name),
+	}
+	if len(c.Command) > 0 {
+		l.Command = append([]string(nil), c.Command...) // the config's own build replaces the engine's
+	}
+	if c.Model != "" {
+		l.Model = c.Model
 	}
 	if len(l.Command) == 0 {
 		l.Command = nil
@@ -201,12 +208,23 @@ func (s *Spec) NeedsNumerics(name string) bool {
 
 // WorkloadsFor returns the workloads that the config called name must run, with the number of
 // trials needed: every workload a statistical check names for it (as the judged config or the
-// one compared against), in spec order. A config that no statistical check names runs none.
+// one compared against), a floor on a result metric judges for it, or whose configs list names
+// it, in spec order. A config that none of these names runs none.
 func (s *Spec) WorkloadsFor(name string) []*Workload {
 	need := map[string]bool{}
 	for _, c := range s.StatisticalChecks() {
 		if c.Config == name || c.AgainstConfig == name {
 			need[c.Workload] = true
+		}
+	}
+	for _, c := range s.Checks {
+		if c.IsResultFloor() && (len(c.Configs) == 0 || slices.Contains(c.Configs, name)) {
+			need[c.Workload] = true
+		}
+	}
+	for _, w := range s.Workloads {
+		if slices.Contains(w.Configs, name) {
+			need[w.Name] = true
 		}
 	}
 	var out []*Workload

@@ -82,6 +82,11 @@ type Config struct {
 	Name string `json:"name"`
 	// Tags are extra Ginkgo labels for this config's specs.
 	Tags []string `json:"tags,omitempty"`
+	// Command replaces engine.command for this config (another build: a second venv, container
+	// image or binary, e.g. main's and the PR's engine side by side); empty inherits it.
+	Command []string `json:"command,omitempty"`
+	// Model overrides engine.model; empty inherits it.
+	Model string `json:"model,omitempty"`
 	// TPSize overrides engine.tp_size.
 	TPSize *int `json:"tp_size,omitempty"`
 	// MemFractionStatic overrides engine.mem_fraction_static.
@@ -152,13 +157,44 @@ type Workload struct {
 	// MaxTrials bounds the trials the gate may add while a verdict is inconclusive
 	// (sequential testing); equal to Trials when not set.
 	MaxTrials int `json:"max_trials"`
+	// Launches is how many times each config that runs this workload is launched (default 1).
+	// Above 1 the configs are relaunched in a balanced interleaved order (A B B A A B ...),
+	// Trials trials per launch, and statistical checks treat launches as the unit.
+	// 0 means the default, 1 (see LaunchCount).
+	Launches int `json:"launches,omitempty"`
 	// Seed makes prompt sampling and arrivals reproducible.
 	Seed int64 `json:"seed"`
 	// RequestTimeout bounds one request (default 5m).
 	RequestTimeout Duration `json:"request_timeout"`
+	// Goodput holds the workload's SLOs in milliseconds by "ttft", "tpot" and "e2el" (spec keys
+	// ttft_ms, tpot_ms, e2el_ms): request_goodput counts the requests meeting every one. Nil
+	// without a goodput section (request_goodput is then never measured).
+	Goodput map[string]float64 `json:"goodput,omitempty"`
+	// Temperature and TopP are the sampling settings of every request (nil Temperature: 0, greedy;
+	// nil TopP: the engine's default).
+	Temperature *float64 `json:"temperature,omitempty"`
+	TopP        *float64 `json:"top_p,omitempty"`
+	// IgnoreEOS asks for exactly the output length (default true; ignore_eos: false lets a
+	// request stop at end-of-sequence).
+	IgnoreEOS bool `json:"ignore_eos"`
+	// Endpoint is the API the requests go to: EndpointCompletions (default) or EndpointChat.
+	Endpoint string `json:"endpoint,omitempty"`
+	// Configs are configs that run this workload's trials whether or not a statistical check
+	// names them, so that their trials are in the results and in a recorded baseline.
+	Configs []string `json:"configs,omitempty"`
 	// Line is the workload's line in the spec file.
 	Line int `json:"line"`
 }
+
+// Workload endpoints (Workload.Endpoint).
+const (
+	EndpointCompletions = "completions"
+	EndpointChat        = "chat"
+)
+
+// LaunchCount is the number of launches of each config that runs the workload (Launches, at
+// least 1).
+func (w *Workload) LaunchCount() int { return max(1, w.Launches) }
 
 // Numerics configures the numerics probe run against every config that an equivalence check
 // names.

@@ -139,8 +139,8 @@ func TestParseFullSpec(t *testing.T) {
 		t.Errorf("engine (-want +got):\n%s", diff)
 	}
 	wantWorkloads := []*Workload{
-		{Name: "decode", Concurrency: 8, NumPrompts: 64, InputLen: 128, OutputLen: 64, Warmup: 4, Trials: 5, MaxTrials: 10, Seed: 42, RequestTimeout: Duration(time.Minute), Line: 35},
-		{Name: "poisson", RequestRate: 20.5, Burstiness: 1, NumPrompts: 64, Dataset: "fixtures/datasets/sharegpt.jsonl", OutputLen: 64, Trials: DefaultTrials, MaxTrials: DefaultTrials, Seed: DefaultSeed, RequestTimeout: Duration(DefaultRequestTimeout), Line: 45},
+		{Name: "decode", Concurrency: 8, NumPrompts: 64, InputLen: 128, OutputLen: 64, Warmup: 4, Trials: 5, MaxTrials: 10, Seed: 42, RequestTimeout: Duration(time.Minute), IgnoreEOS: true, Line: 35},
+		{Name: "poisson", RequestRate: 20.5, Burstiness: 1, NumPrompts: 64, Dataset: "fixtures/datasets/sharegpt.jsonl", OutputLen: 64, Trials: DefaultTrials, MaxTrials: DefaultTrials, Seed: DefaultSeed, RequestTimeout: Duration(DefaultRequestTimeout), IgnoreEOS: true, Line: 45},
 	}
 	if diff := cmp.Diff(wantWorkloads, s.Workloads); diff != "" {
 		t.Errorf("workloads (-want +got):\n%s", diff)

@@ -1,6 +1,7 @@
 // Package suites holds reckon's Ginkgo suites. They are thin: they read a gate spec and build,
 // per config, an Ordered container that launches the engine once, records what it did, measures
-// it, and judges it with one spec per check; the cross-config checks run after every config. All
+// it, and judges it with one spec per check; a workload's launches > 1 adds relaunch containers in
+// a balanced interleaved order (launches.go); the cross-config checks run after every config. All
 // launching is done by package engine, all measuring by package workload, all judging by package
 // gate, and all rendering by package reporters.
 package suites
@@ -66,6 +67,13 @@ type framework struct {
 	statOnce sync.Once
 	stats    map[string]*gate.StatResult // statistical check name -> result (after Holm)
 	statErrs map[string]error
+	// launchNotes holds, per statistical check judged on launch units (launches > 1), the
+	// launch means and variations of both sides.
+	launchNotes map[string]*launchNote
+	// shardSet holds the configs of this run's shard (nil: no sharding, every config).
+	shardSet map[string]bool
+	// historyWindows holds, per check against history, the window it was judged against.
+	historyWindows map[string]*HistoryWindow
 }
 
 // gpuReleaseSlackMiB is how much GPU memory above what was in use before a launch may remain
@@ -83,8 +91,12 @@ type configState struct {
 	// reportFields is report as its JSON object (the keys of `reckon logs parse --json`), which
 	// floors address by name; the same map goes into the results.
 	reportFields map[string]any
-	// trials[workload] holds one metrics map per trial.
-	trials   map[string][]map[string]float64
+	// trials[workload] holds one metrics map per trial, and trialLaunch[workload] the launch
+	// (1-based) that ran each of them; a relaunch (launches.go) shares both maps.
+	trials      map[string][]map[string]float64
+	trialLaunch map[string][]int
+	// launchNo is which launch of the config this state is (0 or 1: the first).
+	launchNo int
 	probe    *wire.NumericsProbe
 	probeErr error
 	measErr  map[string]error // workload -> measurement error
@@ -92,7 +104,20 @@ type configState struct {
 	sampler *testbed.Sampler
 	// engineVersion is what the engine said its version is ("" when unknown).
 	engineVersion string
+	// replayed marks a config read back from a shard's results.json by reckon merge: it was
+	// launched (in that shard) although this process holds no instance of it.
+	replayed bool
+	// baseline, when set, is the stored baseline of this config's testbed (reckon merge joins
+	// shards of several testbeds); nil uses the run's.
+	baseline    *gate.Baseline
+	baselineErr error
+	// trialWarnings[workload] are the distinct warnings of its trials' results (a cycled
+	// dataset, text prompts instead of token ids, ...), shown with the measurement.
+	trialWarnings map[string][]string
 }
+
+// launched reports whether the config was launched in this run (here, or in a merged shard).
+func (cs *configState) launched() bool { return cs.inst != nil || cs.launchEr != nil || cs.replayed }
 
 // peakGPUMemGiB is the highest GPU memory use seen so far while the config ran (nil without
 // GPU sampling).
@@ -140,11 +165,13 @@ func newFramework(ctx context.Context, s *spec.Spec, specPath string, opts Optio
 			return nil, fmt.Errorf("%w: %v", ErrInvalidInput, err)
 		}
 		fw.configs[c.Name] = &configState{
-			name:    c.Name,
-			launch:  l,
-			logPath: filepath.Join(opts.OutDir, "logs", c.Name+".log"),
-			trials:  map[string][]map[string]float64{},
-			measErr: map[string]error{},
+			name:        c.Name,
+			launch:      l,
+			logPath:     filepath.Join(opts.OutDir, "logs", c.Name+".log"),
+			trials:      map[string][]map[string]float64{},
+			trialLaunch: map[string][]int{},
+			measErr:     map[string]error{},
+			launchNo:    1,
 		}
 		fw.run.Configs = append(fw.run.Configs, reporters.Config{Name: c.Name})
 	}
@@ -163,7 +190,7 @@ func newFramework(ctx context.Context, s *spec.Spec, specPath string, opts Optio
 		fw.run.TestbedKey = fw.testbedKey
 		fw.gpus = fp.GPUCount > 0
 	}
-	if len(s.StatisticalChecks()) > 0 {
+	if len(s.StatisticalChecks()) > 0 || relativeToBaseline(s) {
 		fw.baseline, fw.baselineErr = gate.LoadBaseline(opts.BaselineDir, fw.testbedKey, s.Name)
 	}
 	attachBaselineEngines(&fw.run, fw.baseline)
@@ -253,11 +280,19 @@ func (fw *framework) launchConfig(ctx context.Context, cs *configState) {
 		Logger:       log,
 	})
 	cs.inst, cs.launchEr = inst, err
-	if inst != nil {
-		fw.mu.Lock()
-		rc.Args = inst.Argv()
-		fw.mu.Unlock()
+	rec := reporters.LaunchRecord{Config: cs.name, Launch: 1, Of: launchesOf(fw.spec, cs.name), LogPath: cs.logPath, StartedAt: time.Now().UTC()}
+	for _, w := range fw.spec.WorkloadsFor(cs.name) {
+		rec.Workloads = append(rec.Workloads, w.Name)
 	}
+	if err != nil {
+		rec.Error = err.Error()
+	}
+	fw.mu.Lock()
+	fw.run.LaunchOrder = append(fw.run.LaunchOrder, rec)
+	if inst != nil {
+		rc.Args = inst.Argv()
+	}
+	fw.mu.Unlock()
 	if err != nil {
 		log.WithError(err).Error("engine did not start")
 	} else {
@@ -334,6 +369,9 @@ func (cs *configState) infraError() error {
 		return fmt.Errorf("config %s: engine did not start: %w", cs.name, cs.launchEr)
 	}
 	if cs.inst == nil {
+		if cs.replayed {
+			return nil // read back from a shard's results (reckon merge): it ran there
+		}
 		return fmt.Errorf("config %s: engine was not launched", cs.name)
 	}
 	select {
@@ -443,7 +481,11 @@ func (fw *framework) runTrial(ctx context.Context, cs *configState, w *spec.Work
 		Warmup:         w.Warmup,
 		Seed:           w.Seed + int64(i),
 		RequestTimeout: w.RequestTimeout.D(),
-		IgnoreEOS:      true,
+		IgnoreEOS:      w.IgnoreEOS,
+		Goodput:        w.Goodput,
+		Temperature:    w.Temperature,
+		TopP:           w.TopP,
+		Chat:           w.Endpoint == spec.EndpointChat,
 		Model:          cs.launch.Model,
 		Metadata: workload.Metadata{
 			Engine:   fw.spec.Engine.Kind,
@@ -465,13 +507,19 @@ func (fw *framework) runTrial(ctx context.Context, cs *configState, w *spec.Work
 	}
 	m := res.Metrics()
 	cs.trials[w.Name] = append(cs.trials[w.Name], m)
+	launchNo := max(cs.launchNo, 1)
+	cs.trialLaunch[w.Name] = append(cs.trialLaunch[w.Name], launchNo)
 	log.WithFields(logrus.Fields{
 		"output_throughput": fmt.Sprintf("%.1f", m["output_throughput"]),
 		"failed":            m["failed"],
 	}).Info("trial done")
+	for _, wn := range res.Warnings {
+		log.Warn(wn)
+		cs.noteTrialWarning(w.Name, wn)
+	}
 	fw.mu.Lock()
 	rc := fw.reportConfig(cs.name)
-	rc.Trials = append(rc.Trials, reporters.Trial{Workload: w.Name, Index: i, Metrics: m})
+	rc.Trials = append(rc.Trials, reporters.Trial{Workload: w.Name, Index: i, Launch: launchNo, Metrics: m})
 	fw.mu.Unlock()
 	fw.checkpoint()
 	return nil

@@ -77,10 +77,18 @@ func needsOf(s *spec.Spec, c *spec.Check) []need {
 		return need{container: configContainer(cfg), leaves: []string{n}, what: n}
 	}
 	switch {
+	case c.Kind == spec.KindRelative && c.Of == spec.OfBaseline:
+		return []need{launched(c.Config)}
 	case c.Kind == spec.KindRelative:
 		return []need{launched(c.Config), launched(c.Of)}
 	case c.Kind == spec.KindEquivalence:
-		return []need{probe(c.Base), probe(c.Head)}
+		out := []need{probe(c.Base), probe(c.Head)}
+		for _, trusted := range []string{c.Twin, c.Oracle} {
+			if trusted != "" {
+				out = append(out, probe(trusted))
+			}
+		}
+		return out
 	case c.IsStatistical():
 		out := []need{trials(c.Config)}
 		if c.Against == spec.AgainstConfig {

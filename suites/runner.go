@@ -36,6 +36,8 @@ type Options struct {
 	// AllowPartial lets a label filter select a check without the other config's measurements it
 	// needs: the check is skipped, saying so. Without it such a filter is bad input.
 	AllowPartial bool
+	// Shard runs one part of the spec's configs (Count 0: all of them); see shard.go.
+	Shard Shard
 	// Timeout bounds the whole run (0: no bound beyond each step's own timeouts).
 	Timeout time.Duration
 	// Verbose streams Ginkgo's per-spec progress.
@@ -45,6 +47,9 @@ type Options struct {
 	Version, GitCommit, GitCommitSource string
 	// Log receives the harness's own log lines.
 	Log logrus.FieldLogger
+	// History is the results history that checks `against: history` are judged against (nil:
+	// such checks are no_baseline). cmd/reckon wires it from --history / RECKON_HISTORY.
+	History HistorySource
 }
 
 // ErrInvalidInput marks errors caused by the user's input (spec, flags): exit code 2.
@@ -95,6 +100,16 @@ func Run(ctx context.Context, opts Options) (*reporters.Run, error) {
 	fw, err := newFramework(ctx, s, abs, opts)
 	if err != nil {
 		return nil, err
+	}
+	fw.applyShard()
+	if fw.shardSet != nil && len(fw.shardSet) == 0 {
+		// An empty shard (more shards than groups of configs): nothing to run, said so.
+		fw.run.FinishedAt = time.Now().UTC()
+		run := fw.run
+		if err := reporters.WriteAll(opts.OutDir, &run); err != nil {
+			return &run, fmt.Errorf("write reports: %w", err)
+		}
+		return &run, nil
 	}
 	stopSignals := engine.StopAllOnSignalFunc(ctx, nil)
 	defer stopSignals()

@@ -40,9 +40,11 @@ func define(fw *framework) {
 		}
 	})
 	ginkgo.Describe("gate "+s.Name, ginkgo.Ordered, ginkgo.ContinueOnFailure, ginkgo.Label(sanitizeLabels(s.Tags)...), func() {
-		for _, c := range s.Configs {
-			defineConfig(fw, fw.configs[c.Name])
+		names := fw.shardConfigNames(s.ConfigNames())
+		for _, n := range names {
+			defineConfig(fw, fw.configs[n])
 		}
+		defineRelaunches(fw, names)
 		defineCross(fw)
 	})
 }
@@ -71,7 +73,7 @@ func defineConfig(fw *framework, cs *configState) {
 		// traffic (peak GPU memory, speculative accept length) are judged after the measurements.
 		var late []*spec.Check
 		for _, c := range s.ChecksFor(cs.name) {
-			if lateMetrics[c.Metric] {
+			if lateMetrics[c.Metric] || c.IsResultFloor() {
 				late = append(late, c)
 				continue
 			}
@@ -96,7 +98,7 @@ func defineConfig(fw *framework, cs *configState) {
 				err := fw.measureWorkload(ctx, cs, w)
 				fw.judge(reporters.Check{Name: name, Kind: kindMeasure, Config: cs.name, Labels: labels, Line: cfgLine}, measureVerdict(name, cs, err, func() string {
 					xs := metricSamples(cs.trials[w.Name], "output_throughput")
-					return fmt.Sprintf("%s: %d trials of %s, output throughput %s tok/s", cs.name, len(xs), w.Name, fmtSamples(xs))
+					return fmt.Sprintf("%s: %d trials of %s, output throughput %s tok/s", cs.name, len(xs), w.Name, fmtSamples(xs)) + trialNote(cs, w.Name)
 				}))
 			}, ginkgo.NodeTimeout(timeout))
 		}
@@ -144,6 +146,9 @@ func defineCross(fw *framework) {
 	ginkgo.Describe(crossContainer, func() {
 		for _, c := range s.Checks {
 			c := c
+			if !fw.inShard(c) {
+				continue // another shard's, or left to reckon merge (applyShard)
+			}
 			if cross := crossEntry(c); cross != nil {
 				fw.plan(crossContainer, c.Name, *cross, needsOf(s, c)...)
 			}
@@ -184,14 +189,32 @@ func defineCross(fw *framework) {
 // judge records a verdict as a report check and turns it into the spec's Ginkgo outcome.
 func (fw *framework) judge(e reporters.Check, v gate.Verdict) {
 	key := fw.markJudged()
+	if start := ginkgo.CurrentSpecReport().StartTime; !start.IsZero() {
+		e.Duration = time.Since(start)
+	}
+	why, partial := fw.partial[key]
+	e, v = fw.entryOf(e, v, partial, why)
+	fw.record(e)
+	switch e.Status {
+	case reporters.StatusFailed, reporters.StatusError:
+		// Ginkgo reports where Fail was called (here); the message leads with the check's line
+		// in the spec, which the spec's node location (fw.at) also shows.
+		ginkgo.Fail(fw.at(e.Line).String() + ": " + v.Message)
+	case reporters.StatusSkipped:
+		ginkgo.Skip(v.Message)
+	}
+}
+
+// entryOf turns a verdict into its report entry under the run's policy (--strict,
+// --require-baseline), with the explanation of a failed statistical check. filtered says that
+// --allow-partial skips the check because the label filter removed an input (why). It returns
+// the entry and the verdict with its final message. reckon merge judges with it too.
+func (fw *framework) entryOf(e reporters.Check, v gate.Verdict, filtered bool, why string) (reporters.Check, gate.Verdict) {
 	partial := v.Outcome == gate.Skip // a config it compares was not launched
-	if why, ok := fw.partial[key]; ok {
+	if filtered {
 		// --allow-partial: the label filter removed an input of this check (see preflight).
 		v = gate.Verdict{Check: e.Name, Kind: e.Kind, Config: e.Config, Outcome: gate.Skip, Message: why}
 		partial = true
-	}
-	if start := ginkgo.CurrentSpecReport().StartTime; !start.IsZero() {
-		e.Duration = time.Since(start)
 	}
 	e.Outcome = string(v.Outcome)
 	e.Message = v.Message
@@ -251,15 +274,7 @@ func (fw *framework) judge(e reporters.Check, v gate.Verdict) {
 			e.Details = strings.TrimSpace(e.Details + "\n\nengine log tail (" + cs.logPath + "):\n" + tailFile(cs.logPath, 40))
 		}
 	}
-	fw.record(e)
-	switch e.Status {
-	case reporters.StatusFailed, reporters.StatusError:
-		// Ginkgo reports where Fail was called (here); the message leads with the check's line
-		// in the spec, which the spec's node location (fw.at) also shows.
-		ginkgo.Fail(fw.at(e.Line).String() + ": " + v.Message)
-	case reporters.StatusSkipped:
-		ginkgo.Skip(v.Message)
-	}
+	return e, v
 }
 
 // crossEntry is the report entry of a cross-config check, as defineCross records it (nil for a
@@ -353,6 +368,9 @@ func configVerdict(cs *configState, c *spec.Check) gate.Verdict {
 	}
 	switch c.Kind {
 	case spec.KindFloor:
+		if c.IsResultFloor() {
+			return resultFloorVerdict(cs, c)
+		}
 		v, err := reportValue(cs, c.Metric)
 		if err != nil {
 			return errVerdict(c, cs.name, err)
@@ -386,6 +404,9 @@ func configVerdict(cs *configState, c *spec.Check) gate.Verdict {
 }
 
 func relativeVerdict(fw *framework, c *spec.Check) gate.Verdict {
+	if c.Of == spec.OfBaseline {
+		return baselineRelativeVerdict(fw, c)
+	}
 	head, base := fw.configs[c.Config], fw.configs[c.Of]
 	if v, skip := skipUnlaunched(c, c.Config, head, base); skip {
 		return v
@@ -493,7 +514,7 @@ func (fw *framework) statVerdict(c *spec.Check) gate.Verdict {
 		if errors.As(err, &sk) {
 			return gate.Verdict{Check: c.Name, Kind: string(c.Kind), Config: c.Config, Outcome: gate.Skip, Message: sk.msg}
 		}
-		if gate.IsNoBaseline(err) {
+		if gate.IsNoBaseline(err) || errors.Is(err, ErrNoHistory) {
 			return gate.Verdict{Check: c.Name, Kind: string(c.Kind), Config: c.Config, Outcome: gate.NoBaseline, Message: err.Error()}
 		}
 		return errVerdict(c, c.Config, err)
@@ -502,13 +523,21 @@ func (fw *framework) statVerdict(c *spec.Check) gate.Verdict {
 	against := "baseline"
 	if c.Against == spec.AgainstConfig {
 		against = c.AgainstConfig
+	} else if c.Against == spec.AgainstHistory {
+		against = spec.AgainstHistory
 	}
-	return st.Verdict(c.Name, c.Config, against)
+	v := st.Verdict(c.Name, c.Config, against)
+	fw.annotateHistory(c, &v)
+	if n := fw.launchNotes[c.Name]; n != nil {
+		n.apply(&v)
+	}
+	return v
 }
 
 func (fw *framework) computeStats() {
 	fw.stats = map[string]*gate.StatResult{}
 	fw.statErrs = map[string]error{}
+	fw.launchNotes = map[string]*launchNote{}
 	var family []*gate.StatResult
 	for _, c := range fw.spec.StatisticalChecks() {
 		head := fw.configs[c.Config]
@@ -520,7 +549,7 @@ func (fw *framework) computeStats() {
 		var bs []float64
 		if c.Against == spec.AgainstConfig {
 			base := fw.configs[c.AgainstConfig]
-			if base.inst == nil && base.launchEr == nil {
+			if !base.launched() {
 				fw.statErrs[c.Name] = errSkipped{fmt.Sprintf("config %s was not launched in this run (--label-filter); check not judged", base.name)}
 				continue
 			}
@@ -529,19 +558,41 @@ func (fw *framework) computeStats() {
 				continue
 			}
 			bs = metricSamples(base.trials[c.Workload], c.Metric)
-		} else {
-			if fw.baselineErr != nil {
-				fw.statErrs[c.Name] = fw.baselineErr
+			if msg := absentMetric(base, c); msg != "" {
+				fw.statErrs[c.Name] = errSkipped{msg}
 				continue
 			}
-			bs = fw.baseline.Samples(c.Config, c.Workload, c.Metric)
+		} else if c.Against == spec.AgainstHistory {
+			var err error
+			if bs, err = fw.historySamples(c); err != nil {
+				fw.statErrs[c.Name] = err
+				continue
+			}
+		} else {
+			baseline, baselineErr, key := fw.baseline, fw.baselineErr, fw.testbedKey
+			if head.baseline != nil || head.baselineErr != nil {
+				baseline, baselineErr = head.baseline, head.baselineErr
+			}
+			if baselineErr != nil {
+				fw.statErrs[c.Name] = baselineErr
+				continue
+			}
+			bs = baseline.Samples(c.Config, c.Workload, c.Metric)
+			if msg := absentInBaseline(baseline, key, c); len(bs) == 0 && msg != "" {
+				fw.statErrs[c.Name] = errSkipped{msg}
+				continue
+			}
 			if len(bs) == 0 {
-				fw.statErrs[c.Name] = fmt.Errorf("baseline for testbed %s has no samples of %s/%s/%s; re-record it with reckon baseline record --from %s/results.json", fw.testbedKey, c.Config, c.Workload, c.Metric, fw.opts.OutDir)
+				fw.statErrs[c.Name] = fmt.Errorf("baseline for testbed %s has no samples of %s/%s/%s; re-record it with reckon baseline record --from %s/results.json", key, c.Config, c.Workload, c.Metric, fw.opts.OutDir)
 				continue
 			}
 		}
-		if len(hs) == 0 && head.inst == nil && head.launchEr == nil {
+		if len(hs) == 0 && !head.launched() {
 			fw.statErrs[c.Name] = errSkipped{fmt.Sprintf("config %s was not launched in this run (--label-filter); check not judged", c.Config)}
+			continue
+		}
+		if msg := absentMetric(head, c); msg != "" {
+			fw.statErrs[c.Name] = errSkipped{msg}
 			continue
 		}
 		if len(hs) == 0 {
@@ -561,6 +612,17 @@ func (fw *framework) computeStats() {
 			if plan, ok := sequentialPlan(w, c); ok {
 				opts = plan.Options(opts)
 			}
+		}
+		if w, _ := fw.spec.Workload(c.Workload); w != nil && w.LaunchCount() > 1 && c.Against == spec.AgainstConfig {
+			// Launches are the unit: the variation between restarts is in every unit, so the
+			// comparison is not fooled by trials of one launch that agree with each other.
+			base := fw.configs[c.AgainstConfig]
+			note := &launchNote{
+				head: launchUnits(head.trials[c.Workload], head.trialLaunch[c.Workload], c.Metric), headName: c.Config,
+				base: launchUnits(base.trials[c.Workload], base.trialLaunch[c.Workload], c.Metric), baseName: c.AgainstConfig,
+			}
+			fw.launchNotes[c.Name] = note
+			hs, bs = note.head.Means, note.base.Means
 		}
 		r := gate.Compare(bs, hs, m, opts)
 		fw.stats[c.Name] = &r
@@ -632,7 +694,7 @@ func (e errSkipped) Error() string { return e.msg }
 // never launched in this run (the label filter left it out): a filtered run is not a failure.
 func skipUnlaunched(c *spec.Check, config string, states ...*configState) (gate.Verdict, bool) {
 	for _, cs := range states {
-		if cs.inst == nil && cs.launchEr == nil {
+		if !cs.launched() {
 			return gate.Verdict{Check: c.Name, Kind: string(c.Kind), Config: config, Outcome: gate.Skip,
 				Message: fmt.Sprintf("config %s was not launched in this run (--label-filter); check not judged", cs.name)}, true
 		}

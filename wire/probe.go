@@ -58,34 +58,92 @@ type TokenCandidate struct {
 	Logprob float64 `json:"logprob"`
 }
 
-// AllReduceProbeSchema is the value of AllReduceProbe.Schema for this version of the contract.
-const AllReduceProbeSchema = "reckon.allreduce-probe/v1"
+// AllReduceProbeSchema is the value of AllReduceProbe.Schema for the current version of the
+// contract (v2: calibrated, with the fixed-order oracle and the controls).
+const AllReduceProbeSchema = "reckon.allreduce-probe/v2"
+
+// AllReduceProbeSchemaV1 is the schema of the first, uncalibrated version of the contract (errors
+// against the float64 sum only). Such files are still read, and judged by the fixed per-dtype
+// tolerances.
+const AllReduceProbeSchemaV1 = "reckon.allreduce-probe/v1"
 
 // AllReduceProbe is the contract for any op-level allreduce probe (the reference engine's
-// `refengine probe-allreduce --json`, or ci/probes/torch_allreduce_probe.py on real GPUs): per
-// message size, dtype and input kind, each algorithm's error against a float64 reference and
-// against the other algorithms. The gate's op-level check reads it (docs/allreduce-probe.md).
+// `refengine probe-allreduce --json`, or ci/probes/torch_allreduce_probe.py on GPUs or on CPUs with
+// gloo): per message size, dtype, input kind and call pattern, each algorithm's error against the
+// fixed-order oracle and the float64 sum, and against the reference algorithm. The gate's
+// op-level check reads it (docs/allreduce-probe.md).
 type AllReduceProbe struct {
-	Schema    string               `json:"schema"`
-	Source    string               `json:"source"` // e.g. "refengine", "torch.distributed"
-	WorldSize int                  `json:"world_size"`
-	Device    string               `json:"device,omitempty"`
-	Reference string               `json:"reference"` // name of the reference algorithm, e.g. "nccl" or "ring"
-	Results   []AllReduceProbeCase `json:"results"`
+	Schema    string `json:"schema"`
+	Source    string `json:"source"` // e.g. "refengine", "torch.distributed"
+	WorldSize int    `json:"world_size"`
+	Device    string `json:"device,omitempty"`
+	Reference string `json:"reference"` // name of the reference algorithm, e.g. "nccl" or "ring"
+	// Calibration (v2, required there) says what the oracle is and what role each algorithm plays.
+	Calibration *AllReduceProbeCalibration `json:"calibration,omitempty"`
+	Results     []AllReduceProbeCase       `json:"results"`
 }
 
-// AllReduceProbeCase is one (size, dtype, inputs) measurement.
+// AllReduceProbeCalibration is the part of a v2 probe that makes its verdict calibrated: the
+// oracle every algorithm was scored against and the role of every algorithm.
+type AllReduceProbeCalibration struct {
+	// Oracle describes the fixed-order oracle (all_gather, float32 sum in rank order, one
+	// rounding to the dtype).
+	Oracle string               `json:"oracle"`
+	Roles  []AllReduceProbeRole `json:"roles"`
+}
+
+// The roles of AllReduceProbeRole.Role.
+const (
+	// RoleReference is the reference algorithm (NCCL's default, the engine's ring); it is also a
+	// negative control.
+	RoleReference = "reference"
+	// RoleTwin is a correct algorithm that sums in another order (NCCL_ALGO=Tree, another channel
+	// count): a negative control, which the rule must pass.
+	RoleTwin = "twin"
+	// RoleCandidate is an algorithm under test (a custom allreduce).
+	RoleCandidate = "candidate"
+	// RolePositiveControl is a candidate with a fault injected around its op, which the rule must
+	// fail.
+	RolePositiveControl = "positive_control"
+)
+
+// AllReduceProbeRole is one algorithm's role in a calibrated probe.
+type AllReduceProbeRole struct {
+	Algorithm string `json:"algorithm"`
+	Role      string `json:"role"` // reference | twin | candidate | positive_control
+	// Setting says how the algorithm was made to run (e.g. "NCCL_ALGO=Tree"), free text.
+	Setting string `json:"setting,omitempty"`
+	// Of (positive_control) names the candidate the fault was injected around.
+	Of string `json:"of,omitempty"`
+	// Fault (positive_control): scale, drop_peer, stale or another injected fault.
+	Fault string `json:"fault,omitempty"`
+	// AboveBytes (positive_control): the fault applies only to messages above this size.
+	AboveBytes int64 `json:"above_bytes,omitempty"`
+	// MaxBytes (candidate): the largest message its custom path takes (0: no limit); above it the
+	// engine sends the message to NCCL, so the candidate is not engaged there.
+	MaxBytes int64 `json:"max_bytes,omitempty"`
+}
+
+// AllReduceProbeCase is one (size, dtype, inputs, call pattern) measurement.
 type AllReduceProbeCase struct {
-	SizeBytes  int64                     `json:"size_bytes"`
-	Elements   int64                     `json:"elements"`
-	DType      string                    `json:"dtype"`  // "float32" | "bfloat16" | "float16"
-	Inputs     string                    `json:"inputs"` // "random" | "integer"
-	Algorithms []AllReduceProbeAlgorithm `json:"algorithms"`
+	SizeBytes int64  `json:"size_bytes"`
+	Elements  int64  `json:"elements"`
+	DType     string `json:"dtype"`  // "float32" | "bfloat16" | "float16"
+	Inputs    string `json:"inputs"` // "random" | "integer"; v2 also "wide" | "order_sensitive"
+	// Mode (v2): the call pattern: "eager", "queued" (CallsPerSync calls before one sync) or
+	// "cuda_graph" (CallsPerSync calls captured in one graph, replayed Calls/CallsPerSync times).
+	Mode string `json:"mode,omitempty"`
+	// Calls (v2): how many calls of each algorithm were scored, each on a fresh payload.
+	Calls int64 `json:"calls,omitempty"`
+	// CallsPerSync (v2): calls between two synchronisations (1 for eager).
+	CallsPerSync int64                     `json:"calls_per_sync,omitempty"`
+	Algorithms   []AllReduceProbeAlgorithm `json:"algorithms"`
 	// Pairs compares algorithms with each other (both orders are not repeated).
 	Pairs []AllReduceProbePair `json:"pairs"`
 }
 
-// AllReduceProbeAlgorithm is one algorithm's error against the float64 reference sum.
+// AllReduceProbeAlgorithm is one algorithm's error against the float64 reference sum and (v2)
+// against the fixed-order oracle.
 type AllReduceProbeAlgorithm struct {
 	Name      string   `json:"name"` // "ring", "one_shot", "nccl", "symm_mem_one_shot", ...
 	MaxAbsErr float64  `json:"max_abs_err"`
@@ -95,6 +153,16 @@ type AllReduceProbeAlgorithm struct {
 	Skipped   string   `json:"skipped,omitempty"` // why this algorithm did not run at this size
 	// RanksIdentical: every rank ended with bit-identical output (absent when not checked).
 	RanksIdentical *bool `json:"ranks_identical,omitempty"`
+	// NRMSE (v2): sqrt(sum (out-O)^2 / sum O^2) against the oracle O, over every element of every
+	// rank and call.
+	NRMSE *float64 `json:"nrmse,omitempty"`
+	// MaxULP (v2): the largest distance to the oracle in units in the last place of the dtype.
+	MaxULP *float64 `json:"max_ulp,omitempty"`
+	// EngagedCalls (v2, candidates and positive controls): how many of the case's calls ran on
+	// the candidate's own path (its call counter or the backend's report).
+	EngagedCalls *int64 `json:"engaged_calls,omitempty"`
+	// FaultedCalls (v2, positive controls): how many calls the injected fault altered.
+	FaultedCalls *int64 `json:"faulted_calls,omitempty"`
 }
 
 // AllReduceProbePair compares two algorithms' outputs with each other.

@@ -58,6 +58,9 @@ func (p ProbeProblem) String() string {
 type ProbeError struct {
 	// File is the file the document was read from; "" when it came from a reader or from memory.
 	File string
+	// Schema is the version of the contract the document was checked against (its own schema
+	// when that is one reckon reads; "" for the current one).
+	Schema string
 	// Decoding is true when the document could not be decoded (bad JSON, unknown field, wrong
 	// type, missing field); false when it decoded but breaks a rule of the contract.
 	Decoding bool
@@ -77,7 +80,11 @@ func (e *ProbeError) Error() string {
 	if e.Decoding {
 		b.WriteString("decoding allreduce probe")
 	} else {
-		b.WriteString("allreduce probe does not follow " + AllReduceProbeSchema + " (docs/allreduce-probe.md)")
+		schema := e.Schema
+		if schema == "" {
+			schema = AllReduceProbeSchema
+		}
+		b.WriteString("allreduce probe does not follow " + schema + " (docs/allreduce-probe.md)")
 	}
 	if len(e.Problems) == 1 && e.More == 0 {
 		b.WriteString(": " + e.Problems[0].String())
@@ -143,7 +150,7 @@ func ReadAllReduceProbe(path string) (*AllReduceProbe, error) {
 	return p, nil
 }
 
-// DecodeAllReduceProbe decodes one reckon.allreduce-probe/v1 JSON document strictly and
+// DecodeAllReduceProbe decodes one reckon.allreduce-probe/v2 (or v1) JSON document strictly and
 // validates it (Validate). Unknown, duplicated, missing, null or mistyped fields, NaN or Infinity,
 // and trailing data are errors; problems are reported as a *ProbeError with line, column and JSON
 // path.
@@ -180,12 +187,16 @@ func decodeAllReduceProbe(data []byte) (*AllReduceProbe, error) {
 	return &p, nil
 }
 
-// Validate checks p against the reckon.allreduce-probe/v1 contract (docs/allreduce-probe.md):
-// the schema, a source, at least 2 ranks, a reference algorithm present in every case, sizes that
-// match their dtype, known dtypes and input kinds, unique algorithm names, finite non-negative
-// errors and timings, no exact:false with a zero error, and pairs that compare two different
-// algorithms of their case that ran, at most once each, with identical:true only for a zero
-// difference. It returns a *ProbeError listing every problem, each naming its JSON path.
+// Validate checks p against its version of the contract (docs/allreduce-probe.md): the schema
+// (v2, or the older v1), a source, at least 2 ranks, a reference algorithm present in every case,
+// sizes that match their dtype, known dtypes and input kinds, unique algorithm names, finite
+// non-negative errors and timings, no exact:false with a zero error, and pairs that compare two
+// different algorithms of their case that ran, at most once each, with identical:true only for a
+// zero difference. A v2 document must also carry its calibration (the oracle, a known role for
+// every algorithm, the reference among them, positive controls that name a candidate), a call
+// pattern per case, the oracle metrics (nrmse, max_ulp) of every algorithm that ran, and the
+// engagement counter of every candidate and positive control; a v1 document must carry none of
+// these. It returns a *ProbeError listing every problem, each naming its JSON path.
 func (p *AllReduceProbe) Validate() error {
 	e := &ProbeError{}
 	bad := func(path, format string, args ...any) {
@@ -199,8 +210,12 @@ func (p *AllReduceProbe) Validate() error {
 		bad("", "no probe (nil)")
 		return e
 	}
-	if p.Schema != AllReduceProbeSchema {
-		bad("schema", "%q, expected %q", p.Schema, AllReduceProbeSchema)
+	v2 := p.Schema == AllReduceProbeSchema
+	switch p.Schema {
+	case AllReduceProbeSchema, AllReduceProbeSchemaV1:
+		e.Schema = p.Schema
+	default:
+		bad("schema", "%q, expected %q (or the older %q)", p.Schema, AllReduceProbeSchema, AllReduceProbeSchemaV1)
 	}
 	if strings.TrimSpace(p.Source) == "" {
 		bad("source", "missing, expected who measured (e.g. %q or %q)", "refengine", "torch.distributed")
@@ -214,6 +229,13 @@ func (p *AllReduceProbe) Validate() error {
 	if len(p.Results) == 0 {
 		bad("results", "empty, expected at least one (size, dtype, inputs) case")
 	}
+	roles := map[string]AllReduceProbeRole{}
+	if v2 {
+		roles = validateCalibration(p, bad)
+	} else if p.Calibration != nil {
+		bad("calibration", "present in a %s document, expected it only with \"schema\": %q (v1 has no oracle or controls)", AllReduceProbeSchemaV1, AllReduceProbeSchema)
+	}
+	ranAnywhere := map[string]bool{}
 	for i, c := range p.Results {
 		at := fmt.Sprintf("results[%d]", i)
 		if size, ok := allReduceDTypeSize[c.DType]; !ok {
@@ -222,8 +244,18 @@ func (p *AllReduceProbe) Validate() error {
 			bad(at, "size_bytes %d and elements %d do not match %s (expected size_bytes = elements x %d bytes, both positive)",
 				c.SizeBytes, c.Elements, c.DType, size)
 		}
-		if c.Inputs != "random" && c.Inputs != "integer" {
+		switch {
+		case c.Inputs == "random" || c.Inputs == "integer":
+		case v2 && (c.Inputs == "wide" || c.Inputs == "order_sensitive"):
+		case v2:
+			bad(at+".inputs", "%q, expected random, wide, order_sensitive or integer", c.Inputs)
+		default:
 			bad(at+".inputs", "%q, expected random or integer", c.Inputs)
+		}
+		if v2 {
+			validatePattern(c, at, bad)
+		} else if c.Mode != "" || c.Calls != 0 || c.CallsPerSync != 0 {
+			bad(at, "mode, calls or calls_per_sync in a %s document, expected them only with \"schema\": %q", AllReduceProbeSchemaV1, AllReduceProbeSchema)
 		}
 		if len(c.Algorithms) == 0 {
 			bad(at+".algorithms", "empty, expected at least the reference algorithm")
@@ -238,10 +270,15 @@ func (p *AllReduceProbe) Validate() error {
 				bad(aat+".name", "%q appears twice in this case, expected unique names", a.Name)
 			}
 			names[a.Name] = true
+			role, hasRole := roles[a.Name]
+			if v2 && a.Name != "" && !hasRole {
+				bad(aat+".name", "%q has no role in calibration.roles, expected every algorithm to be listed there", a.Name)
+			}
 			if a.Skipped != "" {
 				continue
 			}
 			ran[a.Name] = true
+			ranAnywhere[a.Name] = true
 			checkProbeMetric(bad, aat+".max_abs_err", a.MaxAbsErr)
 			checkProbeMetric(bad, aat+".max_rel_err", a.MaxRelErr)
 			if a.MedianUs != nil {
@@ -249,6 +286,11 @@ func (p *AllReduceProbe) Validate() error {
 			}
 			if !a.Exact && a.MaxAbsErr == 0 {
 				bad(aat, "exact is false but max_abs_err is 0, a contradiction (an output equal to the float64 reference is exact)")
+			}
+			if v2 {
+				validateOracleMetrics(a, role, hasRole, c.Calls, aat, bad)
+			} else if a.NRMSE != nil || a.MaxULP != nil || a.EngagedCalls != nil || a.FaultedCalls != nil {
+				bad(aat, "nrmse, max_ulp, engaged_calls or faulted_calls in a %s document, expected them only with \"schema\": %q", AllReduceProbeSchemaV1, AllReduceProbeSchema)
 			}
 		}
 		if p.Reference != "" && !names[p.Reference] {
@@ -276,10 +318,127 @@ func (p *AllReduceProbe) Validate() error {
 			}
 		}
 	}
+	if v2 && p.Calibration != nil {
+		for k, r := range p.Calibration.Roles {
+			if r.Algorithm != "" && !ranAnywhere[r.Algorithm] && len(p.Results) > 0 {
+				bad(fmt.Sprintf("calibration.roles[%d].algorithm", k), "%q ran in no case (absent or skipped everywhere), expected every listed algorithm to run somewhere", r.Algorithm)
+			}
+		}
+	}
 	if len(e.Problems) > 0 {
 		return e
 	}
 	return nil
+}
+
+// probeModes are the call patterns of a v2 case.
+var probeModes = map[string]bool{"eager": true, "queued": true, "cuda_graph": true}
+
+// probeRoles are the roles of a v2 calibration.
+var probeRoles = map[string]bool{RoleReference: true, RoleTwin: true, RoleCandidate: true, RolePositiveControl: true}
+
+// validateCalibration checks the calibration block of a v2 probe and returns the roles by
+// algorithm name.
+func validateCalibration(p *AllReduceProbe, bad func(string, string, ...any)) map[string]AllReduceProbeRole {
+	roles := map[string]AllReduceProbeRole{}
+	cal := p.Calibration
+	if cal == nil {
+		bad("calibration", "missing, expected the oracle and the role of every algorithm (schema %s; write %q for an uncalibrated probe)", AllReduceProbeSchema, AllReduceProbeSchemaV1)
+		return roles
+	}
+	if strings.TrimSpace(cal.Oracle) == "" {
+		bad("calibration.oracle", "missing, expected what the oracle is (e.g. %q)", "all_gather, float32 sum in rank order, one rounding")
+	}
+	if len(cal.Roles) == 0 {
+		bad("calibration.roles", "empty, expected the role of every algorithm (reference, twin, candidate, positive_control)")
+	}
+	for k, r := range cal.Roles {
+		at := fmt.Sprintf("calibration.roles[%d]", k)
+		switch {
+		case strings.TrimSpace(r.Algorithm) == "":
+			bad(at+".algorithm", "missing, expected an algorithm name of the results")
+		case roles[r.Algorithm].Algorithm != "":
+			bad(at+".algorithm", "%q is listed twice, expected one role per algorithm", r.Algorithm)
+		}
+		if !probeRoles[r.Role] {
+			bad(at+".role", "%q, expected reference, twin, candidate or positive_control", r.Role)
+		}
+		if r.AboveBytes < 0 || r.MaxBytes < 0 {
+			bad(at, "above_bytes %d, max_bytes %d: expected sizes >= 0", r.AboveBytes, r.MaxBytes)
+		}
+		if r.Role == RoleReference && r.Algorithm != p.Reference {
+			bad(at, "%q has role reference but the probe's reference is %q, expected the reference role on %q only", r.Algorithm, p.Reference, p.Reference)
+		}
+		if r.Role != RolePositiveControl && (r.Of != "" || r.Fault != "") {
+			bad(at, "of/fault set on a %s, expected them only on a positive_control", r.Role)
+		}
+		if r.Role != RoleCandidate && r.MaxBytes != 0 {
+			bad(at+".max_bytes", "set on a %s, expected it only on a candidate", r.Role)
+		}
+		if r.Algorithm != "" {
+			roles[r.Algorithm] = r
+		}
+	}
+	if p.Reference != "" && len(cal.Roles) > 0 && roles[p.Reference].Role != RoleReference {
+		bad("calibration.roles", "the reference %q has no role reference, expected it listed with \"role\": %q", p.Reference, RoleReference)
+	}
+	for k, r := range cal.Roles {
+		if r.Role != RolePositiveControl {
+			continue
+		}
+		at := fmt.Sprintf("calibration.roles[%d]", k)
+		if roles[r.Of].Role != RoleCandidate {
+			bad(at+".of", "%q, expected the candidate this control's fault was injected around", r.Of)
+		}
+		if strings.TrimSpace(r.Fault) == "" {
+			bad(at+".fault", "missing, expected the injected fault (scale, drop_peer, stale, ...)")
+		}
+	}
+	return roles
+}
+
+// validatePattern checks a v2 case's call pattern.
+func validatePattern(c AllReduceProbeCase, at string, bad func(string, string, ...any)) {
+	if !probeModes[c.Mode] {
+		bad(at+".mode", "%q, expected eager, queued or cuda_graph", c.Mode)
+	}
+	if c.Calls < 1 || c.CallsPerSync < 1 || c.Calls%c.CallsPerSync != 0 {
+		bad(at, "calls %d, calls_per_sync %d: expected both at least 1, calls a multiple of calls_per_sync", c.Calls, c.CallsPerSync)
+	}
+	if c.Mode == "eager" && c.CallsPerSync != 1 {
+		bad(at+".calls_per_sync", "%d in eager mode, expected 1 (a sync after every call)", c.CallsPerSync)
+	}
+}
+
+// validateOracleMetrics checks the v2 metrics of an algorithm that ran.
+func validateOracleMetrics(a AllReduceProbeAlgorithm, role AllReduceProbeRole, hasRole bool, calls int64, aat string, bad func(string, string, ...any)) {
+	if a.NRMSE == nil {
+		bad(aat+".nrmse", "missing, expected the NRMSE against the oracle (v2)")
+	} else {
+		checkProbeMetric(bad, aat+".nrmse", *a.NRMSE)
+	}
+	if a.MaxULP == nil {
+		bad(aat+".max_ulp", "missing, expected the largest ULP distance to the oracle (v2)")
+	} else {
+		checkProbeMetric(bad, aat+".max_ulp", *a.MaxULP)
+	}
+	if !hasRole {
+		return
+	}
+	counter := func(field string, v *int64, why string) {
+		switch {
+		case v == nil:
+			bad(aat+"."+field, "missing on a %s, expected %s", role.Role, why)
+		case *v < 0 || (calls > 0 && *v > calls):
+			bad(aat+"."+field, "%d, expected between 0 and the case's %d calls", *v, calls)
+		}
+	}
+	if role.Role == RoleCandidate || role.Role == RolePositiveControl {
+		counter("engaged_calls", a.EngagedCalls, "how many calls took the custom path (its call counter or the backend's report)")
+	}
+	if role.Role == RolePositiveControl {
+		counter("faulted_calls", a.FaultedCalls, "how many calls the injected fault altered")
+	}
 }
 
 func checkProbeMetric(bad func(string, string, ...any), at string, v float64) {
@@ -332,12 +491,12 @@ func (w *walker) explainSchema() {
 		return
 	}
 	s, ok := head.Schema.(string)
-	if !ok || s == AllReduceProbeSchema {
+	if !ok || s == AllReduceProbeSchema || s == AllReduceProbeSchemaV1 {
 		return
 	}
 	line, col := w.locate("schema")
 	p := ProbeProblem{Path: "schema", Line: line, Column: col,
-		Msg: fmt.Sprintf("field \"schema\": %q, expected %q: this is not an allreduce probe file, or not a version this reckon reads", s, AllReduceProbeSchema)}
+		Msg: fmt.Sprintf("field \"schema\": %q, expected %q (or the older %q): this is not an allreduce probe file, or not a version this reckon reads", s, AllReduceProbeSchema, AllReduceProbeSchemaV1)}
 	w.errs.Problems = append([]ProbeProblem{p}, w.errs.Problems...)
 	if len(w.errs.Problems) > maxProbeProblems {
 		w.errs.Problems = w.errs.Problems[:maxProbeProblems]

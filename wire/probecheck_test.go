@@ -154,16 +154,21 @@ func TestDecodeAllReduceProbeCorruptJSON(t *testing.T) {
 func TestDecodeAllReduceProbeSchema(t *testing.T) {
 	// Another reckon document: the schema is named first, then what does not fit.
 	pe := probeErr(t, `{"schema": "reckon.numerics/v1", "config": "nccl", "top_k": 5, "prompts": []}`)
-	if !strings.Contains(pe.Problems[0].Msg, `"reckon.numerics/v1", expected "reckon.allreduce-probe/v1"`) {
+	if !strings.Contains(pe.Problems[0].Msg, `"reckon.numerics/v1", expected "reckon.allreduce-probe/v2" (or the older "reckon.allreduce-probe/v1")`) {
 		t.Errorf("first problem %q, want the schema", pe.Problems[0].Msg)
 	}
 	wantProblem(t, pe, 1, 34, `unknown field "config"`)
-	// A well-formed document of another version fails validation, located at its schema.
-	pe = probeErr(t, edit(t, `allreduce-probe/v1"`, `allreduce-probe/v2"`))
+	// A well-formed document of an unknown version fails validation, located at its schema.
+	pe = probeErr(t, edit(t, `allreduce-probe/v1"`, `allreduce-probe/v3"`))
 	if pe.Decoding {
 		t.Errorf("a valid document of another version should fail validation, not decoding: %v", pe)
 	}
-	wantProblem(t, pe, 2, 13, `schema: "reckon.allreduce-probe/v2", expected "reckon.allreduce-probe/v1"`)
+	wantProblem(t, pe, 2, 13, `schema: "reckon.allreduce-probe/v3", expected "reckon.allreduce-probe/v2" (or the older "reckon.allreduce-probe/v1")`)
+	// A v1 document relabelled v2 lacks everything that makes it calibrated; each is named.
+	pe = probeErr(t, edit(t, `allreduce-probe/v1"`, `allreduce-probe/v2"`))
+	for _, w := range []string{"calibration: missing", "results[0].mode", "results[0].algorithms[0].nrmse: missing", "results[0].algorithms[0].max_ulp: missing"} {
+		wantProblem(t, pe, 0, 0, w)
+	}
 	pe = probeErr(t, edit(t, `"schema": "reckon.allreduce-probe/v1",`, ``))
 	wantProblem(t, pe, 1, 1, `the document: missing required field "schema" (a string)`)
 }
@@ -175,7 +180,7 @@ func TestDecodeAllReduceProbeFields(t *testing.T) {
 		want      []string
 	}{
 		{"unknown field", edit(t, `"exact": true, "median_us"`, `"exact": true, "exactness": 1, "median_us"`), 13, 90,
-			[]string{`unknown field "exactness" in results[0].algorithms[0]`, "expected one of exact, max_abs_err"}},
+			[]string{`unknown field "exactness" in results[0].algorithms[0]`, "expected one of engaged_calls, exact, faulted_calls, max_abs_err"}},
 		{"misspelt field", edit(t, `"max_rel_err": 0.0039, "exact": true}`, `"max_rel_error": 0.0039, "exact": true}`), 14, 56,
 			[]string{`unknown field "max_rel_error" in results[0].algorithms[1] (did you mean "max_rel_err"?)`}},
 		// encoding/json would take World_Size for world_size; the contract's names are exact.
@@ -385,5 +390,63 @@ func BenchmarkDecodeAllReduceProbe(b *testing.B) {
 		if _, err := DecodeAllReduceProbe(bytes.NewReader(data)); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// calibratedFile is a calibrated (v2) probe written by refengine (ci/probes/testdata).
+const calibratedFile = "../ci/probes/testdata/refengine_probe_tp4.json"
+
+// TestValidateCalibratedProbe: a v2 probe needs its calibration, a call pattern per case, the
+// oracle metrics of every algorithm and the counters of candidates and controls; a v1 probe may
+// carry none of them. Each problem names its JSON path.
+func TestValidateCalibratedProbe(t *testing.T) {
+	good := func() *AllReduceProbe {
+		p, err := ReadAllReduceProbe(calibratedFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	p := good()
+	if p.Schema != AllReduceProbeSchema || p.Calibration == nil || len(p.Calibration.Roles) != 7 {
+		t.Fatalf("fixture header %+v", p.Calibration)
+	}
+	ptr := func(v int64) *int64 { return &v }
+	for _, tc := range []struct {
+		name   string
+		break_ func(p *AllReduceProbe)
+		want   string
+	}{
+		{"no calibration", func(p *AllReduceProbe) { p.Calibration = nil }, "calibration: missing"},
+		{"no oracle", func(p *AllReduceProbe) { p.Calibration.Oracle = "" }, "calibration.oracle: missing"},
+		{"unknown role", func(p *AllReduceProbe) { p.Calibration.Roles[1].Role = "sibling" }, `calibration.roles[1].role: "sibling", expected reference, twin, candidate or positive_control`},
+		{"duplicate role", func(p *AllReduceProbe) { p.Calibration.Roles[2].Algorithm = "tree" }, `"tree" is listed twice`},
+		{"reference not reference", func(p *AllReduceProbe) { p.Calibration.Roles[0].Role = RoleTwin }, `the reference "ring" has no role reference`},
+		{"control of nothing", func(p *AllReduceProbe) { p.Calibration.Roles[4].Of = "ring" }, `calibration.roles[4].of: "ring", expected the candidate`},
+		{"control without fault", func(p *AllReduceProbe) { p.Calibration.Roles[4].Fault = "" }, "calibration.roles[4].fault: missing"},
+		{"algorithm without role", func(p *AllReduceProbe) { p.Results[0].Algorithms[1].Name = "tree2" }, `results[0].algorithms[1].name: "tree2" has no role`},
+		{"mode", func(p *AllReduceProbe) { p.Results[0].Mode = "graph" }, `results[0].mode: "graph", expected eager, queued or cuda_graph`},
+		{"calls", func(p *AllReduceProbe) { p.Results[0].CallsPerSync = 3 }, "results[0]: calls 64, calls_per_sync 3"},
+		{"inputs", func(p *AllReduceProbe) { p.Results[0].Inputs = "ones" }, `results[0].inputs: "ones", expected random, wide, order_sensitive or integer`},
+		{"nrmse missing", func(p *AllReduceProbe) { p.Results[0].Algorithms[1].NRMSE = nil }, "results[0].algorithms[1].nrmse: missing"},
+		{"nrmse negative", func(p *AllReduceProbe) { v := -1.0; p.Results[0].Algorithms[1].NRMSE = &v }, "results[0].algorithms[1].nrmse: -1"},
+		{"engagement missing", func(p *AllReduceProbe) { p.Results[0].Algorithms[3].EngagedCalls = nil }, "results[0].algorithms[3].engaged_calls: missing on a candidate"},
+		{"engagement too many", func(p *AllReduceProbe) { p.Results[0].Algorithms[3].EngagedCalls = ptr(65) }, "engaged_calls: 65, expected between 0 and the case's 64 calls"},
+		{"faulted missing", func(p *AllReduceProbe) { p.Results[0].Algorithms[4].FaultedCalls = nil }, "results[0].algorithms[4].faulted_calls: missing on a positive_control"},
+		{"v1 with calibration", func(p *AllReduceProbe) { p.Schema = AllReduceProbeSchemaV1 }, "calibration: present in a reckon.allreduce-probe/v1 document"},
+	} {
+		p := good()
+		tc.break_(p)
+		err := p.Validate()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want an error mentioning %q", tc.name, err, tc.want)
+		}
+	}
+	// Validation problems of a file carry the line of the offending value.
+	data := strings.Replace(string(readTestFile(t, calibratedFile)), `"mode": "eager"`, `"mode": "lazy"`, 1)
+	_, err := DecodeAllReduceProbe(strings.NewReader(data))
+	var pe *ProbeError
+	if !errors.As(err, &pe) || len(pe.Problems) != 1 || pe.Problems[0].Line == 0 || !strings.Contains(err.Error(), "does not follow reckon.allreduce-probe/v2") {
+		t.Errorf("got %v", err)
 	}
 }

@@ -39,7 +39,7 @@ func replayBody(n int) []byte {
 func BenchmarkRunConcurrency64(b *testing.B) {
 	const out = 128
 	c := client.New("http://replay.invalid", client.Options{HTTPClient: &http.Client{Transport: replayServer{replayBody(out)}}})
-	o := Options{Concurrency: 64, NumPrompts: 512, InputLen: 64, OutputLen: out, IgnoreEOS: true, Model: "m", SkipServerInfo: true}
+	o := Options{Concurrency: 64, NumPrompts: 512, InputLen: 64, OutputLen: out, IgnoreEOS: true, Model: "m", SkipServerInfo: true, PromptMode: PromptTokenIDs}
 	b.ResetTimer()
 	start := time.Now()
 	tokens := 0

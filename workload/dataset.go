@@ -260,3 +260,86 @@ func sampleLen(rng *rand.Rand, l int, ratio float64) int {
 	hi := max(lo, int(math.Ceil(float64(l)*(1+ratio))))
 	return lo + rng.IntN(hi-lo+1)
 }
+
+// Token ids of synthetic token-id prompts are drawn from [SyntheticTokenLo, SyntheticTokenHi):
+// printable ASCII, which is a valid, non-special id range of every tokenizer with at least 128
+// ids (byte-level BPE, SentencePiece with byte fallback, and the reference engine's byte
+// tokenizer), so a synthetic prompt never needs the server's vocabulary size.
+const (
+	SyntheticTokenLo = 32
+	SyntheticTokenHi = 127
+)
+
+// SyntheticTokenPrompts makes n prompts of token ids, as vLLM's random dataset does: a shared
+// prefix of prefixLen ids (the same for every prompt), then inputLen ids drawn with the seed,
+// inputLen and outputLen spread uniformly over [L(1−rangeRatio), L(1+rangeRatio)]. Sent as the
+// completions prompt (a list of ints), the server sees exactly prefixLen + the drawn length
+// tokens. The same seed gives the same prompts.
+func SyntheticTokenPrompts(n, inputLen, outputLen, prefixLen int, rangeRatio float64, seed int64) []Prompt {
+	rng := rand.New(rand.NewPCG(uint64(seed), 0x9e3779b97f4a7c15))
+	prefix := make([]int, prefixLen)
+	for i := range prefix {
+		prefix[i] = SyntheticTokenLo + rng.IntN(SyntheticTokenHi-SyntheticTokenLo)
+	}
+	out := make([]Prompt, n)
+	for i := range out {
+		in := sampleLen(rng, inputLen, rangeRatio)
+		ids := make([]int, 0, prefixLen+in)
+		ids = append(ids, prefix...)
+		for k := 0; k < in; k++ {
+			ids = append(ids, SyntheticTokenLo+rng.IntN(SyntheticTokenHi-SyntheticTokenLo))
+		}
+		out[i] = Prompt{ID: fmt.Sprintf("synthetic-%d", i), TokenIDs: ids, InputLen: len(ids), OutputLen: sampleLen(rng, outputLen, rangeRatio)}
+	}
+	return out
+}
+
+// syntheticText is count seeded words of syntheticWords joined by spaces.
+func syntheticText(rng *rand.Rand, count int) string {
+	var b strings.Builder
+	for w := 0; w < count; w++ {
+		if w > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(syntheticWords[rng.IntN(len(syntheticWords))])
+	}
+	return b.String()
+}
+
+// TextCalibration is how many tokens a server's tokenizer makes of synthetic text: tokens ≈
+// Base + PerWord·words, measured from the server's own usage counts (prompt_tokens) of two
+// probe prompts. It is used when the server refuses token-id prompts.
+type TextCalibration struct {
+	PerWord float64 `json:"tokens_per_word"`
+	Base    float64 `json:"base_tokens"`
+}
+
+// words returns the number of words whose text the server counts as about tokens tokens (at
+// least 1).
+func (c TextCalibration) words(tokens int) int {
+	if tokens <= 0 {
+		return 0
+	}
+	per := c.PerWord
+	if !(per > 0) {
+		per = 1
+	}
+	return max(1, int(math.Round((float64(tokens)-c.Base)/per)))
+}
+
+// SyntheticCalibratedPrompts makes n text prompts whose token lengths, by cal, are about
+// prefixLen + inputLen (spread by rangeRatio as SyntheticTokenPrompts does): the fallback for a
+// server that refuses token ids. InputLen is left 0: the server's usage gives the real length.
+func SyntheticCalibratedPrompts(n, inputLen, outputLen, prefixLen int, rangeRatio float64, seed int64, cal TextCalibration) []Prompt {
+	rng := rand.New(rand.NewPCG(uint64(seed), 0x9e3779b97f4a7c15))
+	prefix := ""
+	if prefixLen > 0 {
+		prefix = syntheticText(rng, max(1, int(math.Round(float64(prefixLen)/max(cal.PerWord, 1e-9))))) + " "
+	}
+	out := make([]Prompt, n)
+	for i := range out {
+		in := sampleLen(rng, inputLen, rangeRatio)
+		out[i] = Prompt{ID: fmt.Sprintf("synthetic-%d", i), Text: prefix + syntheticText(rng, cal.words(in)), OutputLen: sampleLen(rng, outputLen, rangeRatio)}
+	}
+	return out
+}

@@ -54,7 +54,39 @@ func ImportAll(path string) ([]*Result, error) {
 	for _, r := range rs {
 		r.Metadata.SourceFile = path
 	}
+	labelRuns(rs)
 	return rs, nil
+}
+
+// labelRuns labels each result of a file with several (SGLang's appended JSONL, vLLM
+// --append-result, a sweep summary) by its place in the file and its load: label "run" =
+// "N/M request_rate=R max_concurrency=C", so that every record stays its own trial and a reader
+// sees which load it measured.
+func labelRuns(rs []*Result) {
+	if len(rs) < 2 {
+		return
+	}
+	for i, r := range rs {
+		w := r.Metadata.Workload
+		rate := "inf"
+		if w.RequestRate > 0 {
+			rate = strconv.FormatFloat(w.RequestRate, 'g', -1, 64)
+		}
+		if r.Metadata.Labels["request_rate"] == "trace" {
+			rate = "trace"
+		}
+		run := fmt.Sprintf("%d/%d request_rate=%s", i+1, len(rs), rate)
+		if d := r.Metadata.Labels["dataset_name"]; d != "" {
+			run += " dataset=" + d
+		}
+		if w.MaxConcurrency > 0 {
+			run += fmt.Sprintf(" max_concurrency=%d", w.MaxConcurrency)
+		}
+		if r.Metadata.Labels == nil {
+			r.Metadata.Labels = map[string]string{}
+		}
+		r.Metadata.Labels["run"] = run
+	}
 }
 
 // Import parses the content of a result file; name (the file's base name) only helps to tell

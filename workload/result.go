@@ -5,6 +5,7 @@
 package workload
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -119,18 +120,32 @@ type Workload struct {
 	Warmup         int                `json:"warmup,omitempty"`
 	IgnoreEOS      bool               `json:"ignore_eos"`
 	Temperature    float64            `json:"temperature"`
+	TopP           *float64           `json:"top_p,omitempty"`
 	Goodput        map[string]float64 `json:"goodput,omitempty"`
+	// PrefixLen is the shared prefix of synthetic prompts, in tokens.
+	PrefixLen int `json:"prefix_len,omitempty"`
+	// PromptMode says how synthetic prompts were sent: "token_ids" (exact lengths) or "text"
+	// (calibrated by the server's usage counts, TextCalibration).
+	PromptMode      string           `json:"prompt_mode,omitempty"`
+	TextCalibration *TextCalibration `json:"text_calibration,omitempty"`
+	// OutputLenSource is "dataset" when output lengths came from the dataset (ShareGPT replies).
+	OutputLenSource string `json:"output_len_source,omitempty"`
+	// Endpoint is the API path the requests went to ("/v1/completions" when empty).
+	Endpoint string `json:"endpoint,omitempty"`
 }
 
 // Details holds per-request data with vLLM's key names and units (seconds).
+//
+// InputLens and OutputLens (the server's usage counts per request, 0 for a failed request) are
+// always written by reckon bench; the timings only with Options.Details.
 type Details struct {
 	InputLens  []int       `json:"input_lens"`
 	OutputLens []int       `json:"output_lens"`
-	TTFTs      []float64   `json:"ttfts"`
-	ITLs       [][]float64 `json:"itls"`
-	Latencies  []float64   `json:"latencies"`
-	StartTimes []float64   `json:"start_times"`
-	Errors     []string    `json:"errors"`
+	TTFTs      []float64   `json:"ttfts,omitempty"`
+	ITLs       [][]float64 `json:"itls,omitempty"`
+	Latencies  []float64   `json:"latencies,omitempty"`
+	StartTimes []float64   `json:"start_times,omitempty"`
+	Errors     []string    `json:"errors,omitempty"`
 }
 
 // NCCLResult is nccl-tests output: one row per message size and the footer.
@@ -320,4 +335,92 @@ func jsonIndent(v any) ([]byte, error) {
 		return nil, err
 	}
 	return append(data, '\n'), nil
+}
+
+// MarshalJSON writes the result with vLLM's key names; a metric listed in Missing is written as
+// null, never as the zero its field holds, so that no reader takes an absent latency for 0 ms.
+func (r Result) MarshalJSON() ([]byte, error) {
+	type plain Result
+	data, err := json.Marshal(plain(r))
+	if err != nil || len(r.Missing) == 0 {
+		return data, err
+	}
+	missing := make(map[string]bool, len(r.Missing))
+	for _, k := range r.Missing {
+		missing[k] = true
+	}
+	metric := map[string]bool{}
+	for _, k := range MetricKeys() {
+		metric[k] = true
+	}
+	// Re-emit the object's members in order, with null for the missing metrics.
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if _, err := dec.Token(); err != nil {
+		return nil, err
+	}
+	var b bytes.Buffer
+	b.WriteByte('{')
+	first := true
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		key, _ := t.(string)
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, err
+		}
+		if !first {
+			b.WriteByte(',')
+		}
+		first = false
+		kb, _ := json.Marshal(key)
+		b.Write(kb)
+		b.WriteByte(':')
+		if metric[key] && missing[key] {
+			b.WriteString("null")
+		} else {
+			b.Write(raw)
+		}
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
+
+// UnmarshalJSON reads a result written by MarshalJSON (or by an older reckon, which wrote 0 for
+// a missing metric and listed it in missing): a null metric is missing.
+func (r *Result) UnmarshalJSON(data []byte) error {
+	type plain Result
+	var p plain
+	if err := json.Unmarshal(data, &p); err != nil {
+		return err
+	}
+	*r = Result(p)
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(data, &members); err != nil {
+		return err
+	}
+	for _, k := range MetricKeys() {
+		if v, ok := members[k]; ok && string(bytes.TrimSpace(v)) == "null" {
+			r.setMissing(k)
+		}
+	}
+	return nil
+}
+
+// WriteResults writes several results as one indented JSON array (which Import reads back, one
+// result per element) to path atomically.
+func WriteResults(path string, rs []*Result) error {
+	for _, r := range rs {
+		if r.Schema == "" {
+			r.Schema = ResultSchema
+		}
+		sort.Strings(r.Missing)
+	}
+	data, err := jsonIndent(rs)
+	if err != nil {
+		return fmt.Errorf("write results %s: encoding: %w", path, err)
+	}
+	return writeFileAtomic(path, data)
 }

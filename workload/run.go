@@ -2,6 +2,7 @@ package workload
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -39,10 +40,17 @@ type Options struct {
 	// burstier), as vLLM's --burstiness.
 	Burstiness float64
 	NumPrompts int
-	// InputLen and OutputLen size synthetic prompts; OutputLen, when set, also overrides dataset
-	// output lengths. RangeRatio spreads both uniformly over [L(1-r), L(1+r)].
+	// InputLen and OutputLen size synthetic prompts in tokens; OutputLen, when set, also
+	// overrides dataset output lengths (0 keeps a dataset's own, such as ShareGPT's replies).
+	// RangeRatio spreads both uniformly over [L(1-r), L(1+r)], as vLLM's --random-range-ratio.
 	InputLen, OutputLen int
 	RangeRatio          float64
+	// PrefixLen is a shared prefix of this many tokens put before every synthetic prompt (vLLM's
+	// --random-prefix-len): a synthetic prompt has PrefixLen + InputLen tokens.
+	PrefixLen int
+	// PromptMode is how synthetic prompts are sent: PromptAuto (token ids when the server takes
+	// them, else text calibrated by its usage counts), PromptTokenIDs or PromptText.
+	PromptMode string
 	// Dataset is a prompt file (see LoadPrompts); empty means synthetic prompts.
 	Dataset string
 	// Prompts, when set, are used instead of Dataset or synthetic prompts.
@@ -54,9 +62,15 @@ type Options struct {
 	RequestTimeout time.Duration
 	// Goodput SLOs in milliseconds by "ttft", "tpot", "e2el"; nil leaves request_goodput missing.
 	Goodput map[string]float64
-	// IgnoreEOS asks the server to generate exactly max_tokens tokens (set it for benchmarks:
-	// the CLI does by default).
+	// IgnoreEOS asks the server to generate exactly max_tokens tokens.
 	IgnoreEOS bool
+	// Chat sends every request to the chat completions endpoint (/v1/chat/completions) as one
+	// user message; prompts are then text (synthetic ones calibrated by the server's usage
+	// counts, which include its chat template).
+	Chat bool
+	// Temperature and TopP are the sampling settings sent with every request; nil Temperature
+	// means 0 (greedy), nil TopP leaves the server's default.
+	Temperature, TopP *float64
 	// Model is sent with each request; empty means the first model of /v1/models.
 	Model string
 	// Progress receives a progress bar (terminal) or periodic plain lines; nil = silent.
@@ -83,6 +97,14 @@ func (o *Options) validate() error {
 		return fmt.Errorf("range ratio %v: must be in [0, 1)", o.RangeRatio)
 	case o.RequestTimeout < 0:
 		return fmt.Errorf("request timeout %v: must not be negative", o.RequestTimeout)
+	case o.PrefixLen < 0:
+		return fmt.Errorf("prefix length %d: must not be negative", o.PrefixLen)
+	case o.PromptMode != "" && o.PromptMode != PromptAuto && o.PromptMode != PromptTokenIDs && o.PromptMode != PromptText:
+		return fmt.Errorf("prompt mode %q: expected %s, %s or %s", o.PromptMode, PromptAuto, PromptTokenIDs, PromptText)
+	case o.Temperature != nil && (*o.Temperature < 0 || math.IsNaN(*o.Temperature)):
+		return fmt.Errorf("temperature %v: must be >= 0", *o.Temperature)
+	case o.TopP != nil && !(*o.TopP > 0 && *o.TopP <= 1):
+		return fmt.Errorf("top_p %v: must be in (0, 1]", *o.TopP)
 	}
 	for k, v := range o.Goodput {
 		if !validGoodputKey(k) {
@@ -95,17 +117,53 @@ func (o *Options) validate() error {
 	return nil
 }
 
+// Prompt modes of synthetic prompts (Options.PromptMode, Workload.PromptMode).
+const (
+	// PromptAuto sends token ids when the server takes them, else calibrated text.
+	PromptAuto = "auto"
+	// PromptTokenIDs sends the completions prompt as a list of token ids: exact lengths.
+	PromptTokenIDs = "token_ids"
+	// PromptText sends text whose length in words is calibrated by the server's usage counts.
+	PromptText = "text"
+)
+
+// synthetic reports whether the run makes its own prompts.
+func (o *Options) synthetic() bool { return o.Prompts == nil && o.Dataset == "" }
+
+// lens returns the synthetic input and output lengths with their defaults.
+func (o *Options) lens() (in, out int) {
+	in, out = o.InputLen, o.OutputLen
+	if in == 0 {
+		in = DefaultInputLen
+	}
+	if out == 0 {
+		out = DefaultOutputLen
+	}
+	return in, out
+}
+
+// preparedPrompts are the prompts of a run (warm-up ones first) and what a reader should know
+// about them.
+type preparedPrompts struct {
+	prompts  []Prompt
+	name     string
+	warnings []string
+	// fromDataset counts the prompts whose output length is the dataset's own.
+	fromDataset int
+}
+
 // preparePrompts chooses the prompts of the run (warm-up ones first), with output lengths set.
-func (o *Options) preparePrompts() ([]Prompt, string, error) {
+// mode and cal say how synthetic prompts are made (PromptTokenIDs, or PromptText with cal).
+func (o *Options) preparePrompts(mode string, cal TextCalibration) (*preparedPrompts, error) {
+	pp := &preparedPrompts{name: "custom"}
 	n := o.NumPrompts
 	prompts := o.Prompts
-	name := "custom"
 	if prompts == nil && o.Dataset != "" {
 		var err error
 		if prompts, err = LoadPrompts(o.Dataset); err != nil {
-			return nil, "", err
+			return nil, err
 		}
-		name = o.Dataset
+		pp.name = o.Dataset
 		if n == 0 {
 			n = len(prompts)
 		}
@@ -122,18 +180,20 @@ func (o *Options) preparePrompts() ([]Prompt, string, error) {
 	}
 	total := n + o.Warmup
 	if prompts == nil {
-		in, out := o.InputLen, o.OutputLen
-		if in == 0 {
-			in = DefaultInputLen
+		in, out := o.lens()
+		pp.name = fmt.Sprintf("synthetic(in=%d,out=%d,range=%g,prefix=%d)", in, out, o.RangeRatio, o.PrefixLen)
+		if mode == PromptText {
+			prompts = SyntheticCalibratedPrompts(total, in, out, o.PrefixLen, o.RangeRatio, o.Seed, cal)
+		} else {
+			prompts = SyntheticTokenPrompts(total, in, out, o.PrefixLen, o.RangeRatio, o.Seed)
 		}
-		if out == 0 {
-			out = DefaultOutputLen
-		}
-		name = fmt.Sprintf("synthetic(in=%d,out=%d,range=%g)", in, out, o.RangeRatio)
-		prompts = SyntheticPrompts(total, in, out, o.RangeRatio, o.Seed)
 	}
 	if len(prompts) == 0 {
-		return nil, "", errors.New("no prompts to send")
+		return nil, errors.New("no prompts to send")
+	}
+	if o.Dataset != "" && o.Prompts == nil && total > len(prompts) {
+		pp.warnings = append(pp.warnings, fmt.Sprintf("dataset %s has %d prompts for %d requests (%d measured + %d warm-up): it is cycled, each prompt sent up to %d times",
+			o.Dataset, len(prompts), total, n, o.Warmup, (total+len(prompts)-1)/len(prompts)))
 	}
 	out := make([]Prompt, total)
 	outRng := rand.New(rand.NewPCG(uint64(o.Seed), 0xda942042e4dd58b5))
@@ -146,10 +206,121 @@ func (o *Options) preparePrompts() ([]Prompt, string, error) {
 			p.OutputLen = o.OutputLen
 		case p.OutputLen == 0:
 			p.OutputLen = DefaultOutputLen
+		case o.Dataset != "" && o.Prompts == nil:
+			pp.fromDataset++
 		}
 		out[i] = p
 	}
-	return out, name, nil
+	if o.Dataset != "" && o.Prompts == nil && o.OutputLen == 0 && pp.fromDataset < total {
+		pp.warnings = append(pp.warnings, fmt.Sprintf("%d of %d requests had no output length in dataset %s: they ask for %d tokens", total-pp.fromDataset, total, o.Dataset, DefaultOutputLen))
+	}
+	if o.Chat {
+		for _, p := range out {
+			if p.Text == "" {
+				return nil, fmt.Errorf("prompt %s is token ids: the chat endpoint sends text messages (use a text dataset, or the completions endpoint)", p.ID)
+			}
+		}
+	}
+	pp.prompts = out
+	return pp, nil
+}
+
+// choosePromptMode decides how synthetic prompts are sent. PromptTokenIDs is taken as given.
+// With PromptAuto it sends one
+// token-id prompt (max_tokens 1): when the server accepts it and its usage counts exactly the
+// ids sent, token ids are used; otherwise text, calibrated by two text probes of the server's
+// own usage counts. Probes are not part of any metric.
+func (r *runner) choosePromptMode(ctx context.Context) (string, *TextCalibration, []string, error) {
+	o := r.o
+	mode := o.PromptMode
+	if mode == "" {
+		mode = PromptAuto
+	}
+	if o.Chat {
+		mode = PromptText // a chat message is text
+	}
+	if mode == PromptTokenIDs {
+		// Asked for explicitly: no probe (a server that refuses ids fails the requests).
+		return PromptTokenIDs, nil, nil, nil
+	}
+	var notes []string
+	if mode == PromptAuto {
+		ids := SyntheticTokenPrompts(1, 16, 1, 0, 0, o.Seed)[0].TokenIDs
+		got, err := r.probeUsage(ctx, client.PromptTokens(ids))
+		var api *client.APIError
+		switch {
+		case err == nil && got == len(ids):
+			return PromptTokenIDs, nil, nil, nil
+		case err != nil && !(errors.As(err, &api) && api.StatusCode >= 400 && api.StatusCode < 500):
+			// Not a refusal but a broken or busy server: the benchmark's requests will say so.
+			notes = append(notes, fmt.Sprintf("probing token-id prompts failed (%v): sent as token ids", err))
+			return PromptTokenIDs, nil, notes, nil
+		case err != nil:
+			notes = append(notes, fmt.Sprintf("the server refused token-id prompts (%v): synthetic prompts sent as text, calibrated by the server's usage counts", err))
+		default:
+			notes = append(notes, fmt.Sprintf("the server counted %d prompt tokens for %d token ids: synthetic prompts sent as text, calibrated by its usage counts", got, len(ids)))
+		}
+	}
+	cal, err := r.calibrateText(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return "", nil, notes, err
+		}
+		// Uncalibrated: one token per word, and the result says so.
+		notes = append(notes, fmt.Sprintf("%v: synthetic text prompts assume one token per word; the real lengths are in details.input_lens", err))
+		cal = TextCalibration{PerWord: 1}
+	}
+	return PromptText, &cal, notes, nil
+}
+
+// calibrateText measures the server's tokens per synthetic word from its usage counts of a
+// short and a long text prompt.
+func (r *runner) calibrateText(ctx context.Context) (TextCalibration, error) {
+	rng := rand.New(rand.NewPCG(uint64(r.o.Seed), 0x94d049bb133111eb))
+	const w1, w2 = 16, 128
+	t1, err := r.probeUsage(ctx, client.PromptText(syntheticText(rng, w1)))
+	if err != nil {
+		return TextCalibration{}, fmt.Errorf("calibrating text prompts: %w", err)
+	}
+	t2, err := r.probeUsage(ctx, client.PromptText(syntheticText(rng, w2)))
+	if err != nil {
+		return TextCalibration{}, fmt.Errorf("calibrating text prompts: %w", err)
+	}
+	if t1 <= 0 || t2 <= t1 {
+		return TextCalibration{}, fmt.Errorf("calibrating text prompts: the server's usage counted %d and %d prompt tokens for %d and %d words (expected a growing count)", t1, t2, w1, w2)
+	}
+	per := float64(t2-t1) / float64(w2-w1)
+	return TextCalibration{PerWord: per, Base: float64(t1) - per*w1}, nil
+}
+
+// probeTimeout bounds each prompt-mode probe request.
+const probeTimeout = 30 * time.Second
+
+// probeUsage sends one unmeasured request (max_tokens 1) and returns its usage.prompt_tokens.
+func (r *runner) probeUsage(ctx context.Context, prompt json.RawMessage) (int, error) {
+	timeout := r.o.RequestTimeout
+	if timeout <= 0 || timeout > probeTimeout {
+		timeout = probeTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if r.o.Chat {
+		var text string
+		if err := json.Unmarshal(prompt, &text); err != nil {
+			return 0, err
+		}
+		return r.chatUsage(ctx, text)
+	}
+	one := 1
+	temp := 0.0
+	res, err := r.c.Stream(ctx, wire.CompletionRequest{Model: r.model, Prompt: prompt, MaxTokens: &one, Temperature: &temp}, nil)
+	if err != nil {
+		return 0, err
+	}
+	if res.Usage == nil {
+		return 0, errors.New("the server sent no usage counts")
+	}
+	return res.PromptTokens, nil
 }
 
 // arrivalOffsets returns when each request is sent, from the benchmark start: all zero for an
@@ -223,9 +394,13 @@ func Run(ctx context.Context, c *client.Client, o Options) (*Result, error) {
 	if err := o.validate(); err != nil {
 		return nil, &optionsError{err}
 	}
-	prompts, dsName, err := o.preparePrompts()
-	if err != nil {
-		return nil, &optionsError{err}
+	// A dataset is read before the first request: a bad one is the caller's mistake.
+	var pp *preparedPrompts
+	var err error
+	if !o.synthetic() {
+		if pp, err = o.preparePrompts("", TextCalibration{}); err != nil {
+			return nil, &optionsError{err}
+		}
 	}
 	model := o.Model
 	if model == "" {
@@ -233,8 +408,25 @@ func Run(ctx context.Context, c *client.Client, o Options) (*Result, error) {
 			return nil, fmt.Errorf("workload: finding the served model: %w", err)
 		}
 	}
-	warm, bench := prompts[:o.Warmup], prompts[o.Warmup:]
 	r := &runner{c: c, o: &o, model: model}
+	mode, cal := "", (*TextCalibration)(nil)
+	var modeNotes []string
+	if o.synthetic() {
+		if mode, cal, modeNotes, err = r.choosePromptMode(ctx); err != nil {
+			return nil, fmt.Errorf("workload: synthetic prompts: %w", err)
+		}
+	}
+	var calv TextCalibration
+	if cal != nil {
+		calv = *cal
+	}
+	if pp == nil {
+		if pp, err = o.preparePrompts(mode, calv); err != nil {
+			return nil, &optionsError{err}
+		}
+	}
+	prompts, dsName := pp.prompts, pp.name
+	warm, bench := prompts[:o.Warmup], prompts[o.Warmup:]
 
 	if len(warm) > 0 {
 		logrus.Debugf("workload: %d warm-up requests", len(warm))
@@ -281,12 +473,22 @@ func Run(ctx context.Context, c *client.Client, o Options) (*Result, error) {
 	res.Metadata.Workload = Workload{
 		Name: o.Metadata.Workload.Name, Dataset: dsName, NumPrompts: len(bench), RequestRate: rate,
 		Burstiness: burst, MaxConcurrency: o.Concurrency, InputLen: o.InputLen, OutputLen: o.OutputLen,
-		RangeRatio: o.RangeRatio, Warmup: o.Warmup, IgnoreEOS: o.IgnoreEOS, Temperature: 0, Goodput: o.Goodput,
+		RangeRatio: o.RangeRatio, Warmup: o.Warmup, IgnoreEOS: o.IgnoreEOS, Temperature: temperature(o.Temperature), TopP: o.TopP,
+		Goodput: o.Goodput, PrefixLen: o.PrefixLen, PromptMode: mode, TextCalibration: cal,
 	}
+	if o.Chat {
+		res.Metadata.Workload.Endpoint = ChatPath
+	}
+	if o.synthetic() {
+		res.Metadata.Workload.InputLen, res.Metadata.Workload.OutputLen = o.lens()
+	}
+	if pp.fromDataset > 0 {
+		res.Metadata.Workload.OutputLenSource = "dataset"
+	}
+	res.Warnings = append(res.Warnings, modeNotes...)
+	res.Warnings = append(res.Warnings, pp.warnings...)
 	r.annotate(res)
-	if o.Details {
-		res.Details = details(records)
-	}
+	res.Details = details(records, o.Details)
 	if ctx.Err() == nil && !o.SkipServerInfo {
 		if info, err := c.ServerInfo(ctx); err == nil && info.AvgSpecAcceptLength != nil {
 			res.SpecAcceptLength = *info.AvgSpecAcceptLength
@@ -371,14 +573,17 @@ func (r *runner) dispatch(ctx context.Context, prompts []Prompt, offsets []time.
 }
 
 func (r *runner) one(ctx context.Context, p Prompt, start time.Time) RequestRecord {
+	if r.o.Chat {
+		return r.chatOne(ctx, p, start)
+	}
 	if r.o.RequestTimeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, r.o.RequestTimeout)
 		defer cancel()
 	}
-	temp := 0.0
+	temp := temperature(r.o.Temperature)
 	maxTok := p.OutputLen
-	req := wire.CompletionRequest{Model: r.model, MaxTokens: &maxTok, Temperature: &temp, IgnoreEOS: r.o.IgnoreEOS}
+	req := wire.CompletionRequest{Model: r.model, MaxTokens: &maxTok, Temperature: &temp, TopP: r.o.TopP, IgnoreEOS: r.o.IgnoreEOS}
 	if len(p.TokenIDs) > 0 {
 		req.Prompt = client.PromptTokens(p.TokenIDs)
 	} else {
@@ -433,11 +638,24 @@ func (r *runner) annotate(res *Result) {
 	}
 }
 
-func details(records []RequestRecord) *Details {
-	d := &Details{}
+// temperature is the temperature sent: t, or 0 (greedy) when unset.
+func temperature(t *float64) float64 {
+	if t == nil {
+		return 0
+	}
+	return *t
+}
+
+// details returns the per-request data of the run: the real input and output lengths of every
+// request (as the server counted them) always, the timings too when all is set.
+func details(records []RequestRecord, all bool) *Details {
+	d := &Details{InputLens: []int{}, OutputLens: []int{}}
 	for _, rec := range records {
 		d.InputLens = append(d.InputLens, rec.PromptTokens)
 		d.OutputLens = append(d.OutputLens, rec.OutputTokens)
+		if !all {
+			continue
+		}
 		d.TTFTs = append(d.TTFTs, rec.TTFT.Seconds())
 		itl := make([]float64, len(rec.ITLs))
 		for i, g := range rec.ITLs {

@@ -118,7 +118,7 @@ func TestRunScriptedStream(t *testing.T) {
 	}}
 	c := client.New(srv.URL, client.Options{Now: clk.Now})
 	res, err := Run(context.Background(), c, Options{
-		Concurrency: 1, NumPrompts: 2, InputLen: 4, OutputLen: 3, IgnoreEOS: true, Seed: 1, Model: "m",
+		Concurrency: 1, NumPrompts: 2, InputLen: 4, OutputLen: 3, IgnoreEOS: true, Seed: 1, Model: "m", PromptMode: PromptTokenIDs,
 		SkipServerInfo: true, Details: true, Goodput: map[string]float64{"ttft": 60},
 	})
 	if err != nil {
@@ -167,7 +167,7 @@ func TestRunClosedLoopCapsConcurrencyAndExcludesWarmup(t *testing.T) {
 	defer close(done)
 	var prog bytes.Buffer
 	res, err := Run(context.Background(), client.New(srv.URL, client.Options{}), Options{
-		Concurrency: 3, NumPrompts: 30, Warmup: 2, InputLen: 8, OutputLen: 4, IgnoreEOS: true, Seed: 3, Progress: &prog,
+		Concurrency: 3, NumPrompts: 30, Warmup: 2, InputLen: 8, OutputLen: 4, IgnoreEOS: true, Seed: 3, Progress: &prog, PromptMode: PromptTokenIDs,
 	})
 	if err != nil {
 		t.Fatalf("Run: %v", err)

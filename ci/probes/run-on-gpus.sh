@@ -9,20 +9,29 @@
 #      NVSHMEM_DISABLE_NVLS=1),
 #   2. records the machine: nvidia-smi, nvidia-smi -L, nvidia-smi topo -m, nvidia-smi nvlink -s,
 #      torch/CUDA/NCCL versions,
-#   3. runs ci/probes/torch_allreduce_probe.py under torchrun, one process per GPU, over message
-#      sizes 1KiB, 2KiB, ..., 64MiB, float32 and bfloat16, random and integer inputs,
+#   3. runs the calibrated probe ci/probes/torch_allreduce_probe.py under torchrun, one process
+#      per GPU: its default sizes (across the one-shot/two-shot switch and the custom path's limit,
+#      one element either side), float32 and bfloat16, random, wide, order-sensitive and integer
+#      inputs, eager, queued and CUDA-graph (3 and 4 captured calls) patterns, NCCL and its twins
+#      (NCCL_ALGO=Ring, Tree, 2 channels), the symmetric-memory candidates and the positive
+#      controls,
 #   4. runs `bin/reckon probe check` on the result (text to stdout and OUTDIR/check.txt, verdicts
-#      as JSON in OUTDIR/check.json).
+#      as JSON in OUTDIR/check.json),
+#   5. unless LATENCY=0, a latency sweep (1KiB, 2KiB, ..., 64MiB, bfloat16 random, eager, fresh
+#      payloads; NCCL and the two symmetric-memory ops) into OUTDIR/torch_allreduce_latency.json,
+#      printed as a table by `refengine probe-allreduce --check` when bin/refengine exists (that
+#      file has no controls: it is for the timing table, not for the verdict).
 # Everything lands in OUTDIR: torch_allreduce_probe.json, torchrun.log, check.txt, check.json,
-# nvidia-smi*.txt, versions.txt.
+# torch_allreduce_latency.json, latency.log, nvidia-smi*.txt, versions.txt.
 #
-# Environment overrides: NPROC (default: all GPUs), SIZES (comma list), DTYPES, INPUTS,
-# PROBE_ARGS (extra arguments for the probe, e.g. "--iters 20"), RECKON (default bin/reckon),
-# PYTHON (default python3).
+# Environment overrides: NPROC (default: all GPUs), SIZES (comma list; default the probe's own),
+# DTYPES, INPUTS, MODES, PROBE_ARGS (extra arguments for the probe, e.g. "--iters 20"), LATENCY
+# (0 to skip the sweep), RECKON (default bin/reckon), PYTHON (default python3).
 #
-# Exit status: 0 the probe holds the contract; 1 reckon found a fault (an algorithm out of
-# tolerance, not exact on integer inputs, or ranks that disagree); 2 usage or a probe file reckon
-# cannot read; 3 infrastructure (no GPUs, fewer than 2, torchrun failed, reckon missing).
+# Exit status: 0 the calibrated rule holds; 1 reckon found a fault (a candidate above the bound,
+# not exact on integer inputs, not engaged, ranks that disagree) or controls that misbehave; 2
+# usage or a probe file reckon cannot read; 3 infrastructure (no GPUs, fewer than 2, torchrun
+# failed, reckon missing).
 set -euo pipefail
 
 die() { # die CODE MESSAGE
@@ -74,14 +83,12 @@ EOF
 echo "run-on-gpus: $nproc of $ngpu GPUs; topology:" >&2
 sed 's/\x1b\[[0-9;]*m//g' "$outdir/nvidia-smi-topo-m.txt" >&2 || true
 
-# Message sizes per rank: 1KiB, 2KiB, ..., 64MiB unless SIZES says otherwise.
-if [[ -z ${SIZES:-} ]]; then
-	SIZES=""
-	for ((s = 1; s <= 65536; s *= 2)); do
-		if ((s < 1024)); then SIZES+="${s}KiB,"; else SIZES+="$((s / 1024))MiB,"; fi
-	done
-	SIZES=${SIZES%,}
-fi
+# Message sizes per rank for the latency sweep: 1KiB, 2KiB, ..., 64MiB.
+SWEEP=""
+for ((s = 1; s <= 65536; s *= 2)); do
+	if ((s < 1024)); then SWEEP+="${s}KiB,"; else SWEEP+="$((s / 1024))MiB,"; fi
+done
+SWEEP=${SWEEP%,}
 
 if command -v torchrun >/dev/null; then
 	launch=(torchrun)
@@ -91,8 +98,11 @@ fi
 probe_json="$outdir/torch_allreduce_probe.json"
 rm -f "$probe_json"
 read -r -a extra <<<"${PROBE_ARGS:-}" # a list of words, e.g. "--iters 20 --warmup 5"
+sizes=()
+[[ -z ${SIZES:-} ]] || sizes=(--sizes "$SIZES")
 cmd=("${launch[@]}" --standalone --nproc-per-node "$nproc" ci/probes/torch_allreduce_probe.py
-	--sizes "$SIZES" --dtype "${DTYPES:-float32,bfloat16}" --inputs "${INPUTS:-random,integer}"
+	--backend nccl "${sizes[@]}" --dtype "${DTYPES:-float32,bfloat16}"
+	--inputs "${INPUTS:-random,wide,order_sensitive,integer}" --modes "${MODES:-eager,queued,graph3,graph4}"
 	--out "$probe_json" "${extra[@]}")
 echo "run-on-gpus: ${cmd[*]}" | tee "$outdir/torchrun.log" >&2
 set +e
@@ -110,8 +120,22 @@ set +e
 "$reckon" probe check "$probe_json" | tee "$outdir/check.txt"
 rc=${PIPESTATUS[0]}
 set -e
+if [[ ${LATENCY:-1} != 0 ]]; then
+	lat_json="$outdir/torch_allreduce_latency.json"
+	lat=("${launch[@]}" --standalone --nproc-per-node "$nproc" ci/probes/torch_allreduce_probe.py
+		--backend nccl --sizes "$SWEEP" --dtype bfloat16 --inputs random --modes eager
+		--algorithms nccl,symm_mem_one_shot,symm_mem_two_shot --custom-max-bytes 64MiB --out "$lat_json")
+	echo "run-on-gpus: ${lat[*]}" | tee "$outdir/latency.log" >&2
+	if "${lat[@]}" >>"$outdir/latency.log" 2>&1; then
+		if [[ -x $repo/bin/refengine ]]; then
+			"$repo/bin/refengine" probe-allreduce --check "$lat_json" >"$outdir/latency.txt" 2>&1 || true
+		fi
+	else
+		echo "run-on-gpus: warning: the latency sweep failed; see $outdir/latency.log" >&2
+	fi
+fi
 case $rc in
-0) echo "run-on-gpus: PASS: the allreduce probe holds the contract ($probe_json)" >&2 ;;
+0) echo "run-on-gpus: PASS: the calibrated rule holds ($probe_json)" >&2 ;;
 1) echo "run-on-gpus: FAIL: see $outdir/check.txt" >&2 ;;
 *) echo "run-on-gpus: reckon probe check exited $rc" >&2 ;;
 esac

@@ -26,7 +26,8 @@ func newBenchCmd() *cobra.Command {
 		url, rate, dataset, result, model, engine, config, testbed string
 		o                                                          workload.Options
 		goodput, labels                                            []string
-		noIgnoreEOS, quiet                                         bool
+		noIgnoreEOS, ignoreEOS, quiet                              bool
+		v                                                          vllmFlags
 		metadataTimeout                                            time.Duration
 		maxEventBytes                                              int
 	)
@@ -39,25 +40,54 @@ requests and write a result file with vLLM bench serve's metric names (docs/metr
 Closed loop: --concurrency N keeps N requests in flight. Open loop: --request-rate R sends
 requests at Poisson times (--burstiness < 1 burstier, gamma-distributed), capped by --concurrency
 when both are given. Prompts come from --dataset (JSONL {"prompt": ...} / {"prompt_token_ids": [...]},
-or ShareGPT JSON) or are synthetic (--input-len words, seeded). Requests use temperature 0 and
-ignore_eos; warm-up requests are excluded; failed requests are counted, never fatal.
+or ShareGPT JSON, whose replies set the output lengths unless --output-len is given) or are
+synthetic: --input-len tokens exactly (plus a shared --prefix-len prefix), sent as token ids, or,
+when the server refuses ids, as text calibrated by the server's own usage counts (the result's
+metadata.workload.prompt_mode says which; details.input_lens holds every request's real length).
+Requests use temperature 0 unless --temperature; ignore_eos only with --ignore-eos (as vLLM);
+warm-up requests are excluded; failed requests are counted, never fatal.
 
-Exit status: 0 done, 2 bad flags or dataset, 3 server unreachable or no request succeeded.`,
+vLLM's bench serve flag names are accepted with vLLM's meaning: --base-url (or --host/--port),
+--max-concurrency, --random-input-len, --random-output-len, --random-range-ratio,
+--random-prefix-len, --dataset-name random|sharegpt|custom, --dataset-path, --num-warmups,
+--save-result with --result-dir/--result-filename, --save-detailed, --percentile-metrics,
+--metric-percentiles, --metadata KEY=VALUE..., --ignore-eos, --top-p, --disable-tqdm. Result files
+use vLLM's key names.
+
+Every network call has a deadline: --request-timeout for each completion, --metadata-timeout for
+/v1/models and /server_info. A stream that goes on past max_tokens (plus a margin) or sends an
+event larger than --max-event-bytes fails its request (docs/reliability.md).
+
+Exit status: 0 done, 2 bad flags, dataset or --result path (checked before the first request),
+3 server unreachable or no request succeeded.`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			// vLLM's --goodput takes several values ("--goodput ttft:200 tpot:50"): accept the
 			// values that follow it as positional arguments.
+			// The same for --metadata KEY=VALUE ... (vLLM's nargs).
 			for _, a := range args {
-				if !cmd.Flags().Changed("goodput") || !strings.Contains(a, ":") {
+				switch {
+				case cmd.Flags().Changed("goodput") && strings.Contains(a, ":") && !strings.Contains(a, "="):
+					goodput = append(goodput, a)
+				case cmd.Flags().Changed("metadata") && strings.Contains(a, "="):
+					labels = append(labels, a)
+				default:
 					return withExitCode(2, fmt.Errorf("unexpected argument %q", a))
 				}
-				goodput = append(goodput, a)
+			}
+			var err error
+			if o.RequestRate, err = parseRate(rate); err != nil {
+				return withExitCode(2, err)
+			}
+			o.Model = model
+			if url, result, err = v.apply(cmd, url, result, &o, &dataset); err != nil {
+				return withExitCode(2, err)
 			}
 			if url == "" {
-				return withExitCode(2, fmt.Errorf("--url is required (e.g. http://127.0.0.1:30000)"))
+				return withExitCode(2, fmt.Errorf("--url is required (e.g. http://127.0.0.1:30000; vLLM's --base-url or --host/--port also work)"))
 			}
 			if result == "" {
-				return withExitCode(2, fmt.Errorf("--result FILE is required"))
+				return withExitCode(2, fmt.Errorf("--result FILE is required (or vLLM's --save-result [--result-dir DIR] [--result-filename FILE])"))
 			}
 			// Before the benchmark, not after it: a result that cannot be written is lost work.
 			if err := checkWritable(result); err != nil {
@@ -72,11 +102,9 @@ Exit status: 0 done, 2 bad flags or dataset, 3 server unreachable or no request 
 			if o.RequestTimeout < 0 {
 				return withExitCode(2, fmt.Errorf("--request-timeout %v: expected a positive duration (0: none)", o.RequestTimeout))
 			}
-			r, err := parseRate(rate)
-			if err != nil {
-				return withExitCode(2, err)
+			if ignoreEOS && noIgnoreEOS {
+				return withExitCode(2, fmt.Errorf("--ignore-eos and --no-ignore-eos contradict each other: give one"))
 			}
-			o.RequestRate = r
 			if len(goodput) > 0 {
 				if o.Goodput, err = workload.ParseGoodput(goodput); err != nil {
 					return withExitCode(2, err)
@@ -84,7 +112,13 @@ Exit status: 0 done, 2 bad flags or dataset, 3 server unreachable or no request 
 			}
 			o.Dataset = dataset
 			o.Model = model
-			o.IgnoreEOS = !noIgnoreEOS
+			o.IgnoreEOS = ignoreEOS
+			if cmd.Flags().Changed("temperature") {
+				o.Temperature = &v.temperature
+			}
+			if cmd.Flags().Changed("top-p") {
+				o.TopP = &v.topP
+			}
 			o.Metadata.Engine, o.Metadata.Config, o.Metadata.Testbed = engine, config, testbed
 			for _, l := range labels {
 				k, v, ok := strings.Cut(l, "=")
@@ -96,7 +130,7 @@ Exit status: 0 done, 2 bad flags or dataset, 3 server unreachable or no request 
 				}
 				o.Metadata.Labels[k] = v
 			}
-			if !quiet {
+			if !quiet && !v.disableTqdm {
 				o.Progress = os.Stderr
 			}
 			workload.Version = version
@@ -136,7 +170,9 @@ Exit status: 0 done, 2 bad flags or dataset, 3 server unreachable or no request 
 	f.StringVar(&rate, "request-rate", "inf", "mean requests per second (Poisson arrivals); inf = all at once")
 	f.Float64Var(&o.Burstiness, "burstiness", 1, "gamma shape of inter-arrival times (1 = Poisson; < 1 burstier)")
 	f.IntVar(&o.NumPrompts, "num-prompts", workload.DefaultNumPrompts, "number of benchmark requests (warm-up not included)")
-	f.IntVar(&o.InputLen, "input-len", 0, fmt.Sprintf("synthetic prompt length in words (default %d)", workload.DefaultInputLen))
+	f.IntVar(&o.InputLen, "input-len", 0, fmt.Sprintf("synthetic prompt length in tokens (default %d)", workload.DefaultInputLen))
+	f.IntVar(&o.PrefixLen, "prefix-len", 0, "a shared prefix of this many tokens before every synthetic prompt")
+	f.StringVar(&o.PromptMode, "prompt-mode", workload.PromptAuto, "synthetic prompts as token ids (token_ids), calibrated text (text), or ids when the server takes them (auto)")
 	f.IntVar(&o.OutputLen, "output-len", 0, fmt.Sprintf("tokens to generate per request (default: dataset's, else %d)", workload.DefaultOutputLen))
 	f.Float64Var(&o.RangeRatio, "range-ratio", 0, "spread lengths uniformly over [L(1-r), L(1+r)], r in [0,1)")
 	f.StringVar(&dataset, "dataset", "", "prompt file: JSONL {\"prompt\": ...} or {\"prompt_token_ids\": [...]}, or ShareGPT JSON")
@@ -146,7 +182,10 @@ Exit status: 0 done, 2 bad flags or dataset, 3 server unreachable or no request 
 	f.DurationVar(&o.RequestTimeout, "request-timeout", 10*time.Minute, "timeout of one request (counted as failed)")
 	f.StringVar(&result, "result", "", "result file to write (JSON, vLLM key names)")
 	f.StringVar(&model, "model", "", "model name to send (default: the first of /v1/models)")
-	f.BoolVar(&noIgnoreEOS, "no-ignore-eos", false, "let requests stop at end-of-sequence (default: ignore_eos)")
+	f.BoolVar(&ignoreEOS, "ignore-eos", false, "ask for exactly the output length (ignore_eos); off unless given, as in vLLM")
+	f.BoolVar(&noIgnoreEOS, "no-ignore-eos", false, "let requests stop at end-of-sequence (the default)")
+	f.Float64Var(&v.temperature, "temperature", 0, "sampling temperature (default 0: greedy)")
+	f.Float64Var(&v.topP, "top-p", 1, "nucleus sampling top_p (default: the server's)")
 	f.BoolVar(&o.Details, "details", false, "keep per-request data in the result (ttfts, itls, ...)")
 	f.StringVar(&engine, "engine", "", "metadata: engine name")
 	f.StringVar(&config, "config", "", "metadata: configuration name")
@@ -155,6 +194,7 @@ Exit status: 0 done, 2 bad flags or dataset, 3 server unreachable or no request 
 	f.BoolVar(&quiet, "quiet", false, "no progress output")
 	f.DurationVar(&metadataTimeout, "metadata-timeout", client.DefaultMetadataTimeout, "timeout of one metadata request (/v1/models, /server_info)")
 	f.IntVar(&maxEventBytes, "max-event-bytes", client.DefaultMaxEventBytes, "largest server-sent event accepted; a longer one fails its request")
+	v.register(cmd, &o, &labels)
 	return cmd
 }
 

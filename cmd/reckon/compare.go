@@ -32,34 +32,41 @@ type compareOptions struct {
 	minEffect  float64
 	gate       string
 	twoSided   bool
+	strict     bool
 }
 
 func newCompareCmd() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "compare --base FILE... --head FILE... [--json] [--alpha A] [--min-effect PCT] [--gate LIST]",
+		Use:   "compare --base FILE... --head FILE... [flags]",
 		Short: "Compare benchmark trials of two versions or configs, benchstat-style, with a verdict per metric",
-		Long: `compare reads trial result files for a base and a head (one trial per file, in any format
-reckon import reads: vLLM bench serve --save-result JSON, SGLang bench_serving JSONL where each line
-is one trial, AIPerf / GenAI-Perf aggregates, reckon's own result JSON) and prints per metric the
-medians, the ratio head/base with its confidence interval, the p-value and a verdict: regression,
-improvement, no_change or inconclusive (with how many more trials per side would likely decide).
+		Long: `compare reads trial result files for a base and a head (in any format reckon import reads:
+vLLM bench serve --save-result JSON, SGLang bench_serving JSONL, AIPerf / GenAI-Perf aggregates,
+reckon's own result JSON; a file with several results gives one trial per result) and prints per
+metric the medians, the ratio head/base with its confidence interval, the p-value and a verdict:
+regression, improvement, no_change or inconclusive (with how many more trials per side would
+likely decide).
 
 A regression needs a one-sided t-test on log values at --alpha, a Mann-Whitney U rank test at
-0.05, and a median change of at least --min-effect percent in the bad direction (each metric's
-direction is known: throughput higher is better, latency lower is better). The metrics listed in
---gate (default output_throughput, median_ttft_ms, median_tpot_ms; "all" for every metric with a
-known direction) are Holm-Bonferroni corrected together, get the verdicts regression / improvement,
-and decide the exit code; the others are printed for information, with a significant change shown
-as worse / better (correcting over every printed metric would cost all the power; see
-docs/statistics.md).
+0.05, and a median change of at least --min-effect in the bad direction (each metric's direction
+is known: throughput higher is better, latency lower is better). --min-effect takes a percentage
+(5%) or a fraction below 1 (0.05), as the spec's min_effect. --two-sided tests both directions
+at alpha/2 each. The metrics listed in --gate (default output_throughput, median_ttft_ms,
+median_tpot_ms; "all" for every metric with a known direction) are Holm-Bonferroni corrected
+together, get the verdicts regression / improvement, and decide the exit code; the others are
+printed for information, with a significant change shown as worse / better (correcting over
+every printed metric would cost all the power; see docs/statistics.md).
+
+A metric that some trial of either side lacks (the source did not report it) is not compared,
+and a note names it. When the two sides' workloads differ (model, concurrency, request rate,
+input or output length, dataset) a warning names the difference; --strict makes it an error.
 
 Exit code: 0 no gated regression, 1 a gated regression, 2 bad input.`,
 		Example: `  reckon compare --base main/run*.json --head pr/run*.json
   reckon compare --base a1.json a2.json a3.json --head b1.json b2.json b3.json --json
-  reckon compare --base=a1.json,a2.json --head=b1.json,b2.json --min-effect 5 --gate all`,
+  reckon compare --base=a1.json,a2.json --head=b1.json,b2.json --min-effect 5% --gate all`,
 		DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts, help, err := parseCompareArgs(args)
+			opts, help, err := parseCompareArgs(cmd.Flags(), args)
 			if help {
 				return cmd.Help()
 			}
@@ -69,23 +76,57 @@ Exit code: 0 no gated regression, 1 a gated regression, 2 bad input.`,
 			return runCompare(cmd.OutOrStdout(), cmd.ErrOrStderr(), opts)
 		},
 	}
+	defineCompareFlags(cmd.Flags(), &compareOptions{})
 	return cmd
+}
+
+// defineCompareFlags defines compare's flags on fs (help lists them; parseCompareArgs parses
+// them) with o's fields as their values.
+func defineCompareFlags(fs *pflag.FlagSet, o *compareOptions) {
+	fs.StringSliceVar(&o.base, "base", nil, "base trial files (every argument up to the next flag; or --base=a,b)")
+	fs.StringSliceVar(&o.head, "head", nil, "head trial files (every argument up to the next flag; or --head=a,b)")
+	fs.BoolVar(&o.json, "json", false, "print JSON instead of a table")
+	fs.Float64Var(&o.alpha, "alpha", 0.01, "one-sided significance level of a regression (before Holm), in (0, 0.5)")
+	fs.String("min-effect", "2%", "minimum change of the median that counts: a percentage (5%) or a fraction below 1 (0.05)")
+	fs.StringVar(&o.gate, "gate", strings.Join(defaultGated, ","), `comma-separated metrics that decide the exit code, or "all"`)
+	fs.BoolVar(&o.twoSided, "two-sided", false, "test both directions at alpha/2 each")
+	fs.BoolVar(&o.strict, "strict", false, "an error, not a warning, when the two sides' workloads differ")
+}
+
+// parseMinEffect reads a minimum effect as the spec writes it: "5%" or a fraction below 1
+// ("0.05"); it returns the fraction.
+func parseMinEffect(s string) (float64, error) {
+	t := strings.TrimSpace(s)
+	pctForm := strings.HasSuffix(t, "%")
+	v, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(t, "%")), 64)
+	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+		return 0, fmt.Errorf("--min-effect %q: expected a percentage such as 5%% or a fraction below 1 such as 0.05", s)
+	}
+	if pctForm {
+		v /= 100
+	} else if v >= 1 {
+		return 0, fmt.Errorf("--min-effect %q: a bare number is a fraction and must be below 1; write %s%% for %s percent", s, t, t)
+	}
+	if v < 0 || v >= 1 {
+		return 0, fmt.Errorf("--min-effect %q: expected an effect in [0%%, 100%%)", s)
+	}
+	return v, nil
 }
 
 // parseCompareArgs parses compare's arguments by hand: --base and --head take every following
 // argument up to the next flag, so that shell globs work (--base main/*.json --head pr/*.json).
-func parseCompareArgs(args []string) (compareOptions, bool, error) {
+// help is the FlagSet the command defines (for the flag names and for suggestions).
+func parseCompareArgs(help *pflag.FlagSet, args []string) (compareOptions, bool, error) {
 	var o compareOptions
 	fs := pflag.NewFlagSet("compare", pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	fs.BoolVar(&o.json, "json", false, "print JSON instead of a table")
-	fs.Float64Var(&o.alpha, "alpha", 0.01, "one-sided significance level of a regression (before Holm)")
-	fs.Float64Var(&o.minEffect, "min-effect", 2, "minimum change of the median, in percent, that counts as a regression or improvement")
-	fs.StringVar(&o.gate, "gate", strings.Join(defaultGated, ","), `comma-separated metrics that decide the exit code, or "all"`)
-	fs.BoolVar(&o.twoSided, "two-sided", false, "test both directions at alpha/2 each")
+	defineCompareFlags(fs, &o)
 	fs.String("log-format", "text", "log format")
 	fs.String("log-level", "info", "log level")
-	help := fs.BoolP("help", "h", false, "help")
+	wantHelp := fs.BoolP("help", "h", false, "help")
+	var names []string
+	fs.VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
+	_ = help
 	var rest []string
 	var into *[]string
 	for i := 0; i < len(args); i++ {
@@ -109,9 +150,24 @@ func parseCompareArgs(args []string) (compareOptions, bool, error) {
 			}
 		case strings.HasPrefix(a, "-") && a != "-":
 			into = nil
+			name := strings.TrimLeft(strings.SplitN(a, "=", 2)[0], "-")
+			f := fs.Lookup(name)
+			if f == nil && len(name) == 1 {
+				f = fs.ShorthandLookup(name)
+			}
+			if f == nil {
+				msg := fmt.Sprintf("unknown flag %s", strings.SplitN(a, "=", 2)[0])
+				if near := closestName(name, names); near != "" {
+					msg += fmt.Sprintf(" (did you mean --%s?)", near)
+				}
+				return o, false, errors.New(msg + "; see reckon compare --help")
+			}
 			rest = append(rest, a)
 			// Flags with a separate value consume it.
-			if f := fs.Lookup(strings.TrimLeft(strings.SplitN(a, "=", 2)[0], "-")); f != nil && f.Value.Type() != "bool" && !strings.Contains(a, "=") && i+1 < len(args) {
+			if f.Value.Type() != "bool" && !strings.Contains(a, "=") {
+				if i+1 >= len(args) {
+					return o, false, fmt.Errorf("flag %s needs a value", a)
+				}
 				i++
 				rest = append(rest, args[i])
 			}
@@ -121,22 +177,57 @@ func parseCompareArgs(args []string) (compareOptions, bool, error) {
 			return o, false, fmt.Errorf("unexpected argument %q: trial files follow --base or --head", a)
 		}
 	}
+	base, head := o.base, o.head
 	if err := fs.Parse(rest); err != nil {
 		return o, false, err
 	}
-	if *help {
+	o.base, o.head = base, head
+	if *wantHelp {
 		return o, true, nil
 	}
+	me, err := parseMinEffect(fs.Lookup("min-effect").Value.String())
+	if err != nil {
+		return o, false, err
+	}
+	o.minEffect = me
 	if len(o.base) == 0 || len(o.head) == 0 {
 		return o, false, errors.New("compare needs trial files for both --base and --head")
 	}
 	if !(o.alpha > 0 && o.alpha < 0.5) {
 		return o, false, fmt.Errorf("--alpha %v: expected 0 < alpha < 0.5", o.alpha)
 	}
-	if !(o.minEffect >= 0 && o.minEffect < 100) {
-		return o, false, fmt.Errorf("--min-effect %v: expected a percentage in [0, 100)", o.minEffect)
-	}
 	return o, false, nil
+}
+
+// closestName is the name in names nearest to s (edit distance at most 2), or "".
+func closestName(s string, names []string) string {
+	best, bestD := "", 3
+	for _, n := range names {
+		if d := levenshtein(s, n); d < bestD {
+			best, bestD = n, d
+		}
+	}
+	return best
+}
+
+func levenshtein(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			c := 1
+			if a[i-1] == b[j-1] {
+				c = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+c)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }
 
 // compareRow is one metric of compare's --json output.
@@ -165,13 +256,24 @@ func numPtr(x float64) *float64 {
 }
 
 func runCompare(w, errw io.Writer, o compareOptions) error {
-	base, err := loadTrialSet(o.base)
+	baseSet, err := loadTrials(o.base)
 	if err != nil {
 		return withExitCode(2, fmt.Errorf("--base: %w", err))
 	}
-	head, err := loadTrialSet(o.head)
+	headSet, err := loadTrials(o.head)
 	if err != nil {
 		return withExitCode(2, fmt.Errorf("--head: %w", err))
+	}
+	if diffs := workloadDiffs(baseSet, headSet); len(diffs) > 0 {
+		msg := "the base and head workloads differ: " + strings.Join(diffs, "; ")
+		if o.strict {
+			return withExitCode(2, errors.New(msg+" (--strict)"))
+		}
+		fmt.Fprintf(errw, "reckon compare: warning: %s\n", msg)
+	}
+	base, head := baseSet.metrics, headSet.metrics
+	if skipped := partialMetrics(base, head); len(skipped) > 0 {
+		fmt.Fprintf(errw, "reckon compare: not compared (absent from some trial of a side, never taken as 0): %s\n", strings.Join(skipped, ", "))
 	}
 	gated := map[string]bool{}
 	gateAll := strings.TrimSpace(o.gate) == "all"
@@ -184,7 +286,7 @@ func runCompare(w, errw io.Writer, o compareOptions) error {
 		}
 	}
 	opts := gate.DefaultStatOptions()
-	opts.Alpha, opts.MinEffect, opts.TwoSided = o.alpha, o.minEffect/100, o.twoSided
+	opts.Alpha, opts.MinEffect, opts.TwoSided = o.alpha, o.minEffect, o.twoSided
 	if o.minEffect == 0 {
 		opts.MinEffect = 1e-12
 	}
@@ -268,7 +370,7 @@ func printCompareTable(w io.Writer, results []*gate.StatResult, gated []bool, nb
 	fmt.Fprintf(w, "\n%d base vs %d head trials. * gated: Holm-Bonferroni over %d metrics at alpha %g, min effect %g%%; a gated regression exits 1.\n"+
 		"Not gated: worse/better = significant at alpha %g uncorrected, for information. ↑ higher is better, ↓ lower is better;\n"+
 		"CI ≈ 95%% (Hodges-Lehmann/Moses); (+N) more trials per side would likely decide.\n",
-		nb, nh, countTrue(gated), o.alpha, o.minEffect, o.alpha)
+		nb, nh, countTrue(gated), o.alpha, 100*o.minEffect, o.alpha)
 	for _, n := range notes {
 		fmt.Fprintln(w, n)
 	}
@@ -372,34 +474,124 @@ func column(trials []map[string]float64, metric string) []float64 {
 	return out
 }
 
-// loadTrialSet reads every file; each holds one trial (JSONL: one trial per line).
-func loadTrialSet(paths []string) ([]map[string]float64, error) {
-	var out []map[string]float64
-	for _, p := range paths {
-		ts, err := importTrials(p)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, ts...)
-	}
-	return out, nil
+// trialSet is the trials of one side: per trial its metrics and the workload that produced it.
+type trialSet struct {
+	metrics   []map[string]float64
+	workloads []workloadKey
+	files     []string
 }
 
-// importTrials reads one result file in any format `reckon import` reads and returns its
-// trials' metrics (vLLM key names). A file with several results (JSON lines: SGLang
-// bench_serving, vLLM --append-result) gives one trial per result.
-var importTrials = func(path string) ([]map[string]float64, error) {
-	rs, err := workload.ImportAll(path)
+// workloadKey is what must match for two trials to be comparable.
+type workloadKey struct {
+	Model, Dataset                   string
+	MaxConcurrency, InputLen, OutLen int
+	RequestRate                      float64
+}
+
+// loadTrialSet reads every file and returns each trial's metrics (each result of a file is one
+// trial).
+func loadTrialSet(paths []string) ([]map[string]float64, error) {
+	ts, err := loadTrials(paths)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]map[string]float64, 0, len(rs))
-	for i, r := range rs {
-		m := r.Metrics()
-		if len(m) == 0 {
-			return nil, fmt.Errorf("%s: result %d has no metrics", path, i+1)
+	return ts.metrics, nil
+}
+
+// loadTrials reads every file; each result of a file is one trial.
+func loadTrials(paths []string) (*trialSet, error) {
+	ts := &trialSet{}
+	for _, p := range paths {
+		rs, err := importTrials(p)
+		if err != nil {
+			return nil, err
 		}
-		out = append(out, m)
+		for i, r := range rs {
+			m := r.Metrics()
+			if len(m) == 0 {
+				return nil, fmt.Errorf("%s: result %d has no metrics", p, i+1)
+			}
+			w := r.Metadata.Workload
+			ts.metrics = append(ts.metrics, m)
+			ts.workloads = append(ts.workloads, workloadKey{Model: r.Metadata.Model, Dataset: w.Dataset, MaxConcurrency: w.MaxConcurrency,
+				InputLen: w.InputLen, OutLen: w.OutputLen, RequestRate: w.RequestRate})
+			ts.files = append(ts.files, p)
+		}
 	}
-	return out, nil
+	return ts, nil
+}
+
+// importTrials reads one result file in any format `reckon import` reads and returns its
+// results (vLLM key names). A file with several results (JSON lines: SGLang bench_serving, vLLM
+// --append-result) gives one trial per result.
+var importTrials = func(path string) ([]*workload.Result, error) {
+	return workload.ImportAll(path)
+}
+
+// workloadDiffs names every workload field whose values differ between or within the two
+// sides (e.g. "max_concurrency: base 4, head 8").
+func workloadDiffs(base, head *trialSet) []string {
+	type field struct {
+		name string
+		get  func(workloadKey) string
+	}
+	fields := []field{
+		{"model", func(k workloadKey) string { return k.Model }},
+		{"max_concurrency", func(k workloadKey) string { return strconv.Itoa(k.MaxConcurrency) }},
+		{"request_rate", func(k workloadKey) string {
+			if k.RequestRate == 0 {
+				return "inf"
+			}
+			return strconv.FormatFloat(k.RequestRate, 'g', -1, 64)
+		}},
+		{"input_len", func(k workloadKey) string { return strconv.Itoa(k.InputLen) }},
+		{"output_len", func(k workloadKey) string { return strconv.Itoa(k.OutLen) }},
+		{"dataset", func(k workloadKey) string { return k.Dataset }},
+	}
+	values := func(ts *trialSet, f field) []string {
+		set := map[string]bool{}
+		for _, k := range ts.workloads {
+			set[f.get(k)] = true
+		}
+		out := make([]string, 0, len(set))
+		for v := range set {
+			if v == "" {
+				v = "(unknown)"
+			}
+			out = append(out, v)
+		}
+		sort.Strings(out)
+		return out
+	}
+	var diffs []string
+	for _, f := range fields {
+		b, h := values(base, f), values(head, f)
+		if strings.Join(b, ",") != strings.Join(h, ",") || len(b) > 1 {
+			diffs = append(diffs, fmt.Sprintf("%s: base %s, head %s", f.name, strings.Join(b, "|"), strings.Join(h, "|")))
+		}
+	}
+	return diffs
+}
+
+// partialMetrics returns the metrics with a known direction that some trials have and others
+// (of either side) lack: they are not compared.
+func partialMetrics(sets ...[]map[string]float64) []string {
+	count := map[string]int{}
+	total := 0
+	for _, set := range sets {
+		for _, t := range set {
+			total++
+			for k := range t {
+				count[k]++
+			}
+		}
+	}
+	var out []string
+	for k, c := range count {
+		if _, ok := gate.MetricFor(k); ok && c < total {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
 }

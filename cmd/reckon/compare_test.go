@@ -118,7 +118,7 @@ func TestCompareNoRegressionAndCommaForm(t *testing.T) {
 	dir := t.TempDir()
 	base := writeVLLMTrials(t, mkdir(t, dir, "base"), 5, 1200, 50, 3)
 	head := writeVLLMTrials(t, mkdir(t, dir, "head"), 5, 1200, 50, 4)
-	out, errs, code := execCmd(t, newCompareCmd(), "--base="+strings.Join(base, ","), "--head="+strings.Join(head, ","), "--alpha", "0.01", "--min-effect", "3")
+	out, errs, code := execCmd(t, newCompareCmd(), "--base="+strings.Join(base, ","), "--head="+strings.Join(head, ","), "--alpha", "0.01", "--min-effect", "3%")
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
 	}

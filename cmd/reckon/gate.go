@@ -11,6 +11,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/spf13/cobra"
 
+	"github.com/reckon-ci/reckon/history"
 	"github.com/reckon-ci/reckon/reporters"
 	"github.com/reckon-ci/reckon/suites"
 )
@@ -20,9 +21,10 @@ func init() { rootCmd.AddCommand(newGateCmd()) }
 func newGateCmd() *cobra.Command {
 	var opts suites.Options
 	var quiet bool
-	var commit string
+	var commit, historyFlag string
+	var shard, shardBy string
 	cmd := &cobra.Command{
-		Use:   "gate --spec FILE [--label-filter EXPR] [--out DIR] [--require-baseline]",
+		Use:   "gate --spec FILE [--label-filter EXPR] [--out DIR] [--require-baseline] [--strict] [--allow-partial]",
 		Short: "Launch every config of a spec, measure it, judge every check, write the reports",
 		Long: `gate runs a gate spec end to end: for each config it launches the engine once (in its own
 process group, log in OUT/logs/CONFIG.log), checks what the engine actually did (effective allreduce,
@@ -44,10 +46,17 @@ Select checks with --label-filter (Ginkgo syntax): labels are config names, the 
 health, memory, numerics and throughput, and the spec's tags, e.g. --label-filter 'premerge && !eagle3'.
 A filter must also select what each selected cross-config check compares (the other config's
 measurements); --allow-partial skips such checks instead, saying so. --strict (CI: nightly and
-pre-merge) makes no_baseline, inconclusive and such skipped checks failures.`,
+pre-merge) makes no_baseline, inconclusive and such skipped checks failures.
+
+--shard I/N runs a stable part of the configs (a function of the spec alone, so every runner
+computes the same partition): configs that a cross-config check ties together stay in one shard.
+With --shard-by config every config is spread on its own, for runners of one testbed key; the
+cross-config checks split over shards are then "deferred" and judged by reckon merge, which joins
+the shards' output directories into one results.json, junit.xml, summary.md and report.html.`,
 		Example: `  reckon gate --spec fixtures/specs/default.yaml --out out
   reckon gate --spec my-sglang.yaml --label-filter memory --out out
-  reckon gate --spec nightly.yaml --require-baseline`,
+  reckon gate --spec nightly.yaml --require-baseline
+  reckon gate --spec matrix.yaml --shard 2/4 --out out-2 && reckon merge --out out out-*`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if opts.SpecPath == "" {
@@ -55,6 +64,21 @@ pre-merge) makes no_baseline, inconclusive and such skipped checks failures.`,
 			}
 			if opts.Timeout < 0 {
 				return withExitCode(2, fmt.Errorf("--timeout %s: expected a positive duration (e.g. 3h), or 0 for no bound", opts.Timeout))
+			}
+			if shard != "" {
+				sh, err := suites.ParseShard(shard)
+				if err != nil {
+					return withExitCode(2, err)
+				}
+				switch shardBy {
+				case suites.ShardByGroup, suites.ShardByConfig:
+					sh.By = shardBy
+				default:
+					return withExitCode(2, fmt.Errorf("--shard-by %q: expected %s or %s", shardBy, suites.ShardByGroup, suites.ShardByConfig))
+				}
+				opts.Shard = sh
+			} else if cmd.Flags().Changed("shard-by") {
+				return withExitCode(2, errors.New("--shard-by needs --shard I/N"))
 			}
 			opts.Version = version
 			opts.Log = logrus.StandardLogger()
@@ -66,6 +90,17 @@ pre-merge) makes no_baseline, inconclusive and such skipped checks failures.`,
 				ctx = context.Background()
 			}
 			opts.GitCommit, opts.GitCommitSource = resolveCommit(ctx, commit, ".")
+			// History (cmd/reckon/history.go): checks against history read it; the run is
+			// appended after the reports are written.
+			dsn := historyDSN(historyFlag)
+			if dsn != "" {
+				if _, _, _, err := history.ParseDSN(dsn); err != nil {
+					return withExitCode(2, err)
+				}
+				hs := &historySource{dsn: dsn}
+				defer hs.close()
+				opts.History = hs
+			}
 			start := time.Now()
 			run, err := suites.Run(ctx, opts)
 			if err != nil && run == nil {
@@ -80,7 +115,16 @@ pre-merge) makes no_baseline, inconclusive and such skipped checks failures.`,
 				fmt.Fprintln(cmd.OutOrStdout(), string(summary))
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "reports: %s (junit.xml, results.json, summary.md, report.html); %s to verdict\n", opts.OutDir, time.Since(start).Round(time.Second))
+			if run.Shard != nil && len(run.Shard.Configs) == 0 {
+				fmt.Fprintf(cmd.OutOrStdout(), "EMPTY SHARD: --shard %d/%d holds no config of %s (more shards than groups of configs); reckon merge accepts its results.json\n", run.Shard.Index, run.Shard.Count, opts.SpecPath)
+				return nil
+			}
 			fmt.Fprintln(cmd.OutOrStdout(), closingLine(run))
+			if dsn != "" {
+				if herr := appendToHistory(ctx, cmd, dsn, run, opts); herr != nil && err == nil && gateExitCode(run) == 0 {
+					return herr
+				}
+			}
 			if err != nil {
 				return withExitCode(3, err)
 			}
@@ -99,9 +143,12 @@ pre-merge) makes no_baseline, inconclusive and such skipped checks failures.`,
 	f.BoolVar(&opts.Strict, "strict", false, "fail no_baseline and inconclusive checks, and checks skipped for a missing input (CI: nightly and pre-merge)")
 	f.BoolVar(&opts.AllowPartial, "allow-partial", false, "skip (instead of refusing) checks whose inputs --label-filter leaves out")
 	f.StringVar(&commit, "commit", "", "git commit of the code under test (default: $GITHUB_SHA, $BUILDKITE_COMMIT, $CI_COMMIT_SHA, else git rev-parse HEAD)")
+	f.StringVar(&shard, "shard", "", "run shard I of N (I/N, 1-based) of the spec's configs; join the shards with reckon merge")
+	f.StringVar(&shardBy, "shard-by", suites.ShardByGroup, "with --shard: group (configs tied by a cross-config check stay together) or config (every config alone; reckon merge judges the split checks, same testbed key only)")
 	f.DurationVar(&opts.Timeout, "timeout", 0, "bound on the whole run; when it elapses the run is interrupted and red (0: only each step's own timeouts)")
 	f.BoolVarP(&opts.Verbose, "verbose", "v", false, "print every spec as it runs")
 	f.BoolVar(&quiet, "quiet", false, "do not print the Markdown summary")
+	f.StringVar(&historyFlag, "history", "", "results history (a file path, sqlite://PATH or postgres://...; default $RECKON_HISTORY): checks against: history are judged with it and the run is appended to it")
 	return cmd
 }
 

@@ -16,7 +16,7 @@ import (
 func init() { rootCmd.AddCommand(newImportCmd()) }
 
 func newImportCmd() *cobra.Command {
-	var asJSON, all bool
+	var asJSON, all, last bool
 	var out string
 	cmd := &cobra.Command{
 		Use:   "import FILE",
@@ -27,36 +27,48 @@ func newImportCmd() *cobra.Command {
 Result" summary (values as printed), nccl-tests (text output or -J JSON) or reckon itself. The
 format is detected from the content. Metrics the file does not report are listed as missing, never guessed.
 
-Without --json a summary is printed; with --json the normalized result (for nccl-tests: per-row
-size_bytes, algbw_gbps, busbw_gbps and wrong, out-of-place and in-place, and avg_busbw_gbps).`,
+A file with several results (SGLang's appended JSONL, vLLM --append-result, a sweep summary,
+nccl-tests runs appended) gives every one of them, each its own trial, labelled "run" with its
+place in the file and its request rate / concurrency; --last keeps only the last one. A metric
+the file does not have is absent (null in --json, listed under missing), never 0.
+
+Without --json a summary is printed; with --json the normalized result (an array when the file
+holds several; for nccl-tests: per-row size_bytes, algbw_gbps, busbw_gbps and wrong,
+out-of-place and in-place, and avg_busbw_gbps).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if all && last {
+				return withExitCode(2, fmt.Errorf("--all and --last contradict each other: give one"))
+			}
 			var results []*workload.Result
-			if all {
-				rs, err := workload.ImportAll(args[0])
-				if err != nil {
-					return withExitCode(2, err)
-				}
-				results = rs
-			} else {
+			if last {
 				r, err := workload.ImportFile(args[0])
 				if err != nil {
 					return withExitCode(2, err)
 				}
 				results = []*workload.Result{r}
+			} else {
+				rs, err := workload.ImportAll(args[0])
+				if err != nil {
+					return withExitCode(2, err)
+				}
+				results = rs
 			}
 			if out != "" {
-				if len(results) != 1 {
-					return withExitCode(2, fmt.Errorf("--out writes one result; drop --all"))
+				var err error
+				if len(results) == 1 {
+					err = workload.WriteResult(out, results[0])
+				} else {
+					err = workload.WriteResults(out, results)
 				}
-				if err := workload.WriteResult(out, results[0]); err != nil {
+				if err != nil {
 					return withExitCode(3, err)
 				}
 			}
 			w := cmd.OutOrStdout()
 			if asJSON {
 				var v any = results[0]
-				if all {
+				if len(results) > 1 {
 					v = results
 				}
 				if len(results) == 1 && results[0].NCCL != nil {
@@ -79,8 +91,9 @@ size_bytes, algbw_gbps, busbw_gbps and wrong, out-of-place and in-place, and avg
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the normalized result as JSON")
-	cmd.Flags().BoolVar(&all, "all", false, "import every result of a JSONL file (default: the last one)")
-	cmd.Flags().StringVar(&out, "out", "", "also write the normalized result to this file (atomically)")
+	cmd.Flags().BoolVar(&all, "all", false, "every result of a file with several (the default; kept for old scripts)")
+	cmd.Flags().BoolVar(&last, "last", false, "only the last result of a file with several")
+	cmd.Flags().StringVar(&out, "out", "", "also write the normalized result(s) to this file (atomically; a JSON array when several)")
 	return cmd
 }
 
@@ -162,6 +175,9 @@ func printSummary(w io.Writer, r *workload.Result) {
 	fmt.Fprintln(w)
 	if md.Model != "" {
 		fmt.Fprintf(w, "model: %s\n", md.Model)
+	}
+	if run := md.Labels["run"]; run != "" {
+		fmt.Fprintf(w, "run: %s\n", run)
 	}
 	if r.NCCL != nil {
 		fmt.Fprintf(w, "%14s %14s %10s %10s %8s %10s %10s %8s\n", "size(B)", "count", "oop_algbw", "oop_busbw", "oop_wrg", "ip_algbw", "ip_busbw", "ip_wrg")

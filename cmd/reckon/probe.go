@@ -20,7 +20,7 @@ func init() { rootCmd.AddCommand(newProbeCmd()) }
 func newProbeCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "probe",
-		Short: "Judge op-level allreduce probe files (the reckon.allreduce-probe/v1 contract)",
+		Short: "Judge op-level allreduce probe files (the reckon.allreduce-probe/v2 contract, and v1)",
 	}
 	cmd.AddCommand(newProbeCheckCmd())
 	return cmd
@@ -29,27 +29,47 @@ func newProbeCmd() *cobra.Command {
 func newProbeCheckCmd() *cobra.Command {
 	var asJSON bool
 	var tolFlags []string
+	cal := gate.DefaultAllReduceCalibration()
 	cmd := &cobra.Command{
-		Use:   "check FILE... [--max-rel-err DTYPE=X] [--json]",
-		Short: "Check an allreduce probe JSON: every algorithm within its dtype's tolerance, exact on integer inputs",
-		Long: `check reads one or more probe files in the reckon.allreduce-probe/v1 format (written by
-'refengine probe-allreduce --json' or by ci/probes/torch_allreduce_probe.py on GPUs; see
-docs/allreduce-probe.md), strictly: an unknown, missing or mistyped field, NaN, or a broken rule
-of the contract is reported with its file, line and JSON path. Then it judges each file: on random
-inputs every algorithm's maximum relative error against the float64 reference must be within its
-dtype's tolerance (default: the rounding bound of any correct summation order over the probe's
-world size, e.g. for 8 ranks float32 4.2e-7, float16 3.4e-3, bfloat16 2.8e-2); on integer inputs
-every algorithm must be bit-exact; every rank must hold the same result.
-Exit code 1 when any file fails, 2 when a file cannot be read or is not a valid probe file (the
-other files are still judged and printed).`,
+		Use:   "check FILE... [--max-nrmse-ratio X] [--floor-ulp N] [--max-rel-err DTYPE=X] [--json]",
+		Short: "Check an allreduce probe JSON: the calibrated rule (v2) or the fixed per-dtype bounds (v1)",
+		Long: `check reads one or more allreduce probe files (written by 'refengine probe-allreduce --json'
+or by ci/probes/torch_allreduce_probe.py on GPUs or on CPUs with gloo; see docs/allreduce-probe.md),
+strictly: an unknown, missing or mistyped field, NaN, or a broken rule of the contract is reported
+with its file, line and JSON path. Then it judges each file.
+
+A calibrated probe (reckon.allreduce-probe/v2) is judged by the calibrated rule: in every case
+where a candidate took its custom path, its NRMSE against the fixed-order oracle (all_gather,
+float32 sum in rank order, one rounding) is at most --max-nrmse-ratio (default 1.5) times the best
+correct algorithm's (the reference and the twins); where those equal the oracle bit for bit (2
+ranks) it is within --floor-ulp (default 1) ULP of it; it is exact on integer inputs; its custom
+path was taken in every call up to its size limit; every negative control (reference, twins)
+passes the same rule and every positive control (a fault injected around the candidate) fails it.
+A probe without twins or positive controls is rejected.
+
+An older probe (reckon.allreduce-probe/v1) is judged by the fixed rule, and its verdict says so:
+on random inputs every algorithm's maximum relative error against the float64 reference must be
+within its dtype's tolerance (default: the rounding bound of any correct summation order over the
+probe's world size, e.g. for 8 ranks float32 4.2e-7, float16 3.4e-3, bfloat16 2.8e-2); on integer
+inputs every algorithm must be bit-exact; every rank must hold the same result. --max-rel-err
+overrides apply to both rules.
+Exit code 1 when any file fails (or its controls do not behave), 2 when a file cannot be read or
+is not a valid probe file (the other files are still judged and printed).`,
 		Example: `  refengine probe-allreduce --tp 8 --sizes 1KiB,1MiB --dtype bfloat16 --inputs random,integer --json > probe.json
   reckon probe check probe.json
-  reckon probe check --max-rel-err bfloat16=1e-2 gpu-probe.json`,
+  reckon probe check --max-nrmse-ratio 2 gpu-probe.json
+  reckon probe check --max-rel-err bfloat16=1e-2 old-v1-probe.json`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			tol, err := parseToleranceFlags(tolFlags)
 			if err != nil {
 				return withExitCode(2, err)
+			}
+			if !(cal.MaxNRMSERatio >= 1) || math.IsInf(cal.MaxNRMSERatio, 0) {
+				return withExitCode(2, fmt.Errorf("--max-nrmse-ratio %g: expected a finite ratio of at least 1 (a candidate is allowed that many times the best correct algorithm's NRMSE)", cal.MaxNRMSERatio))
+			}
+			if !(cal.FloorULP >= 0) || math.IsInf(cal.FloorULP, 0) {
+				return withExitCode(2, fmt.Errorf("--floor-ulp %g: expected a finite number of ULPs, at least 0", cal.FloorULP))
 			}
 			var verdicts []gate.Verdict
 			failed, unreadable := 0, 0
@@ -60,7 +80,11 @@ other files are still judged and printed).`,
 					unreadable++
 					v = unreadableProbeVerdict(path, err)
 				} else {
-					v = gate.AllReduceProbeCheck(p, tol)
+					if p.Schema == wire.AllReduceProbeSchema {
+						v = gate.AllReduceProbeCheckCalibrated(p, tol, nil, cal)
+					} else {
+						v = gate.AllReduceProbeCheck(p, tol)
+					}
 					v.Check = path
 				}
 				if v.Failed() {
@@ -81,6 +105,8 @@ other files are still judged and printed).`,
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the verdicts as JSON")
+	cmd.Flags().Float64Var(&cal.MaxNRMSERatio, "max-nrmse-ratio", cal.MaxNRMSERatio, "calibrated rule (v2): a candidate's NRMSE against the oracle may be at most this many times the best correct algorithm's")
+	cmd.Flags().Float64Var(&cal.FloorULP, "floor-ulp", cal.FloorULP, "calibrated rule (v2): max ULP distance to the oracle where every correct algorithm equals it bitwise (2 ranks)")
 	cmd.Flags().StringArrayVar(&tolFlags, "max-rel-err", nil, "tolerance override DTYPE=X for random inputs (repeatable; DTYPE float32, bfloat16 or float16)")
 	return cmd
 }

@@ -86,7 +86,7 @@ func TestProbeCheckPassesRealProbes(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("%s: exit %d (%v), want 0:\n%s", f, code, err, out)
 		}
-		if !strings.HasPrefix(out, "PASS  "+f) || !strings.Contains(out, "within tolerance") {
+		if !strings.HasPrefix(out, "PASS  "+f) || !(strings.Contains(out, "[uncalibrated: reckon.allreduce-probe/v1") || strings.Contains(out, "calibrated rule holds")) {
 			t.Errorf("%s: output does not start with a PASS line:\n%.600s", f, out)
 		}
 	}
@@ -102,8 +102,44 @@ func TestProbeCheckPassesRealProbes(t *testing.T) {
 	if len(vs) != 2 || vs[0].Check != torchProbeFixture || vs[1].Check != refProbeFixture || vs[0].Outcome != gate.Pass || vs[1].Outcome != gate.Pass {
 		t.Fatalf("verdicts %+v", vs)
 	}
-	if vs[0].Metrics["cases"] != 68 {
-		t.Errorf("torch fixture: %v cases, want 68", vs[0].Metrics["cases"])
+	if vs[0].Metrics["cases"] != 68 || vs[0].Metrics["calibrated"] != 0 || vs[1].Metrics["calibrated"] != 1 {
+		t.Errorf("torch fixture: %v cases, want 68; calibrated %v and %v, want 0 (v1) and 1 (v2)", vs[0].Metrics["cases"], vs[0].Metrics["calibrated"], vs[1].Metrics["calibrated"])
+	}
+}
+
+// TestProbeCheckCalibrated: the calibrated fixtures pass; each fault or control fixture exits 1
+// with its reason on the first line; the calibration flags take effect or are rejected.
+func TestProbeCheckCalibrated(t *testing.T) {
+	const dir = "../../ci/probes/testdata/"
+	for _, f := range []string{"refengine_probe_tp2.json", "refengine_probe_tp4.json", "torch_gloo_probe_cpu_tp4.json"} {
+		out, code, err := runProbeCmd(t, "check", dir+f)
+		if code != 0 || !strings.Contains(strings.SplitN(out, "\n", 2)[0], "calibrated rule holds") {
+			t.Errorf("%s: exit %d (%v):\n%.500s", f, code, err, out)
+		}
+	}
+	for _, tc := range []struct{ file, want string }{
+		{"faults/refengine_tp4_candidate_scale.json", "FAIL  "},
+		{"faults/refengine_tp2_candidate_scale.json", "near-bitwise rule"},
+		{"faults/refengine_tp4_candidate_drop_peer.json", "one_shot is not exact on integer inputs"},
+		{"faults/refengine_tp4_candidate_stale.json", "one_shot is not exact on integer inputs"},
+		{"faults/refengine_tp4_candidate_fallback.json", "took its custom path in only 0 of"},
+		{"faults/refengine_tp4_no_controls.json", "ERROR  "},
+	} {
+		out, code, err := runProbeCmd(t, "check", dir+tc.file)
+		first := strings.SplitN(out, "\n", 2)[0]
+		if code != 1 || !strings.Contains(first, tc.want) {
+			t.Errorf("%s: exit %d (%v), want 1 with %q:\n%.500s", tc.file, code, err, tc.want, first)
+		}
+	}
+	// A 1.0x bound is inside the spread of the correct twins: the negative controls say so.
+	out, code, _ := runProbeCmd(t, "check", "--max-nrmse-ratio", "1", dir+"refengine_probe_tp4.json")
+	if code != 1 || !strings.Contains(out, "calibration does not hold: negative control") {
+		t.Errorf("--max-nrmse-ratio 1: exit %d:\n%.400s", code, out)
+	}
+	for _, bad := range [][]string{{"--max-nrmse-ratio", "0.9"}, {"--max-nrmse-ratio", "Inf"}, {"--floor-ulp", "-1"}} {
+		if _, code, err := runProbeCmd(t, append([]string{"check"}, append(bad, dir+"refengine_probe_tp4.json")...)...); code != 2 || err == nil || !strings.Contains(err.Error(), bad[0]) {
+			t.Errorf("%v: exit %d (%v), want 2 naming the flag", bad, code, err)
+		}
 	}
 }
 

@@ -277,6 +277,11 @@ func missingPaths(s *spec.Spec) []specProblem {
 	if len(s.Engine.Command) > 0 && strings.ContainsRune(s.Engine.Command[0], '/') {
 		warn("engine.command[0]", s.Engine.Command[0], "program")
 	}
+	for i, c := range s.Configs {
+		if len(c.Command) > 0 && strings.ContainsRune(c.Command[0], '/') {
+			warn(fmt.Sprintf("configs[%d].command[0]", i), c.Command[0], "program")
+		}
+	}
 	for i, w := range s.Workloads {
 		warn(fmt.Sprintf("workloads[%d].dataset", i), w.Dataset, "dataset")
 	}

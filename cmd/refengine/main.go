@@ -1,6 +1,8 @@
 // Command refengine is the reference engine: a small but real tensor-parallel transformer server
 // that speaks SGLang's command line, HTTP API and log format, so that reckon's sglang adapter can
-// drive it unchanged. `refengine probe-allreduce ...` runs the op-level allreduce probe instead.
+// drive it unchanged. `refengine vllm serve MODEL ...` (or `refengine --dialect vllm ...`) speaks
+// vLLM's instead, for the vllm adapter: the same engine behind vLLM's flags, V1 log lines, OpenAI
+// API shapes and vllm:* metrics. `refengine probe-allreduce ...` runs the op-level allreduce probe.
 package main
 
 import (

@@ -178,6 +178,9 @@ func (c *Client) do(parent context.Context, method, path string, body, out any, 
 	}
 	timedOut := func(err error) error {
 		if meta && parent.Err() == nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			if c.opts.Timeout > 0 && c.opts.Timeout < c.opts.MetadataTimeout {
+				return fmt.Errorf("%s: no complete answer within the request timeout of %s (Options.Timeout): %w", endpoint, c.opts.Timeout, err)
+			}
 			return fmt.Errorf("%s: no complete answer within the metadata timeout of %s (Options.MetadataTimeout, reckon bench --metadata-timeout): %w", endpoint, c.opts.MetadataTimeout, err)
 		}
 		return fmt.Errorf("%s: %w", endpoint, err)

@@ -89,3 +89,32 @@ func TestStreamCutBoundsMemory(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkHostileStreams measures what 8 concurrent streams against the endless-stream and
+// huge-line servers cost (B/op is for the 8 together): the memory figures of
+// docs/reliability.md, measured in `make bench`.
+func BenchmarkHostileStreams(b *testing.B) {
+	for _, kind := range []string{"endless-stream", "huge-line"} {
+		b.Run(kind, func(b *testing.B) {
+			srv := httptest.NewServer(hostile.Handler(kind))
+			defer srv.Close()
+			c := client.New(srv.URL, client.Options{Model: "m", Timeout: 10 * time.Second})
+			maxTok := 256
+			b.ReportAllocs()
+			for range b.N {
+				errs := make(chan error, 8)
+				for range 8 {
+					go func() {
+						_, err := c.Stream(context.Background(), wire.CompletionRequest{Prompt: client.PromptText("x"), MaxTokens: &maxTok}, nil)
+						errs <- err
+					}()
+				}
+				for range 8 {
+					if err := <-errs; !errors.Is(err, client.ErrLimit) {
+						b.Fatalf("err = %v, want a limit error", err)
+					}
+				}
+			}
+		})
+	}
+}

@@ -22,11 +22,15 @@ func runCLI(t *testing.T, args ...string) (int, string, string) {
 	return code, out.String(), errb.String()
 }
 
-// TestProbeJSONFollowsContract: the JSON the CLI prints decodes strictly into wire.AllReduceProbe,
-// validates, and carries every case asked for with all three algorithms and their pairs.
+// probeRoster is the probe's algorithms in output order.
+var probeRoster = []string{"ring", "tree", "ring_rotated", "one_shot", "one_shot+scale", "one_shot+drop_peer", "one_shot+stale"}
+
+// TestProbeJSONFollowsContract: the JSON the CLI prints decodes strictly into wire.AllReduceProbe
+// (v2), validates, and carries every case asked for with the whole roster, its roles, and a pair
+// of every algorithm with the reference.
 func TestProbeJSONFollowsContract(t *testing.T) {
 	code, out, errs := runCLI(t, "--tp", "4", "--sizes", "1KiB,4096", "--dtype", "float32,bfloat16",
-		"--inputs", "random,integer", "--repeats", "1", "--json")
+		"--inputs", "random,integer", "--repeats", "1", "--min-samples", "0", "--json")
 	if code != 0 {
 		t.Fatalf("exit %d, stderr: %s", code, errs)
 	}
@@ -34,67 +38,171 @@ func TestProbeJSONFollowsContract(t *testing.T) {
 	if err != nil {
 		t.Fatalf("probe output does not follow the contract: %v\n%s", err, out)
 	}
-	if p.Schema != wire.AllReduceProbeSchema || p.Source != ProbeSource || p.WorldSize != 4 || p.Reference != "ring" {
+	if p.Schema != wire.AllReduceProbeSchema || p.Source != ProbeSource || p.WorldSize != 4 || p.Reference != "ring" || p.Calibration == nil {
 		t.Fatalf("header = %+v", p)
+	}
+	wantRoles := []string{wire.RoleReference, wire.RoleTwin, wire.RoleTwin, wire.RoleCandidate, wire.RolePositiveControl, wire.RolePositiveControl, wire.RolePositiveControl}
+	for i, r := range p.Calibration.Roles {
+		if r.Algorithm != probeRoster[i] || r.Role != wantRoles[i] {
+			t.Errorf("roles[%d] = %+v, want %s %s", i, r, probeRoster[i], wantRoles[i])
+		}
 	}
 	if len(p.Results) != 8 {
 		t.Fatalf("%d cases, want 2 sizes x 2 dtypes x 2 inputs = 8", len(p.Results))
 	}
 	for _, c := range p.Results {
-		if len(c.Algorithms) != 3 || c.Algorithms[0].Name != "ring" || c.Algorithms[1].Name != "one_shot" || c.Algorithms[2].Name != "tree" {
-			t.Fatalf("case %d %s %s: algorithms %+v", c.SizeBytes, c.DType, c.Inputs, c.Algorithms)
+		if c.Mode != "eager" || c.Calls != DefaultProbeCalls || c.CallsPerSync != 1 {
+			t.Errorf("pattern %s x%d/%d", c.Mode, c.Calls, c.CallsPerSync)
 		}
-		if len(c.Pairs) != 3 || c.Pairs[0].A != "one_shot" || c.Pairs[0].B != "ring" || c.Pairs[1].A != "tree" || c.Pairs[1].B != "ring" ||
-			c.Pairs[2].A != "tree" || c.Pairs[2].B != "one_shot" {
-			t.Fatalf("pairs %+v", c.Pairs)
+		if len(c.Algorithms) != len(probeRoster) || len(c.Pairs) != len(probeRoster)-1 {
+			t.Fatalf("case %d %s %s: %d algorithms, %d pairs", c.SizeBytes, c.DType, c.Inputs, len(c.Algorithms), len(c.Pairs))
 		}
-		for _, a := range c.Algorithms {
-			if a.MedianUs == nil || a.RanksIdentical == nil || !*a.RanksIdentical {
-				t.Fatalf("%s: median or ranks_identical missing/false: %+v", a.Name, a)
+		for i, a := range c.Algorithms {
+			if a.Name != probeRoster[i] || a.MedianUs == nil || a.RanksIdentical == nil || !*a.RanksIdentical || a.NRMSE == nil || a.MaxULP == nil {
+				t.Fatalf("%s: %+v", a.Name, a)
 			}
-			if c.Inputs == "integer" && (!a.Exact || a.MaxAbsErr != 0) {
+			if i > 0 && (c.Pairs[i-1].A != a.Name || c.Pairs[i-1].B != "ring") {
+				t.Fatalf("pairs[%d] = %+v", i-1, c.Pairs[i-1])
+			}
+			control := strings.Contains(a.Name, "+")
+			if c.Inputs == "integer" && !control && (!a.Exact || a.MaxAbsErr != 0 || *a.NRMSE != 0) {
 				t.Fatalf("%s on integer %s inputs not exact: %+v", a.Name, c.DType, a)
 			}
-		}
-		for _, pr := range c.Pairs {
-			if c.Inputs == "random" && c.DType == "float32" && pr.Identical {
-				t.Errorf("%d B float32 random on 4 ranks: %s and %s identical, orders should differ", c.SizeBytes, pr.A, pr.B)
+			if a.Name == "one_shot" && (*a.NRMSE != 0 || *a.MaxULP != 0 || *a.EngagedCalls != c.Calls) {
+				t.Errorf("one_shot is the oracle's order (rank order, float32, one rounding) and engaged in every call: %+v", a)
 			}
 		}
 		if c.Inputs == "random" && c.DType == "float32" {
 			// float32 sums of 4 standard normals: a few ulps of the sum at most.
-			if a := c.Algorithms[0]; a.MaxRelErr > 1e-5 || a.MaxAbsErr == 0 {
+			if a := c.Algorithms[0]; a.MaxRelErr > 1e-5 || a.MaxAbsErr == 0 || *a.NRMSE == 0 {
 				t.Errorf("ring float32 errors implausible: %+v", a)
+			}
+			if c.Pairs[0].Identical || c.Pairs[1].Identical {
+				t.Errorf("%d B float32 random on 4 ranks: tree or ring_rotated identical to ring, orders should differ", c.SizeBytes)
 			}
 		}
 	}
 }
 
-// TestProbeTwoRanksAreIdentical: with two ranks there is only one sum (a+b == b+a), so ring and
-// one-shot must agree bit for bit, as NCCL and the symmetric-memory ops did on 2 H200s.
+// TestProbeTwoRanksAreIdentical: with two ranks there is only one sum (a+b == b+a), so ring, tree
+// and one-shot must agree bit for bit and equal the oracle, as NCCL and the symmetric-memory ops
+// did on 2 H200s.
 func TestProbeTwoRanksAreIdentical(t *testing.T) {
-	p, err := Probe(context.Background(), ProbeOptions{WorldSize: 2, Sizes: []int64{4096}, DTypes: []string{"float32", "bfloat16"}, Inputs: []string{"random"}, Seed: 3, Repeats: 1})
+	p, err := Probe(context.Background(), ProbeOptions{WorldSize: 2, Sizes: []int64{4096}, DTypes: []string{"float32", "bfloat16"}, Inputs: []string{"random", "wide"}, Seed: 3, Repeats: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range p.Results {
-		if len(c.Pairs) != 3 {
-			t.Fatalf("%s: %d pairs, want 3 (one_shot, tree and ring)", c.DType, len(c.Pairs))
-		}
-		for _, pr := range c.Pairs {
-			if !pr.Identical {
-				t.Errorf("%s: %s and %s differ on 2 ranks: %+v", c.DType, pr.A, pr.B, pr)
+		for i, pr := range c.Pairs[:3] {
+			if !pr.Identical || *c.Algorithms[i+1].MaxULP != 0 {
+				t.Errorf("%s %s: %s and %s differ on 2 ranks: %+v", c.DType, c.Inputs, pr.A, pr.B, pr)
 			}
+		}
+		if *c.Algorithms[0].NRMSE != 0 {
+			t.Errorf("%s: ring differs from the oracle on 2 ranks", c.DType)
+		}
+	}
+}
+
+// TestProbeControlsAndFaults: each positive control's fault is active where it should be (scale
+// always, drop_peer above its size, stale from the second call on), a fault injected into the
+// candidate itself shows in its metrics, and the custom path is not taken above its limit.
+func TestProbeControlsAndFaults(t *testing.T) {
+	o := ProbeOptions{WorldSize: 4, Sizes: []int64{1024, 8192}, DTypes: []string{"bfloat16"}, Inputs: []string{"random"}, Seed: 5, Repeats: 1, Calls: 3, MinSamples: 1, DropAbove: 4096, CustomMaxBytes: 4096}
+	p, err := Probe(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	small, big := p.Results[0], p.Results[1]
+	get := func(c wire.AllReduceProbeCase, name string) wire.AllReduceProbeAlgorithm {
+		for _, a := range c.Algorithms {
+			if a.Name == name {
+				return a
+			}
+		}
+		t.Fatalf("no %s", name)
+		return wire.AllReduceProbeAlgorithm{}
+	}
+	if a := get(small, "one_shot+scale"); *a.FaultedCalls != 3 || *a.NRMSE < 0.005 {
+		t.Errorf("scale: %+v", a)
+	}
+	if a := get(small, "one_shot+stale"); *a.FaultedCalls != 2 || *a.NRMSE < 0.5 {
+		t.Errorf("stale: faulted %d nrmse %g, want 2 of 3 calls and a whole-value error", *a.FaultedCalls, *a.NRMSE)
+	}
+	if a := get(small, "one_shot+drop_peer"); *a.FaultedCalls != 0 || *a.NRMSE != 0 {
+		t.Errorf("drop_peer below its size: %+v", a)
+	}
+	// 8 KiB is above the custom limit: the candidate and its controls hand it to the ring.
+	for _, n := range []string{"one_shot", "one_shot+drop_peer"} {
+		if a := get(big, n); *a.EngagedCalls != 0 || *a.NRMSE != *get(big, "ring").NRMSE {
+			t.Errorf("%s above max_bytes: %+v", n, a)
+		}
+	}
+	o.CustomMaxBytes = 0
+	for _, tc := range []struct {
+		fault string
+		check func(a wire.AllReduceProbeAlgorithm) bool
+	}{
+		{"scale", func(a wire.AllReduceProbeAlgorithm) bool { return *a.NRMSE > 0.005 && *a.EngagedCalls == 3 }},
+		{"drop_peer", func(a wire.AllReduceProbeAlgorithm) bool { return *a.NRMSE > 0.1 }},
+		{"stale", func(a wire.AllReduceProbeAlgorithm) bool { return *a.NRMSE > 0.5 }},
+		{"fallback", func(a wire.AllReduceProbeAlgorithm) bool { return *a.EngagedCalls == 0 }},
+	} {
+		o.CandidateFault = tc.fault
+		p, err := Probe(context.Background(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a := get(p.Results[1], "one_shot"); !tc.check(a) {
+			t.Errorf("candidate fault %s not visible: %+v", tc.fault, a)
+		}
+	}
+	o.NoControls, o.CandidateFault = true, ""
+	if p, err := Probe(context.Background(), o); err != nil || len(p.Calibration.Roles) != 4 || len(p.Results[0].Algorithms) != 4 {
+		t.Errorf("--no-controls: %v %+v", err, p.Calibration)
+	}
+}
+
+// TestProbeInputs: the input kinds are what their names say, and every call gets a fresh
+// payload.
+func TestProbeInputs(t *testing.T) {
+	n, l := 4, 4096
+	a, b := makeInputsCall(1, n, l, "bfloat16", "random", 0), makeInputsCall(1, n, l, "bfloat16", "random", 1)
+	if a[0][0] == b[0][0] && a[0][1] == b[0][1] && a[1][0] == b[1][0] {
+		t.Error("two calls got the same payload")
+	}
+	w := makeInputsCall(1, n, l, "bfloat16", "wide", 0)
+	lo, hi := math.Inf(1), 0.0
+	for _, v := range w[0] {
+		if m := math.Abs(float64(v)); m > 0 {
+			lo, hi = min(lo, m), max(hi, m)
+		}
+	}
+	if hi/lo < 1<<30 {
+		t.Errorf("wide inputs span %g..%g, want about 2^40", lo, hi)
+	}
+	o := makeInputsCall(1, n, l, "float32", "order_sensitive", 2)
+	for i := 0; i < l; i++ {
+		var s float64
+		nz := 0
+		for r := 0; r < n; r++ {
+			s += float64(o[r][i])
+			if o[r][i] != 0 {
+				nz++
+			}
+		}
+		if nz != 3 || math.Abs(s) != 1 {
+			t.Fatalf("column %d: %d non-zero, sum %g; want 2^24, 1, -2^24", i, nz, s)
 		}
 	}
 }
 
 func TestProbeTextTable(t *testing.T) {
-	code, out, errs := runCLI(t, "--tp", "2", "--sizes", "1KiB", "--repeats", "1")
+	code, out, errs := runCLI(t, "--tp", "2", "--sizes", "1KiB", "--repeats", "1", "--min-samples", "0")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	for _, want := range []string{"world_size=2", "max_abs_err", "ring", "one_shot vs ring", "tree vs ring", "tree vs one_shot", "1KiB"} {
+	for _, want := range []string{"world_size=2", "max_abs_err", "nrmse", "max_ulp", "engaged", "ring", "one_shot vs ring", "tree vs ring", "one_shot+stale vs ring", "1KiB"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}
@@ -127,7 +235,11 @@ func TestProbeBadFlagsExit2(t *testing.T) {
 		{[]string{"--tp", "2", "--sizes", "-5"}, "--sizes"},
 		{[]string{"--tp", "2", "--sizes", "6", "--dtype", "float32"}, "multiple of 4"},
 		{[]string{"--tp", "2", "--sizes", "1KiB", "--dtype", "fp8"}, "expected float32 or bfloat16"},
-		{[]string{"--tp", "2", "--sizes", "1KiB", "--inputs", "ones"}, "expected random or integer"},
+		{[]string{"--tp", "2", "--sizes", "1KiB", "--inputs", "ones"}, "expected random, wide, order_sensitive or integer"},
+		{[]string{"--tp", "2", "--sizes", "1KiB", "--calls", "1"}, "--calls 1"},
+		{[]string{"--tp", "2", "--sizes", "1KiB", "--candidate-fault", "melt"}, "--candidate-fault"},
+		{[]string{"--tp", "2", "--sizes", "1KiB", "--custom-max-bytes", "big"}, "--custom-max-bytes"},
+		{[]string{"--tp", "2", "--sizes", "1KiB", "--scale-fault", "0"}, "--scale-fault"},
 		{[]string{"--tp", "8", "--sizes", "1GiB"}, "limit"},
 		{[]string{"--tp", "2", "--sizes", "1KiB", "extra"}, "unexpected argument"},
 		{[]string{"--tp", "two"}, "invalid value"},
@@ -285,6 +397,9 @@ func TestProbeErrorsWithinRoundingBound(t *testing.T) {
 		}
 		for _, c := range p.Results {
 			for _, a := range c.Algorithms {
+				if strings.Contains(a.Name, "+") {
+					continue // a positive control: broken on purpose
+				}
 				if b := errorBound(n, c.DType); a.MaxRelErr > b {
 					t.Errorf("tp%d %s %s: max_rel_err %.3g above the rounding bound %.3g", n, c.DType, a.Name, a.MaxRelErr, b)
 				}

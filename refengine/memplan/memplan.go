@@ -9,8 +9,13 @@
 package memplan
 
 import (
+	"errors"
 	"fmt"
 )
+
+// ErrNotEnoughMemory is the start-up failure of a KV budget that holds no page; Compute's error
+// wraps it (its text is SGLang's: "Not enough memory. Please try to increase --mem-fraction-static.").
+var ErrNotEnoughMemory = errors.New("Not enough memory. Please try to increase --mem-fraction-static.")
 
 // Input is what the plan is computed from; all sizes are bytes per rank.
 type Input struct {
@@ -65,8 +70,8 @@ func Compute(in Input) (Plan, error) {
 	p.Used = in.Weights + in.CustomAR + in.GraphReserve + in.Activations + in.FaultReserve + p.KVBytes
 	p.Available = in.DeviceBytes - p.Used
 	if p.KVPages < 1 {
-		return p, fmt.Errorf("Not enough memory. Please try to increase --mem-fraction-static. "+
-			"(static budget %s = device %s x %.3f; weights %s, custom allreduce %s, graph reserve %s, activations %s, fault reserve %s leave %s for the KV cache, less than one page of %d tokens x %d bytes)",
+		return p, fmt.Errorf("%w "+
+			"(static budget %s = device %s x %.3f; weights %s, custom allreduce %s, graph reserve %s, activations %s, fault reserve %s leave %s for the KV cache, less than one page of %d tokens x %d bytes)", ErrNotEnoughMemory,
 			GiBString(p.Static), GiBString(in.DeviceBytes), in.MemFractionStatic, GiBString(in.Weights), GiBString(in.CustomAR),
 			GiBString(in.GraphReserve), GiBString(in.Activations), GiBString(in.FaultReserve), GiBString(p.KVBudget), in.PageSize, in.KVBytesPerToken)
 	}

@@ -40,7 +40,9 @@ type TokenLogprob struct {
 type Position struct {
 	Token   int
 	Logprob float64
-	Top     []TokenLogprob
+	// Rank is Token's 1-based rank among all tokens by logprob (vLLM's prompt_logprobs rank).
+	Rank int
+	Top  []TokenLogprob
 }
 
 // Event is what the scheduler sends back for a request: prompt logprobs (once, first), then one

@@ -83,8 +83,14 @@ type Stats struct {
 	LastGenThroughput     float64
 	SpecAccepted          int64 // committed tokens in verify steps
 	SpecVerifies          int64 // verify steps (per sequence)
-	DecodeSteps           int64
-	PrefillSteps          int64
+	// SpecDraftTokens counts the draft tokens proposed to verify steps, SpecDraftAccepted those
+	// the target accepted, SpecAcceptedPerPos[i] the verify steps whose draft position i was
+	// accepted (vLLM's spec-decode counters).
+	SpecDraftTokens    int64
+	SpecDraftAccepted  int64
+	SpecAcceptedPerPos []int64
+	DecodeSteps        int64
+	PrefillSteps       int64
 	// CommTime is the modelled communication time added to steps; FaultDelay the extra time the
 	// slowdown fault added.
 	CommTime   time.Duration
@@ -219,6 +225,7 @@ func (s *Scheduler) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.st
+	st.SpecAcceptedPerPos = append([]int64(nil), s.st.SpecAcceptedPerPos...)
 	st.Running = len(s.running)
 	st.Queued = len(s.waiting)
 	st.LeakedTokens = s.leaked * s.alloc.PageSize()
@@ -624,7 +631,7 @@ func (s *Scheduler) specDecode(members []*seq) (int, error) {
 		rows := logits[row+n-(k+1) : row+n]
 		row += n
 		L := len(q.tokens)
-		accepted := 0
+		accepted, matched := 0, 0
 		for j := 0; j <= k && !q.done; j++ {
 			tok := s.sample(q, rows[j])
 			s.commit(q, tok, rows[j])
@@ -632,6 +639,7 @@ func (s *Scheduler) specDecode(members []*seq) (int, error) {
 			if j == k || tok != drafts[i][j] {
 				break
 			}
+			matched++ // draft token j was the target's own choice
 		}
 		// target KV holds the committed tokens except the newest; the draft KV holds the
 		// positions it processed whose tokens were accepted.
@@ -647,6 +655,14 @@ func (s *Scheduler) specDecode(members []*seq) (int, error) {
 		s.mu.Lock()
 		s.st.SpecAccepted += int64(accepted)
 		s.st.SpecVerifies++
+		s.st.SpecDraftTokens += int64(k)
+		s.st.SpecDraftAccepted += int64(matched)
+		if len(s.st.SpecAcceptedPerPos) < k {
+			s.st.SpecAcceptedPerPos = append(s.st.SpecAcceptedPerPos, make([]int64, k-len(s.st.SpecAcceptedPerPos))...)
+		}
+		for j := 0; j < matched; j++ {
+			s.st.SpecAcceptedPerPos[j]++
+		}
 		s.mu.Unlock()
 	}
 	return committed, nil
@@ -719,7 +735,12 @@ func logprobsOf(logits []float32, token, topk int) Position {
 		sum += math.Exp(float64(v) - mx)
 	}
 	lse := mx + math.Log(sum)
-	p := Position{Token: token, Logprob: float64(logits[token]) - lse}
+	p := Position{Token: token, Logprob: float64(logits[token]) - lse, Rank: 1}
+	for _, v := range logits {
+		if v > logits[token] {
+			p.Rank++
+		}
+	}
 	if topk > 0 {
 		idx := make([]int, len(logits))
 		for i := range idx {

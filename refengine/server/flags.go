@@ -13,6 +13,9 @@ import (
 // Options are the engine's command-line settings. Names follow SGLang's server arguments where
 // SGLang has them; the reference engine's own settings (modelled device, faults) are extra.
 type Options struct {
+	// Dialect is the engine the process speaks: DialectSGLang (flags, logs, HTTP API of SGLang)
+	// or DialectVLLM (vLLM's). The engine underneath is the same.
+	Dialect           Dialect
 	ModelPath         string
 	ServedModelName   string
 	TPSize            int
@@ -63,14 +66,26 @@ type Options struct {
 	WeightSeed uint64
 
 	SkipWarmup bool
+
+	// vLLM dialect only (see ParseVLLMFlags).
+	// MaxLogprobs caps logprobs and prompt_logprobs per request (--max-logprobs, default 20).
+	MaxLogprobs int
+	// DisableLogStats turns off the periodic stats lines (--disable-log-stats).
+	DisableLogStats bool
+	// TokensAsTokenIDs names every logprob token "token_id:N" (--return-tokens-as-token-ids).
+	TokensAsTokenIDs bool
+	// NonDefaultArgs are the vLLM arguments given on the command line, in vLLM's
+	// "non-default args" rendering (name, Python literal), in the order vLLM prints them.
+	NonDefaultArgs [][2]string
 }
 
 // errUsage marks a command-line error (exit code 2).
 var errUsage = errors.New("usage")
 
-// ParseFlags parses the engine's command line. Errors name the flag and what was expected.
+// ParseFlags parses the engine's command line in the SGLang dialect (the default). Errors name
+// the flag and what was expected. ParseVLLMFlags reads vLLM's `vllm serve` command line.
 func ParseFlags(args []string, stderr io.Writer) (*Options, error) {
-	o := &Options{}
+	o := &Options{Dialect: DialectSGLang}
 	fs := flag.NewFlagSet("refengine", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.ModelPath, "model-path", "fixtures/models/tiny.json", "model config JSON (shape and seed of the generated weights)")
@@ -81,7 +96,6 @@ func ParseFlags(args []string, stderr io.Writer) (*Options, error) {
 	fs.IntVar(&o.Port, "port", 30000, "listen port (0 = any free port)")
 	fs.StringVar(&o.DType, "dtype", "auto", "auto|float32|bfloat16 (bfloat16 rounds activations at allreduce boundaries)")
 	fs.Float64Var(&o.MemFractionStatic, "mem-fraction-static", 0.8, "fraction of device memory for weights, KV cache and reserves")
-	devMem := fs.String("device-memory", "192MiB", "modelled device memory per rank (e.g. 192MiB, 2GiB)")
 	fs.IntVar(&o.MaxRunning, "max-running-requests", 128, "maximum requests in the running batch")
 	fs.IntVar(&o.ChunkedPrefill, "chunked-prefill-size", 4096, "maximum prompt tokens per prefill step")
 	fs.IntVar(&o.MaxPrefillTokens, "max-prefill-tokens", 16384, "largest prefill (sizes a forced custom-allreduce workspace)")
@@ -95,28 +109,13 @@ func ParseFlags(args []string, stderr io.Writer) (*Options, error) {
 	fs.BoolVar(&o.Deterministic, "enable-deterministic-inference", false, "batch-invariant allreduce (each token row reduced on its own)")
 	fs.Int64Var(&o.RandomSeed, "random-seed", 0, "seed for sampling (requests without a seed)")
 	fs.IntVar(&o.DecodeLogInterval, "decode-log-interval", 40, "decode steps between Decode batch log lines")
-	fs.StringVar(&o.Topology, "topology", "nvlink", "modelled interconnect: nvlink or pcie")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "accepted for compatibility")
-	fs.Float64Var(&o.LinkGBps, "interconnect-link-gbps", 0, "override the modelled link bandwidth, GB/s (0 = topology default)")
-	fs.Float64Var(&o.BusGBps, "interconnect-bus-gbps", 0, "override the modelled shared PCIe bus bandwidth, GB/s (0 = default)")
-	fs.Float64Var(&o.LatencyUs, "interconnect-latency-us", 0, "override the modelled per-step latency, us (0 = default)")
-	fs.Float64Var(&o.TransferUs, "interconnect-transfer-us", 0, "override the modelled per-transfer PCIe overhead, us (0 = default)")
 	fs.StringVar(&o.SpecAlgorithm, "speculative-algorithm", "", "EAGLE3 or EAGLE (draft model derived from the target)")
 	fs.StringVar(&o.SpecDraftModelPath, "speculative-draft-model-path", "", "accepted; the draft is always derived from the target")
 	fs.IntVar(&o.SpecNumSteps, "speculative-num-steps", 3, "draft steps per round")
 	fs.IntVar(&o.SpecEagleTopK, "speculative-eagle-topk", 1, "draft branching (only 1 is supported)")
 	fs.IntVar(&o.SpecNumDraftTokens, "speculative-num-draft-tokens", 4, "tokens verified per round (num-steps+1 with topk 1)")
-	fs.Uint64Var(&o.WeightSeed, "weight-seed", 0, "generate the weights from seed `N` instead of the model file's seed (0 = the file's); the draft model derives from them")
-	fs.Float64Var(&o.FaultAllReduceError, "fault-allreduce-error", 0, "fault (custom allreduce): every result element gets a relative error of exactly `REL` with a pseudo-random sign (0 = off)")
-	fs.Float64Var(&o.FaultAllReduceScale, "fault-allreduce-scale", 0, "fault (custom allreduce): results are multiplied by 1+`EPS`, a wrong scale factor (EPS > -1; 0 = off)")
-	dropAbove := fs.String("fault-allreduce-drop-rank-above", "", "fault (custom allreduce): messages of more than `SIZE` bytes (e.g. 64KiB; 0 = all) miss the last rank's contribution, on every rank (default off)")
-	staleAbove := fs.String("fault-allreduce-stale-above", "", "fault (custom allreduce): messages of more than `SIZE` bytes (e.g. 64KiB; 0 = all) return the previous call's result of the same size; the first call of a size is correct (default off)")
-	fs.IntVar(&o.FaultMinBatch, "fault-allreduce-min-batch", 0, "fault (custom allreduce): the other --fault-allreduce-* faults apply only to allreduces of at least `N` tokens (0 = any size)")
-	fs.Float64Var(&o.FaultReserveMB, "fault-reserve-mb", 0, "fault: extra reserved memory per rank in MiB (KV shrinks)")
-	fs.Float64Var(&o.FaultSlowdown, "fault-slowdown", 1, "fault: each step takes this many times longer")
-	fs.IntVar(&o.FaultCrashAfter, "fault-crash-after", 0, "fault: crash (exit 1, traceback in the log) after this many requests")
-	fs.BoolVar(&o.FaultHangStartup, "fault-hang-startup", false, "fault: never become ready")
-	fs.Float64Var(&o.FaultLeakMBPerReq, "fault-leak-mb-per-request", 0, "fault: each finished request leaks this many MiB of KV pages")
+	ef := registerEngineFlags(fs, o)
 	// SGLang flags accepted and ignored (they do not change what the reference engine does).
 	for _, name := range []string{"tokenizer-path", "attention-backend", "sampling-defaults", "kv-cache-dtype", "load-format", "quantization",
 		"schedule-policy", "api-key", "admin-api-key", "watchdog-timeout", "stream-interval", "schedule-conservativeness",
@@ -137,30 +136,68 @@ func ParseFlags(args []string, stderr io.Writer) (*Options, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("%w: unexpected argument %q (all settings are --flags)", errUsage, fs.Arg(0))
 	}
-	b, err := ParseBytes(*devMem)
+	if err := ef.finish(o); err != nil {
+		return nil, fmt.Errorf("%w: %w", errUsage, err)
+	}
+	if err := o.validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", errUsage, err)
+	}
+	return o, nil
+}
+
+// engineFlags holds the raw values of the reference engine's own flags (modelled hardware,
+// weights, faults) that need parsing after the flag set has run. Both dialects register them.
+type engineFlags struct {
+	devMem, dropAbove, staleAbove *string
+}
+
+// registerEngineFlags adds the flags that belong to the reference engine itself, whatever its
+// dialect: the modelled device and interconnect, the weight seed and the fault injections.
+func registerEngineFlags(fs *flag.FlagSet, o *Options) engineFlags {
+	var ef engineFlags
+	ef.devMem = fs.String("device-memory", "192MiB", "modelled device memory per rank (e.g. 192MiB, 2GiB)")
+	fs.StringVar(&o.Topology, "topology", "nvlink", "modelled interconnect: nvlink or pcie")
+	fs.Float64Var(&o.LinkGBps, "interconnect-link-gbps", 0, "override the modelled link bandwidth, GB/s (0 = topology default)")
+	fs.Float64Var(&o.BusGBps, "interconnect-bus-gbps", 0, "override the modelled shared PCIe bus bandwidth, GB/s (0 = default)")
+	fs.Float64Var(&o.LatencyUs, "interconnect-latency-us", 0, "override the modelled per-step latency, us (0 = default)")
+	fs.Float64Var(&o.TransferUs, "interconnect-transfer-us", 0, "override the modelled per-transfer PCIe overhead, us (0 = default)")
+	fs.Uint64Var(&o.WeightSeed, "weight-seed", 0, "generate the weights from seed `N` instead of the model file's seed (0 = the file's); the draft model derives from them")
+	fs.Float64Var(&o.FaultAllReduceError, "fault-allreduce-error", 0, "fault (custom allreduce): every result element gets a relative error of exactly `REL` with a pseudo-random sign (0 = off)")
+	fs.Float64Var(&o.FaultAllReduceScale, "fault-allreduce-scale", 0, "fault (custom allreduce): results are multiplied by 1+`EPS`, a wrong scale factor (EPS > -1; 0 = off)")
+	ef.dropAbove = fs.String("fault-allreduce-drop-rank-above", "", "fault (custom allreduce): messages of more than `SIZE` bytes (e.g. 64KiB; 0 = all) miss the last rank's contribution, on every rank (default off)")
+	ef.staleAbove = fs.String("fault-allreduce-stale-above", "", "fault (custom allreduce): messages of more than `SIZE` bytes (e.g. 64KiB; 0 = all) return the previous call's result of the same size; the first call of a size is correct (default off)")
+	fs.IntVar(&o.FaultMinBatch, "fault-allreduce-min-batch", 0, "fault (custom allreduce): the other --fault-allreduce-* faults apply only to allreduces of at least `N` tokens (0 = any size)")
+	fs.Float64Var(&o.FaultReserveMB, "fault-reserve-mb", 0, "fault: extra reserved memory per rank in MiB (KV shrinks)")
+	fs.Float64Var(&o.FaultSlowdown, "fault-slowdown", 1, "fault: each step takes this many times longer")
+	fs.IntVar(&o.FaultCrashAfter, "fault-crash-after", 0, "fault: crash (exit 1, traceback in the log) after this many requests")
+	fs.BoolVar(&o.FaultHangStartup, "fault-hang-startup", false, "fault: never become ready")
+	fs.Float64Var(&o.FaultLeakMBPerReq, "fault-leak-mb-per-request", 0, "fault: each finished request leaks this many MiB of KV pages")
+	return ef
+}
+
+// finish parses the engine flags' raw values into o.
+func (ef engineFlags) finish(o *Options) error {
+	b, err := ParseBytes(*ef.devMem)
 	if err != nil {
-		return nil, fmt.Errorf("%w: --device-memory: %w", errUsage, err)
+		return fmt.Errorf("--device-memory: %w", err)
 	}
 	o.DeviceMemory = b
 	for _, f := range []struct {
 		name, val string
 		on        *bool
 		dst       *int64
-	}{{"--fault-allreduce-drop-rank-above", *dropAbove, &o.FaultDropRank, &o.FaultDropRankAbove},
-		{"--fault-allreduce-stale-above", *staleAbove, &o.FaultStale, &o.FaultStaleAbove}} {
+	}{{"--fault-allreduce-drop-rank-above", *ef.dropAbove, &o.FaultDropRank, &o.FaultDropRankAbove},
+		{"--fault-allreduce-stale-above", *ef.staleAbove, &o.FaultStale, &o.FaultStaleAbove}} {
 		if strings.TrimSpace(f.val) == "" {
 			continue
 		}
 		v, err := parseSize(f.val, true)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %s: %w", errUsage, f.name, err)
+			return fmt.Errorf("%s: %w", f.name, err)
 		}
 		*f.on, *f.dst = true, v
 	}
-	if err := o.validate(); err != nil {
-		return nil, fmt.Errorf("%w: %w", errUsage, err)
-	}
-	return o, nil
+	return nil
 }
 
 func (o *Options) validate() error {

@@ -28,11 +28,15 @@ const maxBodyBytes = 8 << 20
 
 // Handler is the engine's HTTP API.
 func (e *Engine) Handler() http.Handler {
+	if e.Opts.Dialect == DialectVLLM {
+		return e.vllmHandler() // vllm_http.go
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /health", e.health)
 	mux.HandleFunc("GET /health_generate", e.healthGenerate)
 	mux.HandleFunc("GET /v1/models", e.models)
 	mux.HandleFunc("POST /v1/completions", e.completions)
+	mux.HandleFunc("POST /v1/chat/completions", e.chatCompletions) // chat.go
 	mux.HandleFunc("POST /generate", e.generate)
 	mux.HandleFunc("GET /get_server_info", e.serverInfo)
 	mux.HandleFunc("GET /server_info", e.serverInfo)
@@ -42,7 +46,7 @@ func (e *Engine) Handler() http.Handler {
 	mux.HandleFunc("POST /flush_cache", e.flushCache)
 	mux.HandleFunc("GET /metrics", e.metrics)
 	known := map[string]string{"/health": "GET", "/health_generate": "GET", "/v1/models": "GET", "/v1/completions": "POST",
-		"/generate": "POST", "/get_server_info": "GET", "/server_info": "GET", "/get_model_info": "GET", "/model_info": "GET",
+		"/v1/chat/completions": "POST", "/generate": "POST", "/get_server_info": "GET", "/server_info": "GET", "/get_model_info": "GET", "/model_info": "GET",
 		"/flush_cache": "GET, POST", "/metrics": "GET"}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if allow, ok := known[r.URL.Path]; ok {

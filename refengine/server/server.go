@@ -72,6 +72,8 @@ type Engine struct {
 	fatal                chan error
 	fatalOnce            sync.Once
 	getenv               func(string) string
+	// v is the vLLM dialect's state (stats, histograms); nil in the SGLang dialect.
+	v *vllmState
 }
 
 // Build constructs the engine from opts, printing the start-up log to the logger.
@@ -80,6 +82,16 @@ func Build(opts *Options, lg *Logger, getenv func(string) string) (*Engine, erro
 		getenv = os.Getenv
 	}
 	e := &Engine{Opts: opts, Log: lg, started: time.Now(), fatal: make(chan error, 1), getenv: getenv}
+	vllm := opts.Dialect == DialectVLLM
+	// sg prints the SGLang dialect's start-up lines; the vLLM dialect prints its own (vllm_log.go)
+	// from the same numbers.
+	sg := lg
+	if vllm {
+		sg = NewLogger(io.Discard, opts.TPSize)
+		if err := e.vllmInit(); err != nil {
+			return nil, fmt.Errorf("%w: %w", errUsage, err)
+		}
+	}
 	ncclAlg, err := collective.ParseNCCLAlgo(getenv(collective.NCCLAlgoEnv))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errUsage, err)
@@ -95,16 +107,19 @@ func Build(opts *Options, lg *Logger, getenv func(string) string) (*Engine, erro
 	}
 	e.WeightSeed = cfg.Seed
 	if err := cfg.CheckTP(opts.TPSize); err != nil {
-		return nil, fmt.Errorf("--tp-size: %w", err)
+		return nil, fmt.Errorf("%s: %w", opts.flagName("--tp-size"), err)
 	}
 	e.Cfg = cfg
 	e.ContextLen = cfg.MaxPositions
 	if opts.ContextLength > 0 && opts.ContextLength < e.ContextLen {
 		e.ContextLen = opts.ContextLength
 	}
-	lg.Info("%s", serverArgsLine(opts))
+	sg.Info("%s", serverArgsLine(opts))
+	if vllm {
+		e.vllmHeader()
+	}
 	if opts.WeightSeed != 0 {
-		lg.Info("Weights are generated from seed %d (--weight-seed; the model file's seed is %d).", cfg.Seed, fileSeed)
+		sg.Info("Weights are generated from seed %d (--weight-seed; the model file's seed is %d).", cfg.Seed, fileSeed)
 	}
 	topo, err := interconnect.Parse(opts.Topology)
 	if err != nil {
@@ -123,7 +138,13 @@ func Build(opts *Options, lg *Logger, getenv func(string) string) (*Engine, erro
 	if err := e.Interconnect.Validate(); err != nil {
 		return nil, fmt.Errorf("--topology: %w", err)
 	}
-	lg.Info("%s", e.Interconnect.Describe())
+	sg.Info("%s", e.Interconnect.Describe())
+	if vllm {
+		e.vlog(tagEngineCore, levelInfo, locRefengine, "%s", e.Interconnect.Describe())
+		if getenv("VLLM_BATCH_INVARIANT") == "1" {
+			opts.Deterministic = true // vLLM's batch invariance: every row reduced on its own
+		}
+	}
 
 	// Allreduce selection, as SGLang's CustomAllreduce does it.
 	n := opts.TPSize
@@ -233,53 +254,53 @@ func Build(opts *Options, lg *Logger, getenv func(string) string) (*Engine, erro
 	// Logs, rank by rank, in SGLang's order.
 	for r := 0; r < n; r++ {
 		p := e.Plans[r]
-		lg.Rank(r, "Init torch distributed begin.")
+		sg.Rank(r, "Init torch distributed begin.")
 		if e.CustomDisabledReason != "" {
-			lg.Rank(r, "%s", e.CustomDisabledReason)
+			sg.Rank(r, "%s", e.CustomDisabledReason)
 		}
 		if forced {
-			lg.Rank(r, "%s=1: custom allreduce forced on %d PCIe-only GPUs; IPC workspace sized for the largest prefill (%d tokens x hidden %d x 4 bytes = %.2f MB per buffer, x %d buffers) = %s",
+			sg.Rank(r, "%s=1: custom allreduce forced on %d PCIe-only GPUs; IPC workspace sized for the largest prefill (%d tokens x hidden %d x 4 bytes = %.2f MB per buffer, x %d buffers) = %s",
 				ForceCustomAREnv, n, max(opts.ChunkedPrefill, opts.MaxPrefillTokens), H, float64(e.CustomMaxBytes)/(1<<20), 2*n, memplan.GiBString(customARBytes))
 		}
-		lg.Rank(r, "Init torch distributed ends. mem usage=%s", memplan.GiBString(customARBytes))
+		sg.Rank(r, "Init torch distributed ends. mem usage=%s", memplan.GiBString(customARBytes))
 		avail := opts.DeviceMemory - customARBytes
-		lg.Rank(r, "Load weight begin. avail mem=%s", memplan.GiBString(avail))
+		sg.Rank(r, "Load weight begin. avail mem=%s", memplan.GiBString(avail))
 		tw := group.Shard(tp.Target, r).Bytes()
 		avail -= tw
-		lg.Rank(r, "Load weight end. elapsed=%.2f s, type=%s, dtype=%s, avail mem=%s, mem usage=%s.", loadElapsed, archName(cfg), dtypeName, memplan.GiBString(avail), memplan.GiBString(tw))
+		sg.Rank(r, "Load weight end. elapsed=%.2f s, type=%s, dtype=%s, avail mem=%s, mem usage=%s.", loadElapsed, archName(cfg), dtypeName, memplan.GiBString(avail), memplan.GiBString(tw))
 		if spec {
 			dw := 4 * group.Shard(tp.Draft, r).LayerParams()
-			lg.Rank(r, "Load weight begin. avail mem=%s", memplan.GiBString(avail))
+			sg.Rank(r, "Load weight begin. avail mem=%s", memplan.GiBString(avail))
 			avail -= dw
-			lg.Rank(r, "Load weight end. elapsed=%.2f s, type=RefEngineEagleDraft, dtype=%s, avail mem=%s, mem usage=%s.", 0.0, dtypeName, memplan.GiBString(avail), memplan.GiBString(dw))
+			sg.Rank(r, "Load weight end. elapsed=%.2f s, type=RefEngineEagleDraft, dtype=%s, avail mem=%s, mem usage=%s.", 0.0, dtypeName, memplan.GiBString(avail), memplan.GiBString(dw))
 		}
 		ts := group.Shard(tp.Target, r)
 		kvT := int64(pages*opts.PageSize) * kvcache.BytesPerToken(len(ts.Layers), ts.KVHeads, cfg.HeadDim())
 		avail -= p.Activations + p.FaultReserve
 		if p.FaultReserve > 0 {
-			lg.Rank(r, "Fault injection: reserving %s per rank (--fault-reserve-mb %g).", memplan.GiBString(p.FaultReserve), opts.FaultReserveMB)
+			sg.Rank(r, "Fault injection: reserving %s per rank (--fault-reserve-mb %g).", memplan.GiBString(p.FaultReserve), opts.FaultReserveMB)
 		}
-		lg.Rank(r, "KV Cache is allocated. dtype: torch.float32, #tokens: %d, K size: %s, V size: %s", pages*opts.PageSize, memplan.GiBString(kvT/2), memplan.GiBString(kvT/2))
+		sg.Rank(r, "KV Cache is allocated. dtype: torch.float32, #tokens: %d, K size: %s, V size: %s", pages*opts.PageSize, memplan.GiBString(kvT/2), memplan.GiBString(kvT/2))
 		avail -= kvT
 		if spec {
 			ds := group.Shard(tp.Draft, r)
 			kvD := int64(pages*opts.PageSize) * kvcache.BytesPerToken(len(ds.Layers), ds.KVHeads, cfg.HeadDim())
-			lg.Rank(r, "KV Cache is allocated. dtype: torch.float32, #tokens: %d, K size: %s, V size: %s", pages*opts.PageSize, memplan.GiBString(kvD/2), memplan.GiBString(kvD/2))
+			sg.Rank(r, "KV Cache is allocated. dtype: torch.float32, #tokens: %d, K size: %s, V size: %s", pages*opts.PageSize, memplan.GiBString(kvD/2), memplan.GiBString(kvD/2))
 			avail -= kvD
 		}
-		lg.Rank(r, "Memory pool end. avail mem=%s", memplan.GiBString(avail))
+		sg.Rank(r, "Memory pool end. avail mem=%s", memplan.GiBString(avail))
 		if r == 0 && custom {
-			lg.Rank(r, "Registering %d cuda graph addresses", 2*cfg.Layers*len(bsList))
+			sg.Rank(r, "Registering %d cuda graph addresses", 2*cfg.Layers*len(bsList))
 		}
 		if !opts.DisableCUDAGraph {
 			bs := formatInts(bsList)
-			lg.Rank(r, "Capture target %s CUDA graph begin. backend=full, num_tokens_per_req=%d, bs=%s, avail mem=%s", phase, numDraft, bs, memplan.GiBString(avail))
+			sg.Rank(r, "Capture target %s CUDA graph begin. backend=full, num_tokens_per_req=%d, bs=%s, avail mem=%s", phase, numDraft, bs, memplan.GiBString(avail))
 			avail -= graphTarget
-			lg.Rank(r, "Capture target %s CUDA graph end. elapsed=%.2f s, mem usage=%s, avail mem=%s.", phase, 0.0, memplan.GiBString(graphTarget), memplan.GiBString(avail))
+			sg.Rank(r, "Capture target %s CUDA graph end. elapsed=%.2f s, mem usage=%s, avail mem=%s.", phase, 0.0, memplan.GiBString(graphTarget), memplan.GiBString(avail))
 			if spec {
-				lg.Rank(r, "Capture draft decode CUDA graph begin. backend=full, num_tokens_per_req=1, bs=%s, avail mem=%s", bs, memplan.GiBString(avail))
+				sg.Rank(r, "Capture draft decode CUDA graph begin. backend=full, num_tokens_per_req=1, bs=%s, avail mem=%s", bs, memplan.GiBString(avail))
 				avail -= graphDraft
-				lg.Rank(r, "Capture draft decode CUDA graph end. elapsed=%.2f s, mem usage=%s, avail mem=%s.", 0.0, memplan.GiBString(graphDraft), memplan.GiBString(avail))
+				sg.Rank(r, "Capture draft decode CUDA graph end. elapsed=%.2f s, mem usage=%s, avail mem=%s.", 0.0, memplan.GiBString(graphDraft), memplan.GiBString(avail))
 			}
 		}
 	}
@@ -292,15 +313,15 @@ func Build(opts *Options, lg *Logger, getenv func(string) string) (*Engine, erro
 	p0 := e.Plans[0]
 	switch e.Backend {
 	case "custom":
-		lg.Info("Allreduce backend: custom (one-shot; tensors up to %.3f MB, larger ones use nccl %s), topology=%s, tp_size=%d", float64(e.CustomMaxBytes)/(1<<20), ncclAlg, topo, n)
+		sg.Info("Allreduce backend: custom (one-shot; tensors up to %.3f MB, larger ones use nccl %s), topology=%s, tp_size=%d", float64(e.CustomMaxBytes)/(1<<20), ncclAlg, topo, n)
 	default:
-		lg.Info("Allreduce backend: nccl (%s), topology=%s, tp_size=%d", ncclAlg, topo, n)
+		sg.Info("Allreduce backend: nccl (%s), topology=%s, tp_size=%d", ncclAlg, topo, n)
 	}
-	lg.Info("Memory plan per rank (modelled device %s, mem_fraction_static=%.3f): static=%s, weights=%s, custom_allreduce=%s, graph_reserve=%s, activations=%s, fault_reserve=%s, kv_cache=%s, available=%s",
+	sg.Info("Memory plan per rank (modelled device %s, mem_fraction_static=%.3f): static=%s, weights=%s, custom_allreduce=%s, graph_reserve=%s, activations=%s, fault_reserve=%s, kv_cache=%s, available=%s",
 		memplan.GiBString(opts.DeviceMemory), opts.MemFractionStatic, memplan.GiBString(p0.Static), memplan.GiBString(p0.Weights),
 		memplan.GiBString(p0.CustomAR), memplan.GiBString(p0.GraphReserve), memplan.GiBString(p0.Activations),
 		memplan.GiBString(p0.FaultReserve), memplan.GiBString(e.kvBytes(0)), memplan.GiBString(e.available(0)))
-	lg.Info("max_total_num_tokens=%d, chunked_prefill_size=%d, max_prefill_tokens=%d, max_running_requests=%d, context_len=%d, available_gpu_mem=%.4f GB",
+	sg.Info("max_total_num_tokens=%d, chunked_prefill_size=%d, max_prefill_tokens=%d, max_running_requests=%d, context_len=%d, available_gpu_mem=%.4f GB",
 		pages*opts.PageSize, opts.ChunkedPrefill, opts.MaxPrefillTokens, e.MaxRunning, e.ContextLen, memplan.GiB(e.available(0)))
 
 	var sc *sched.SpecConfig
@@ -317,8 +338,11 @@ func Build(opts *Options, lg *Logger, getenv func(string) string) (*Engine, erro
 		MaxRunning: e.MaxRunning, ChunkedPrefill: opts.ChunkedPrefill, ContextLen: e.ContextLen,
 		DecodeLogEvery: opts.DecodeLogInterval, CUDAGraphMaxBS: opts.CUDAGraphMaxBS, DisableGraph: opts.DisableCUDAGraph,
 		RandomSeed: opts.RandomSeed, Slowdown: opts.FaultSlowdown, LeakBytesPerReq: int64(opts.FaultLeakMBPerReq * (1 << 20)),
-		KVBytesPerToken: kvPerTok, Spec: sc, Logf: lg.Info,
+		KVBytesPerToken: kvPerTok, Spec: sc, Logf: sg.Info,
 	}, group, e.Alloc)
+	if vllm {
+		e.vllmStartup(loadElapsed, forced, customARBytes)
+	}
 	return e, nil
 }
 
@@ -392,12 +416,31 @@ func serverArgsLine(o *Options) string {
 // Main is the engine's entry point: it parses args, starts the engine, serves until ctx is done
 // (SIGTERM/SIGINT in cmd/refengine), and returns the process exit code: 0 after a clean
 // shutdown, 1 when the engine failed or crashed (fault injection), 2 for a bad command line or a
-// bad NCCL_ALGO.
+// bad NCCL_ALGO. args in the SGLang dialect are SGLang's flags; `vllm serve MODEL ...` or
+// `--dialect vllm [serve] MODEL ...` selects the vLLM dialect (vLLM's flags, logs and HTTP API).
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	opts, err := ParseFlags(args, stderr)
+	dialect, rest, err := SplitDialect(args)
+	if err != nil {
+		fmt.Fprintf(stderr, "refengine: %v\n", err)
+		return 2
+	}
+	var opts *Options
+	if dialect == DialectVLLM {
+		opts, err = ParseVLLMFlags(rest, stderr)
+	} else {
+		opts, err = ParseFlags(rest, stderr)
+	}
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
+		}
+		if dialect == DialectVLLM {
+			msg := strings.TrimPrefix(err.Error(), "usage: ")
+			if !strings.HasPrefix(msg, "vllm serve: error: ") {
+				msg = "vllm serve: error: " + msg
+			}
+			fmt.Fprintf(stderr, "%s\n%s\n", vllmUsageLine, msg)
+			return 2
 		}
 		fmt.Fprintf(stderr, "refengine: %v\n", strings.TrimPrefix(err.Error(), "usage: "))
 		return 2
@@ -409,6 +452,14 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if err != nil {
+		if dialect == DialectVLLM {
+			if errors.Is(err, memplan.ErrNotEnoughMemory) {
+				// vLLM V1's words for a KV budget that holds no block.
+				err = fmt.Errorf("ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine. (%w)", err)
+			}
+			(&Engine{Log: lg}).vllmFatal("Build", err)
+			return 1
+		}
 		// SGLang's scheduler process dies with a Python traceback; print the same shape.
 		lg.Info("Scheduler hit an exception: Traceback (most recent call last):\n"+
 			"  File \"refengine/server/server.go\", in Build\n"+
@@ -417,6 +468,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	ln, err := net.Listen("tcp", net.JoinHostPort(opts.Host, fmt.Sprint(opts.Port)))
 	if err != nil {
+		if dialect == DialectVLLM {
+			lg.VLLMRaw(tagAPIServer, "ERROR:    [Errno 98] error while attempting to bind on address (%s, %d): address already in use (%v)", opts.Host, opts.Port, err)
+			return 1
+		}
 		lg.Info("ERROR: [Errno 98] error while attempting to bind on address (%s, %d): address already in use (%v)", opts.Host, opts.Port, err)
 		return 1
 	}
@@ -424,6 +479,44 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// SplitDialect picks the dialect from the front of a command line: `vllm serve ...` and
+// `--dialect vllm [serve] ...` (or `--dialect=vllm`) are the vLLM dialect, `--dialect sglang ...`
+// and anything else the SGLang dialect. It returns the remaining arguments.
+func SplitDialect(args []string) (Dialect, []string, error) {
+	if len(args) > 0 && args[0] == "vllm" {
+		if len(args) < 2 || args[1] != "serve" {
+			return "", nil, errors.New("vllm: expected the serve subcommand (refengine vllm serve MODEL [vLLM flags])")
+		}
+		return DialectVLLM, args[2:], nil
+	}
+	if len(args) == 0 {
+		return DialectSGLang, args, nil
+	}
+	var d string
+	var rest []string
+	switch {
+	case args[0] == "--dialect" || args[0] == "-dialect":
+		if len(args) < 2 {
+			return "", nil, errors.New("--dialect: expected sglang or vllm, got nothing")
+		}
+		d, rest = args[1], args[2:]
+	case strings.HasPrefix(args[0], "--dialect="):
+		d, rest = strings.TrimPrefix(args[0], "--dialect="), args[1:]
+	default:
+		return DialectSGLang, args, nil
+	}
+	switch Dialect(strings.ToLower(d)) {
+	case DialectSGLang:
+		return DialectSGLang, rest, nil
+	case DialectVLLM:
+		if len(rest) > 0 && rest[0] == "serve" {
+			rest = rest[1:]
+		}
+		return DialectVLLM, rest, nil
+	}
+	return "", nil, fmt.Errorf("--dialect %q: expected sglang or vllm", d)
 }
 
 // Serve runs the scheduler and the HTTP server on ln until ctx is done (clean shutdown, nil) or
@@ -437,22 +530,41 @@ func (e *Engine) Serve(ctx context.Context, ln net.Listener) error {
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- srv.Serve(ln) }()
 	addr := ln.Addr().(*net.TCPAddr)
-	e.Log.Raw("INFO:     Started server process [%d]", os.Getpid())
-	e.Log.Raw("INFO:     Waiting for application startup.")
-	e.Log.Raw("INFO:     Application startup complete.")
-	e.Log.Raw("INFO:     Uvicorn running on http://%s (Press CTRL+C to quit)", net.JoinHostPort(e.Opts.Host, fmt.Sprint(addr.Port)))
-	if !e.Opts.FaultHangStartup {
-		go e.warmup(ctx)
-	} else {
+	vllm := e.Opts.Dialect == DialectVLLM
+	if !vllm {
+		e.Log.Raw("INFO:     Started server process [%d]", os.Getpid())
+		e.Log.Raw("INFO:     Waiting for application startup.")
+		e.Log.Raw("INFO:     Application startup complete.")
+		e.Log.Raw("INFO:     Uvicorn running on http://%s (Press CTRL+C to quit)", net.JoinHostPort(e.Opts.Host, fmt.Sprint(addr.Port)))
+	}
+	switch {
+	case e.Opts.FaultHangStartup && vllm:
+		e.vlog(tagEngineCore, levelWarning, locRefengine, "Fault injection: --fault-hang-startup: the engine will never finish initialising.")
+	case e.Opts.FaultHangStartup:
 		e.Log.Info("Fault injection: --fault-hang-startup: the server will never become ready.")
+	case vllm:
+		// The stats loop started after the warmup ends with Serve, whatever ends it.
+		vctx, vcancel := context.WithCancel(ctx)
+		defer vcancel()
+		go e.vllmWarmup(vctx, addr)
+	default:
+		go e.warmup(ctx)
 	}
 	var failure error
 	select {
 	case <-ctx.Done():
-		e.Log.Info("Received shutdown signal; stopping (in-flight requests get up to 2 s to finish).")
+		if vllm {
+			e.Log.VLLMRaw(tagAPIServer, "INFO:     Shutting down")
+		} else {
+			e.Log.Info("Received shutdown signal; stopping (in-flight requests get up to 2 s to finish).")
+		}
 	case err := <-schedDone:
 		failure = fmt.Errorf("scheduler stopped: %w", err)
-		e.Log.Info("Scheduler hit an exception: %v", err)
+		if vllm {
+			e.vllmFatal("Scheduler.Run", err)
+		} else {
+			e.Log.Info("Scheduler hit an exception: %v", err)
+		}
 		schedDone <- err
 	case err := <-httpDone:
 		failure = fmt.Errorf("http server stopped: %w", err)
@@ -477,9 +589,32 @@ func (e *Engine) Serve(ctx context.Context, ln net.Listener) error {
 	case <-shCtx.Done():
 	}
 	if failure == nil {
-		e.Log.Info("Shutdown complete.")
+		if vllm {
+			e.Log.VLLMRaw(tagAPIServer, "INFO:     Waiting for application shutdown.")
+			e.Log.VLLMRaw(tagAPIServer, "INFO:     Application shutdown complete.")
+			e.Log.VLLMRaw(tagAPIServer, "INFO:     Finished server process [%d]", os.Getpid())
+		} else {
+			e.Log.Info("Shutdown complete.")
+		}
 	}
 	return failure
+}
+
+// vllmWarmup is the vLLM dialect's end of engine init: one request through the scheduler (vLLM's
+// warmup run), then the API server's start-up lines, readiness and the periodic stats.
+func (e *Engine) vllmWarmup(ctx context.Context, addr *net.TCPAddr) {
+	if err := e.generateOne(ctx); err != nil {
+		if ctx.Err() == nil {
+			e.vllmFatal("warmup", err)
+		}
+		return
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	e.vllmReady(addr)
+	e.ready.Store(true)
+	go e.vllmStatsLoop(ctx)
 }
 
 // warmup sends one short request through the whole path, then declares the server ready.
@@ -529,6 +664,11 @@ func (e *Engine) crashDue() bool {
 		return false
 	}
 	e.fatalOnce.Do(func() {
+		if e.Opts.Dialect == DialectVLLM {
+			e.vllmFatal("Engine.crashDue", fmt.Errorf("refengine fault injection: --fault-crash-after %d reached (%d requests served)", c, c))
+			e.fatal <- fmt.Errorf("fault injection: crashed after %d requests", c)
+			return
+		}
 		e.Log.Info("%s", "Scheduler hit an exception: Traceback (most recent call last):\n"+
 			"  File \"refengine/server/server.go\", in Engine.crashDue\n"+
 			"    fault injection\n"+

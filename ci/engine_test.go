@@ -1,0 +1,640 @@
+package ci_test
+
+import (
+	"fmt"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/goccy/go-yaml"
+
+	"github.com/reckon-ci/reckon/spec"
+)
+
+// The templates for an engine's own repository (ci/engine/): reckon installed as a pinned tool,
+// main's and the PR's engine side by side, spec and baselines from the trusted base commit,
+// --strict with a --timeout under the CI's own, the PR comment through workflow_run, a shard
+// matrix with a merge job, Buildkite and GitLab equivalents, and a Kubernetes Indexed Job
+// (k8s_test.go). Every rule is shown failing on a broken variant.
+
+var engineWorkflows = []string{"engine/github/reckon-premerge.yml", "engine/github/reckon-comment.yml", "engine/github/reckon-nightly.yml"}
+
+// engineWorkflow is what the engine templates' rules read of a workflow.
+type engineWorkflow struct {
+	On          map[string]any    `yaml:"on"`
+	Permissions map[string]string `yaml:"permissions"`
+	Env         map[string]string `yaml:"env"`
+	Jobs        map[string]struct {
+		If             string            `yaml:"if"`
+		Needs          any               `yaml:"needs"`
+		RunsOn         any               `yaml:"runs-on"`
+		TimeoutMinutes int               `yaml:"timeout-minutes"`
+		Env            map[string]string `yaml:"env"`
+		Strategy       struct {
+			Matrix map[string][]any `yaml:"matrix"`
+		} `yaml:"strategy"`
+		Steps []struct {
+			Name           string         `yaml:"name"`
+			Uses           string         `yaml:"uses"`
+			Run            string         `yaml:"run"`
+			If             string         `yaml:"if"`
+			TimeoutMinutes int            `yaml:"timeout-minutes"`
+			With           map[string]any `yaml:"with"`
+		} `yaml:"steps"`
+	} `yaml:"jobs"`
+}
+
+func parseEngineWorkflow(t *testing.T, raw string) *engineWorkflow {
+	t.Helper()
+	var wf engineWorkflow
+	if err := yaml.Unmarshal([]byte(raw), &wf); err != nil {
+		t.Fatalf("parse workflow: %v", err)
+	}
+	return &wf
+}
+
+var (
+	// pinnedInstall is an install of reckon at a release tag; floatingInstall one that is not.
+	pinnedInstall   = regexp.MustCompile(`go install "?github\.com/reckon-ci/reckon/cmd/reckon@(\$\{RECKON_VERSION\}|\$RECKON_VERSION|v\d+\.\d+\.\d+)"?`)
+	floatingInstall = regexp.MustCompile(`reckon/cmd/reckon@(latest|main|master|HEAD)\b`)
+	semverPin       = regexp.MustCompile(`^v\d+\.\d+\.\d+$`)
+	// gateTimeoutFlag is the --timeout of a gate command line.
+	gateTimeoutFlag = regexp.MustCompile(`--timeout[ =]"?(\d+[hms][0-9hms]*)"?`)
+)
+
+// gateCommands returns each `reckon gate` command line of a script, continuations joined.
+func gateCommands(script string) []string {
+	joined := strings.ReplaceAll(script, "\\\n", " ")
+	var out []string
+	for _, l := range strings.Split(joined, "\n") {
+		if strings.Contains(l, "reckon gate ") {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// gateTimeout returns the --timeout a gate command passes.
+func gateTimeout(cmd string) (time.Duration, bool) {
+	m := gateTimeoutFlag.FindStringSubmatch(cmd)
+	if m == nil {
+		return 0, false
+	}
+	d, err := time.ParseDuration(m[1])
+	return d, err == nil && d > 0
+}
+
+// checkGateCommand: --strict, and a --timeout at least 10 minutes under the CI's bound of the
+// step that runs it (the reports and uploads still need their time).
+func checkGateCommand(where, cmd string, ciMinutes int) []string {
+	var bad []string
+	if !strictGate.MatchString(cmd) {
+		bad = append(bad, where+": the gate runs without --strict")
+	}
+	d, ok := gateTimeout(cmd)
+	switch {
+	case !ok:
+		bad = append(bad, where+": the gate passes no --timeout (a CI timeout is a cancel: no reports, no uploads)")
+	case ciMinutes <= 0:
+		bad = append(bad, where+": no CI timeout to keep --timeout under")
+	case d > time.Duration(ciMinutes-10)*time.Minute:
+		bad = append(bad, fmt.Sprintf("%s: --timeout %s is not at least 10 minutes under the CI's %d minutes", where, d, ciMinutes))
+	}
+	return bad
+}
+
+// checkInstall: reckon is installed with go install at a pinned release tag.
+func checkInstall(where, raw string, env map[string]string) []string {
+	var bad []string
+	if !pinnedInstall.MatchString(raw) || floatingInstall.MatchString(raw) {
+		bad = append(bad, where+": reckon is not installed at a pinned version (go install .../cmd/reckon@vX.Y.Z)")
+	}
+	if strings.Contains(raw, "RECKON_VERSION") && !semverPin.MatchString(env["RECKON_VERSION"]) {
+		bad = append(bad, fmt.Sprintf("%s: RECKON_VERSION %q is not a release tag vX.Y.Z", where, env["RECKON_VERSION"]))
+	}
+	if strings.Contains(raw, "make build") || strings.Contains(raw, "go-version-file: go.mod") {
+		bad = append(bad, where+": builds reckon from its own repository (an engine repository has no reckon go.mod or Makefile)")
+	}
+	return bad
+}
+
+// checkEnginePremerge: the pre-merge A/B gate's rules.
+func checkEnginePremerge(wf *engineWorkflow, raw string) []string {
+	var bad []string
+	for ev := range wf.On {
+		if ev != "pull_request" {
+			bad = append(bad, "triggered by "+ev+" (only pull_request keeps a PR's code away from write tokens and secrets)")
+		}
+	}
+	for k, v := range wf.Permissions {
+		if v != "read" && v != "none" {
+			bad = append(bad, fmt.Sprintf("permission %s: %s (pre-merge must be read-only)", k, v))
+		}
+	}
+	if secretRef.MatchString(raw) {
+		bad = append(bad, "uses repository secrets")
+	}
+	j, ok := wf.Jobs["gate"]
+	if !ok {
+		return append(bad, "no gate job")
+	}
+	if !strings.Contains(j.If, "contains(github.event.pull_request.labels.*.name, 'perf-gate')") || !strings.Contains(j.If, "github.event.pull_request.head.repo.full_name == github.repository") {
+		bad = append(bad, "the gate job is not limited to labelled PRs with fork pushes kept out")
+	}
+	env := map[string]string{}
+	for k, v := range wf.Env {
+		env[k] = v
+	}
+	for k, v := range j.Env {
+		env[k] = v
+	}
+	bad = append(bad, checkInstall("gate", raw, env)...)
+	var base, pr, gate, comment bool
+	for _, s := range j.Steps {
+		if strings.HasPrefix(s.Uses, "actions/checkout@") {
+			if fmt.Sprint(s.With["persist-credentials"]) != "false" {
+				bad = append(bad, fmt.Sprintf("step %q: checkout keeps credentials", s.Name))
+			}
+			switch fmt.Sprint(s.With["path"]) {
+			case "base":
+				base = fmt.Sprint(s.With["ref"]) == "${{ github.event.pull_request.base.sha }}"
+			case "pr":
+				pr = s.With["ref"] == nil
+			}
+		}
+		for _, cmd := range gateCommands(s.Run) {
+			gate = true
+			if !strings.Contains(cmd, "--spec base/") || !strings.Contains(cmd, "--baselines base/") {
+				bad = append(bad, fmt.Sprintf("step %q: spec and baselines are not read from the base commit (base/): a PR could loosen its own gate", s.Name))
+			}
+			if !strings.HasPrefix(strings.TrimSpace(cmd), "base/") {
+				bad = append(bad, fmt.Sprintf("step %q: the GPU lock script does not come from the base commit", s.Name))
+			}
+			ci := j.TimeoutMinutes
+			if s.TimeoutMinutes > 0 {
+				ci = min(ci, s.TimeoutMinutes)
+			}
+			bad = append(bad, checkGateCommand(fmt.Sprintf("step %q", s.Name), cmd, ci)...)
+		}
+		if strings.HasPrefix(s.Uses, "actions/upload-artifact@") && fmt.Sprint(s.With["name"]) == "reckon-comment" {
+			comment = strings.Contains(s.If, "!cancelled()")
+		}
+	}
+	if !base || !pr {
+		bad = append(bad, fmt.Sprintf("checkouts: base commit at base/ %v, the PR at pr/ %v (both builds side by side)", base, pr))
+	}
+	if !gate {
+		bad = append(bad, "no reckon gate step")
+	}
+	if !comment {
+		bad = append(bad, "the reckon-comment artifact is not uploaded after a red gate")
+	}
+	return bad
+}
+
+// checkComment: the workflow_run comment workflow never runs the PR's code and treats the
+// artifact as data.
+func checkComment(wf *engineWorkflow, raw string) []string {
+	var bad []string
+	for ev := range wf.On {
+		if ev != "workflow_run" {
+			bad = append(bad, "triggered by "+ev+" (the comment runs only after the gate, from workflow_run)")
+		}
+	}
+	for k, v := range wf.Permissions {
+		if v == "write" && k != "pull-requests" {
+			bad = append(bad, fmt.Sprintf("permission %s: write (only pull-requests: write is needed)", k))
+		}
+	}
+	if wf.Permissions["pull-requests"] != "write" {
+		bad = append(bad, "no pull-requests: write permission to comment with")
+	}
+	if secretRef.MatchString(raw) {
+		bad = append(bad, "uses repository secrets")
+	}
+	for name, j := range wf.Jobs {
+		if !strings.Contains(j.If, "github.event.workflow_run.event == 'pull_request'") {
+			bad = append(bad, fmt.Sprintf("job %s: runs for workflow runs that are not pull requests", name))
+		}
+		for _, s := range j.Steps {
+			if strings.HasPrefix(s.Uses, "actions/checkout@") {
+				bad = append(bad, fmt.Sprintf("job %s: step %q checks out code (the PR's tree must never run here)", name, s.Name))
+			}
+			for _, l := range strings.Split(s.Run, "\n") {
+				l = strings.TrimSpace(l)
+				if regexp.MustCompile(`^(\. |source |bash |sh |"\$DIR|\$DIR|chmod )`).MatchString(l) || strings.Contains(l, "| sh") || strings.Contains(l, "eval ") {
+					bad = append(bad, fmt.Sprintf("job %s: step %q may execute the artifact: %s", name, s.Name, l))
+				}
+			}
+			if strings.Contains(s.Run, "pr-number.txt") {
+				if !strings.Contains(s.Run, "*[!0-9]*") {
+					bad = append(bad, fmt.Sprintf("job %s: the PR number from the artifact is not checked to be a number", name))
+				}
+				if !strings.Contains(s.Run, `"$HEAD_SHA"`) || !strings.Contains(s.Run, ".head.sha") {
+					bad = append(bad, fmt.Sprintf("job %s: the PR's head is not checked against the commit the gate ran", name))
+				}
+			}
+		}
+	}
+	return bad
+}
+
+// checkShardMatrix: the nightly's matrix runs every shard 1..N of one N under the lock, --strict
+// and a timeout, and a merge job (after every shard, also a red one) joins all of them.
+func checkShardMatrix(wf *engineWorkflow, raw string) []string {
+	var bad []string
+	g, ok := wf.Jobs["gate"]
+	if !ok {
+		return []string{"no gate job"}
+	}
+	env := map[string]string{}
+	for k, v := range wf.Env {
+		env[k] = v
+	}
+	bad = append(bad, checkInstall("gate", raw, env)...)
+	n, err := strconv.Atoi(env["RECKON_SHARDS"])
+	shards := g.Strategy.Matrix["shard"]
+	var got []string
+	for _, s := range shards {
+		got = append(got, fmt.Sprint(s))
+	}
+	var want []string
+	for i := 1; i <= n; i++ {
+		want = append(want, strconv.Itoa(i))
+	}
+	if err != nil || !slices.Equal(got, want) {
+		bad = append(bad, fmt.Sprintf("matrix shard %v is not 1..RECKON_SHARDS (%q)", got, env["RECKON_SHARDS"]))
+	}
+	var sharded bool
+	for _, s := range g.Steps {
+		for _, cmd := range gateCommands(s.Run) {
+			sharded = strings.Contains(cmd, `--shard "$SHARD/$RECKON_SHARDS"`) && g.Env["SHARD"] == "${{ matrix.shard }}"
+			if !strings.Contains(s.Run, "gpu-lock.sh") {
+				bad = append(bad, fmt.Sprintf("step %q: the shard runs without the GPU lock", s.Name))
+			}
+			ci := g.TimeoutMinutes
+			if s.TimeoutMinutes > 0 {
+				ci = min(ci, s.TimeoutMinutes)
+			}
+			bad = append(bad, checkGateCommand(fmt.Sprintf("step %q", s.Name), cmd, ci)...)
+			if !strings.Contains(cmd, "--require-baseline") {
+				bad = append(bad, fmt.Sprintf("step %q: the nightly does not pass --require-baseline", s.Name))
+			}
+		}
+	}
+	if !sharded {
+		bad = append(bad, "the gate does not pass --shard \"$SHARD/$RECKON_SHARDS\" from the matrix")
+	}
+	m, ok := wf.Jobs["merge"]
+	if !ok {
+		return append(bad, "no merge job")
+	}
+	if fmt.Sprint(m.Needs) != "gate" || !strings.Contains(m.If, "!cancelled()") {
+		bad = append(bad, fmt.Sprintf("merge job: needs %v if %q (it must run after every shard, red ones too)", m.Needs, m.If))
+	}
+	var merged, downloaded bool
+	for _, s := range m.Steps {
+		if strings.HasPrefix(s.Uses, "actions/download-artifact@") && fmt.Sprint(s.With["pattern"]) == "reckon-shard-*" {
+			downloaded = true
+		}
+		if strings.Contains(s.Run, "reckon merge") && strings.Contains(s.Run, "shards/reckon-shard-*") {
+			merged = true
+		}
+	}
+	if !merged || !downloaded {
+		bad = append(bad, fmt.Sprintf("merge job: downloads every shard %v, merges them %v", downloaded, merged))
+	}
+	return bad
+}
+
+func TestEngineWorkflowsPassActionlint(t *testing.T) {
+	for _, wf := range engineWorkflows {
+		data, err := os.ReadFile(wf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range lint(t, wf, data) {
+			t.Errorf("%s:%d:%d: %s [%s]", wf, e.Line, e.Column, e.Message, e.Kind)
+		}
+	}
+	// actionlint does read them: a broken variant of each is caught.
+	for wf, edit := range map[string][2]string{
+		"engine/github/reckon-comment.yml":  {"run-id: ${{ github.event.workflow_run.id }}", "run-id: ${{ github.event.workflow_run.id }"},
+		"engine/github/reckon-premerge.yml": {"if-no-files-found: warn", "if-no-file-found: warn"},
+		"engine/github/reckon-nightly.yml":  {"name: GPU gate (shard ${{ matrix.shard }}/4)", "name: GPU gate (shard ${{ matrix.shards }}/4)"},
+	} {
+		raw := readFile(t, wf)
+		bad := strings.Replace(raw, edit[0], edit[1], 1)
+		if bad == raw {
+			t.Fatalf("%s: edit did not apply", wf)
+		}
+		if len(lint(t, "bad.yml", []byte(bad))) == 0 {
+			t.Errorf("%s: actionlint found nothing in a broken variant", wf)
+		}
+	}
+}
+
+// mutate applies each edit to raw and reports edits that the rules do not object to.
+func mutate(t *testing.T, file, raw string, edits map[string][2]string, rules func(string) []string) {
+	t.Helper()
+	if bad := rules(raw); len(bad) > 0 {
+		t.Errorf("%s:\n  %s", file, strings.Join(bad, "\n  "))
+	}
+	for name, edit := range edits {
+		bad := strings.Replace(raw, edit[0], edit[1], 1)
+		if bad == raw {
+			t.Fatalf("%s: %s: edit did not apply", file, name)
+		}
+		if len(rules(bad)) == 0 {
+			t.Errorf("%s: %s: the rules did not object", file, name)
+		}
+	}
+}
+
+func TestEnginePremergeTakesTheGateFromTheBaseBranch(t *testing.T) {
+	raw := readFile(t, "engine/github/reckon-premerge.yml")
+	mutate(t, "reckon-premerge.yml", raw, map[string][2]string{
+		"spec from the PR":        {"--spec base/.reckon/premerge.yaml", "--spec pr/.reckon/premerge.yaml"},
+		"baselines from the PR":   {"--baselines base/.reckon/baselines", "--baselines pr/.reckon/baselines"},
+		"base is the PR's head":   {"ref: ${{ github.event.pull_request.base.sha }}", "ref: ${{ github.event.pull_request.head.sha }}"},
+		"lock script from the PR": {"base/.reckon/gpu-lock.sh --timeout 1800", "pr/.reckon/gpu-lock.sh --timeout 1800"},
+		"not strict":              {" --out out --strict --timeout 150m", " --out out --timeout 150m"},
+		"no timeout":              {" --strict --timeout 150m", " --strict"},
+		"timeout past the step's": {"timeout-minutes: 170", "timeout-minutes: 155"},
+		"floating reckon":         {"cmd/reckon@${RECKON_VERSION}", "cmd/reckon@latest"},
+		"unpinned version":        {"RECKON_VERSION: v0.9.0", "RECKON_VERSION: main"},
+		"pull_request_target":     {"  pull_request:\n", "  pull_request_target:\n"},
+		"write token":             {"permissions:\n  contents: read\n", "permissions:\n  contents: read\n  pull-requests: write\n"},
+		"fork pushes":             {"github.event.pull_request.head.repo.full_name == github.repository", "true"},
+		"no comment after red":    {"      - name: Upload the PR comment\n        if: ${{ !cancelled() }}\n", "      - name: Upload the PR comment\n"},
+	}, func(s string) []string { return checkEnginePremerge(parseEngineWorkflow(t, s), s) })
+}
+
+func TestEngineCommentIsTheSafeWorkflowRunPattern(t *testing.T) {
+	raw := readFile(t, "engine/github/reckon-comment.yml")
+	mutate(t, "reckon-comment.yml", raw, map[string][2]string{
+		"pull_request_target": {"  workflow_run:\n    workflows: [\"reckon pre-merge gate\"]\n    types: [completed]\n", "  pull_request_target:\n"},
+		"checks out the PR":   {"      - name: Download the summary (data, not code)\n", "      - name: Check out\n        uses: actions/checkout@v4\n        with:\n          ref: ${{ github.event.workflow_run.head_sha }}\n\n      - name: Download the summary (data, not code)\n"},
+		"runs the artifact":   {"          pr=\"$(head -c 16", "          bash \"$DIR/post.sh\"\n          pr=\"$(head -c 16"},
+		"unchecked PR number": {"            ''|*[!0-9]*) echo", "            '') echo"},
+		"unchecked head":      {`if [ "$head_sha" != "$HEAD_SHA" ]; then`, `if false; then`},
+		"write contents":      {"permissions:\n  actions: read\n", "permissions:\n  actions: read\n  contents: write\n"},
+		"any event":           {"github.event.workflow_run.event == 'pull_request' &&", ""},
+	}, func(s string) []string { return checkComment(parseEngineWorkflow(t, s), s) })
+}
+
+func TestEngineNightlyShardMatrixWithMerge(t *testing.T) {
+	raw := readFile(t, "engine/github/reckon-nightly.yml")
+	mutate(t, "reckon-nightly.yml", raw, map[string][2]string{
+		"matrix misses a shard": {"shard: [1, 2, 3, 4]", "shard: [1, 2, 3]"},
+		"shard not from matrix": {`--shard "$SHARD/$RECKON_SHARDS"`, `--shard "1/$RECKON_SHARDS"`},
+		"merge skips red":       {"    needs: gate\n    if: ${{ !cancelled() }}\n", "    needs: gate\n"},
+		"merge some shards":     {"shards/reckon-shard-*", "shards/reckon-shard-1"},
+		"no require-baseline":   {" --require-baseline --strict", " --strict"},
+		"no timeout":            {" --strict --timeout 240m", " --strict"},
+		"no lock":               {".reckon/gpu-lock.sh --timeout 3600 -- \\\n            ", ""},
+		"floating reckon":       {"RECKON_VERSION: v0.9.0", "RECKON_VERSION: latest"},
+	}, func(s string) []string { return checkShardMatrix(parseEngineWorkflow(t, s), s) })
+}
+
+// TestEngineExampleSpecsLoad: the specs the engine templates run are valid, and the pre-merge
+// one is the A/B of two builds (configs with their own command) with relaunches.
+func TestEngineExampleSpecsLoad(t *testing.T) {
+	for _, p := range []string{"engine/examples/premerge.yaml", "engine/examples/nightly.yaml"} {
+		s, err := spec.Load(p)
+		if err != nil {
+			t.Errorf("%s: %v", p, err)
+			continue
+		}
+		if p == "engine/examples/premerge.yaml" {
+			m, _ := s.Resolved("main")
+			pr, _ := s.Resolved("pr")
+			w, _ := s.Workload("decode")
+			if slices.Equal(m.Command, pr.Command) || w == nil || w.LaunchCount() < 3 {
+				t.Errorf("%s: main %v and pr %v must be two builds, relaunched (launches >= 3)", p, m.Command, pr.Command)
+			}
+		}
+	}
+}
+
+// trustedCI: the Buildkite and GitLab rules shared by both: reckon pinned, spec and baselines
+// from the trusted base (git archive into trusted/), every gate --strict with a --timeout under
+// the job's, sharded from the CI's parallel index, a merge over every shard's output.
+func trustedCI(where, script string, env map[string]string, jobMinutes int, shardArg string) []string {
+	bad := checkInstall(where, script, env)
+	if !strings.Contains(script, "git archive FETCH_HEAD .reckon | tar -x -C trusted") {
+		bad = append(bad, where+": trusted/ is not filled from the fetched base branch")
+	}
+	cmds := gateCommands(script)
+	if len(cmds) == 0 {
+		bad = append(bad, where+": no reckon gate command")
+	}
+	for _, cmd := range cmds {
+		if !strings.Contains(cmd, `--spec "trusted/`) || !strings.Contains(cmd, "--baselines trusted/") {
+			bad = append(bad, where+": spec and baselines are not read from trusted/ (the base branch)")
+		}
+		if !strings.HasPrefix(strings.TrimSpace(cmd), "trusted/.reckon/gpu-lock.sh") {
+			bad = append(bad, where+": the gate does not run under the base branch's GPU lock script")
+		}
+		if !strings.Contains(cmd, shardArg) {
+			bad = append(bad, where+": the gate is not sharded with "+shardArg)
+		}
+		bad = append(bad, checkGateCommand(where, cmd, jobMinutes)...)
+	}
+	return bad
+}
+
+func checkBuildkiteEngine(raw string) []string {
+	var doc struct {
+		Env   map[string]string `yaml:"env"`
+		Steps []map[string]any  `yaml:"steps"`
+	}
+	if err := yaml.Unmarshal([]byte(raw), &doc); err != nil {
+		return []string{err.Error()}
+	}
+	var bad []string
+	var gate, merge map[string]any
+	gateAt, mergeAt := -1, -1
+	for i, s := range doc.Steps {
+		switch s["key"] {
+		case "reckon-gate":
+			gate, gateAt = s, i
+		case "reckon-merge":
+			merge, mergeAt = s, i
+		}
+	}
+	if gate == nil || merge == nil {
+		return []string{"no reckon-gate or reckon-merge step"}
+	}
+	// Between them a wait that lets the merge run after a red shard.
+	waits := 0
+	for _, s := range doc.Steps[gateAt+1 : max(gateAt+1, mergeAt)] {
+		if _, ok := s["wait"]; ok && fmt.Sprint(s["continue_on_failure"]) == "true" {
+			waits++
+		}
+	}
+	cmd := fmt.Sprint(gate["command"])
+	minutes, _ := strconv.Atoi(fmt.Sprint(gate["timeout_in_minutes"]))
+	bad = append(bad, trustedCI("buildkite gate", strings.ReplaceAll(cmd, "$$", "$"), doc.Env, minutes, `--shard "$shard/$BUILDKITE_PARALLEL_JOB_COUNT"`)...)
+	if !strings.Contains(cmd, `shard="$$((BUILDKITE_PARALLEL_JOB + 1))"`) {
+		bad = append(bad, "buildkite gate: the shard index is not BUILDKITE_PARALLEL_JOB + 1")
+	}
+	if p, _ := strconv.Atoi(fmt.Sprint(gate["parallelism"])); p < 2 {
+		bad = append(bad, "buildkite gate: no parallelism to shard over")
+	}
+	if gate["concurrency"] != nil || gate["concurrency_group"] != nil {
+		bad = append(bad, "buildkite gate: a concurrency limit allows one gate at a time across every GPU machine (the GPU lock is per machine)")
+	}
+	if !strings.Contains(cmd, `extra="--require-baseline"`) {
+		bad = append(bad, "buildkite gate: the nightly does not pass --require-baseline")
+	}
+	mcmd := fmt.Sprint(merge["command"])
+	if gateAt > mergeAt || waits == 0 {
+		bad = append(bad, "buildkite: the merge does not follow the gate after a wait with continue_on_failure")
+	}
+	if !strings.Contains(mcmd, `buildkite-agent artifact download "out-*/**/*"`) || !strings.Contains(mcmd, "reckon merge") || !strings.Contains(mcmd, " out out-*") {
+		bad = append(bad, "buildkite merge: does not download and merge every shard")
+	}
+	for _, c := range []string{cmd, mcmd} {
+		for _, line := range strings.Split(c, "\n") {
+			if i := strings.Index(strings.ReplaceAll(line, "$$", ""), "$"); i >= 0 {
+				bad = append(bad, fmt.Sprintf("buildkite: unescaped $ (substituted at upload time): %q", line))
+			}
+		}
+	}
+	return bad
+}
+
+func checkGitLabEngine(raw string) []string {
+	type job struct {
+		Extends  string   `yaml:"extends"`
+		Tags     []string `yaml:"tags"`
+		Parallel int      `yaml:"parallel"`
+		Timeout  string   `yaml:"timeout"`
+		Needs    []string `yaml:"needs"`
+		When     string   `yaml:"when"`
+		Script   []any    `yaml:"script"`
+		Rules    []struct {
+			If        string            `yaml:"if"`
+			When      string            `yaml:"when"`
+			Variables map[string]string `yaml:"variables"`
+		} `yaml:"rules"`
+		ResourceGroup string `yaml:"resource_group"`
+		Artifacts     struct {
+			When    string            `yaml:"when"`
+			Paths   []string          `yaml:"paths"`
+			Reports map[string]string `yaml:"reports"`
+		} `yaml:"artifacts"`
+	}
+	var doc map[string]any
+	if err := yaml.Unmarshal([]byte(raw), &doc); err != nil {
+		return []string{err.Error()}
+	}
+	get := func(name string) *job {
+		b, err := yaml.Marshal(doc[name])
+		if err != nil || doc[name] == nil {
+			return nil
+		}
+		var j job
+		if yaml.Unmarshal(b, &j) != nil {
+			return nil
+		}
+		return &j
+	}
+	flat := func(xs []any) string {
+		var parts []string
+		var walk func(any)
+		walk = func(x any) {
+			if l, ok := x.([]any); ok {
+				for _, y := range l {
+					walk(y)
+				}
+				return
+			}
+			parts = append(parts, fmt.Sprint(x))
+		}
+		walk(xs)
+		return strings.Join(parts, "\n")
+	}
+	var bad []string
+	g, m, rules := get("reckon-gate"), get("reckon-merge"), get(".reckon-rules")
+	if g == nil || m == nil || rules == nil {
+		return []string{"no reckon-gate, reckon-merge or .reckon-rules"}
+	}
+	vars := map[string]string{}
+	if v, ok := doc["variables"].(map[string]any); ok {
+		for k, x := range v {
+			vars[k] = fmt.Sprint(x)
+		}
+	}
+	d, err := time.ParseDuration(g.Timeout)
+	if err != nil {
+		bad = append(bad, fmt.Sprintf("gitlab gate: timeout %q", g.Timeout))
+	}
+	bad = append(bad, trustedCI("gitlab gate", flat(g.Script), vars, int(d.Minutes()), `--shard "$CI_NODE_INDEX/$CI_NODE_TOTAL"`)...)
+	if g.Parallel < 2 || !slices.Contains(g.Tags, "gpu") || g.Extends != ".reckon-rules" {
+		bad = append(bad, fmt.Sprintf("gitlab gate: parallel %d tags %v extends %q", g.Parallel, g.Tags, g.Extends))
+	}
+	if g.ResourceGroup != "" {
+		bad = append(bad, "gitlab gate: a resource_group allows one gate at a time across every GPU machine (the GPU lock is per machine)")
+	}
+	var sched, mr bool
+	for _, r := range rules.Rules {
+		if strings.Contains(r.If, `"schedule"`) {
+			sched = r.Variables["RECKON_EXTRA"] == "--require-baseline" && r.Variables["TRUSTED_REF"] == "$CI_DEFAULT_BRANCH"
+		}
+		if strings.Contains(r.If, "merge_request_event") && strings.Contains(r.If, "perf-gate") {
+			mr = r.Variables["TRUSTED_REF"] == "$CI_MERGE_REQUEST_TARGET_BRANCH_NAME"
+		}
+	}
+	if !sched || !mr {
+		bad = append(bad, fmt.Sprintf("gitlab rules: nightly with --require-baseline from the default branch %v, labelled MRs trusting the target branch %v", sched, mr))
+	}
+	always := len(m.Rules) > 0
+	for _, r := range m.Rules {
+		always = always && r.When == "always"
+	}
+	mscript := flat(m.Script)
+	if !slices.Contains(m.Needs, "reckon-gate") || !always || !strings.Contains(mscript, "reckon merge") || !strings.Contains(mscript, " out out-*") {
+		bad = append(bad, "gitlab merge: not run after every shard (red ones too) over every shard's output")
+	}
+	if m.Artifacts.Reports["junit"] != "out/junit.xml" || m.Artifacts.When != "always" {
+		bad = append(bad, "gitlab merge: the merged junit.xml is not the JUnit report")
+	}
+	return bad
+}
+
+func TestEngineBuildkitePipeline(t *testing.T) {
+	raw := readFile(t, "engine/buildkite/pipeline.yml")
+	mutate(t, "engine/buildkite/pipeline.yml", raw, map[string][2]string{
+		"spec from the PR":       {`--spec "trusted/.reckon/$$RECKON_SPEC_FILE" --baselines trusted/.reckon/baselines \`, `--spec ".reckon/$$RECKON_SPEC_FILE" --baselines .reckon/baselines \`},
+		"not strict":             {`--out "out-$$shard" --strict --timeout 220m`, `--out "out-$$shard" --timeout 220m`},
+		"no timeout":             {" --strict --timeout 220m $$extra", " --strict $$extra"},
+		"timeout past the job's": {"timeout_in_minutes: 240", "timeout_in_minutes: 225"},
+		"org-wide concurrency":   {"    parallelism: 2\n", "    parallelism: 2\n    concurrency: 1\n    concurrency_group: reckon/gpu\n"},
+		"nightly unbaselined":    {`extra="--require-baseline"`, `extra=""`},
+		"not sharded":            {"    parallelism: 2\n", "    parallelism: 1\n"},
+		"merge stops on red":     {"  - wait: ~\n    continue_on_failure: true\n\n  - label: \":twisted", "  - wait: ~\n\n  - label: \":twisted"},
+		"unpinned":               {"RECKON_VERSION: v0.9.0", "RECKON_VERSION: latest"},
+		"unescaped":              {`--out "out-$$shard"`, `--out "out-$shard"`},
+	}, checkBuildkiteEngine)
+}
+
+func TestEngineGitLabPipeline(t *testing.T) {
+	raw := readFile(t, "engine/gitlab/reckon.gitlab-ci.yml")
+	mutate(t, "engine/gitlab/reckon.gitlab-ci.yml", raw, map[string][2]string{
+		"spec from the MR":         {`--spec "trusted/.reckon/$RECKON_SPEC_FILE" --baselines trusted/.reckon/baselines --shard`, `--spec ".reckon/$RECKON_SPEC_FILE" --baselines .reckon/baselines --shard`},
+		"trusts the MR's branch":   {"        TRUSTED_REF: $CI_MERGE_REQUEST_TARGET_BRANCH_NAME\n        RECKON_HISTORY", "        TRUSTED_REF: $CI_MERGE_REQUEST_SOURCE_BRANCH_NAME\n        RECKON_HISTORY"},
+		"not strict":               {` --strict --timeout 220m $RECKON_EXTRA`, ` --timeout 220m $RECKON_EXTRA`},
+		"no timeout":               {` --strict --timeout 220m $RECKON_EXTRA`, ` --strict $RECKON_EXTRA`},
+		"timeout past the job's":   {"  timeout: 4h\n", "  timeout: 3h30m\n"},
+		"nightly unbaselined":      {"        RECKON_EXTRA: --require-baseline\n", "        RECKON_EXTRA: \"\"\n"},
+		"one gate across machines": {"  parallel: 2\n", "  parallel: 2\n  resource_group: reckon-gpu\n"},
+		"merge skips red":          {"      when: always\n      variables:\n        RECKON_SPEC_FILE: nightly.yaml", "      variables:\n        RECKON_SPEC_FILE: nightly.yaml"},
+		"unpinned":                 {`reckon@${RECKON_VERSION}"`, `reckon@latest"`},
+	}, checkGitLabEngine)
+}

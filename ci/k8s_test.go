@@ -1,0 +1,126 @@
+package ci_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/goccy/go-yaml"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// decodeJobs decodes every document of a manifest strictly into upstream batch/v1 Jobs: a field
+// the Job types do not have (a typo, an indentation slip) is an error, as kubectl's server-side
+// field validation would make it.
+func decodeJobs(t *testing.T, raw string) ([]batchv1.Job, error) {
+	t.Helper()
+	var jobs []batchv1.Job
+	for _, doc := range strings.Split(raw, "\n---\n") {
+		j, err := yaml.YAMLToJSON([]byte(doc))
+		if err != nil {
+			return nil, err
+		}
+		dec := json.NewDecoder(bytes.NewReader(j))
+		dec.DisallowUnknownFields()
+		var job batchv1.Job
+		if err := dec.Decode(&job); err != nil {
+			return nil, err
+		}
+		jobs = append(jobs, job)
+	}
+	return jobs, nil
+}
+
+// checkShardJobs: the rules of the Kubernetes template. An Indexed Job runs N shards, each pod
+// asks for GPUs and passes --shard from its completion index (0-based, +1) out of the same N,
+// under --strict and a --timeout below the Job's deadline; a merge Job joins every shard.
+func checkShardJobs(jobs []batchv1.Job) []string {
+	var bad []string
+	if len(jobs) != 2 {
+		return []string{"expected two Jobs (the shards, then the merge)"}
+	}
+	shards, merge := jobs[0], jobs[1]
+	if shards.APIVersion != "batch/v1" || shards.Kind != "Job" || shards.Spec.CompletionMode == nil || *shards.Spec.CompletionMode != batchv1.IndexedCompletion {
+		bad = append(bad, "the shard Job is not an Indexed batch/v1 Job")
+	}
+	n := int32(0)
+	if shards.Spec.Completions != nil {
+		n = *shards.Spec.Completions
+	}
+	pod := shards.Spec.Template.Spec
+	if pod.RestartPolicy != corev1.RestartPolicyNever {
+		bad = append(bad, "shard pods restart in place (a red gate must not be rerun until green)")
+	}
+	if len(pod.Containers) != 1 {
+		return append(bad, "expected one shard container")
+	}
+	c := pod.Containers[0]
+	cmd := strings.Join(append(append([]string{}, c.Command...), c.Args...), " ")
+	if q, ok := c.Resources.Requests[corev1.ResourceName("nvidia.com/gpu")]; !ok || q.IsZero() {
+		bad = append(bad, "shard pods request no nvidia.com/gpu")
+	}
+	want := `--shard "$((JOB_COMPLETION_INDEX + 1))/` + itoa(n) + `"`
+	if !strings.Contains(cmd, want) {
+		bad = append(bad, "the shard command does not pass "+want+" (completions "+itoa(n)+")")
+	}
+	if !strictGate.MatchString(cmd) {
+		bad = append(bad, "the shard gate runs without --strict")
+	}
+	if d, ok := gateTimeout(cmd); !ok || shards.Spec.ActiveDeadlineSeconds == nil || d.Seconds() >= float64(*shards.Spec.ActiveDeadlineSeconds) {
+		bad = append(bad, "the shard gate has no --timeout below the Job's activeDeadlineSeconds (a deadline would kill it before it writes its reports)")
+	}
+	if !strings.Contains(cmd, "/trusted/") || strings.Contains(cmd, "--spec /src/") {
+		bad = append(bad, "spec and baselines do not come from the trusted tree")
+	}
+	if len(merge.Spec.Template.Spec.Containers) != 1 {
+		return append(bad, "expected one merge container")
+	}
+	mc := merge.Spec.Template.Spec.Containers[0]
+	mcmd := strings.Join(append(append([]string{}, mc.Command...), mc.Args...), " ")
+	if !strings.Contains(mcmd, "reckon merge") {
+		bad = append(bad, "the merge Job does not run reckon merge")
+	}
+	for i := int32(1); i <= n; i++ {
+		if !strings.Contains(mcmd, "/results/shard-"+itoa(i)) {
+			bad = append(bad, "the merge leaves out shard "+itoa(i))
+		}
+	}
+	return bad
+}
+
+func itoa(n int32) string { return strconv.Itoa(int(n)) }
+
+func TestKubernetesIndexedJob(t *testing.T) {
+	raw := readFile(t, "engine/k8s/reckon-shards.yaml")
+	jobs, err := decodeJobs(t, raw)
+	if err != nil {
+		t.Fatalf("engine/k8s/reckon-shards.yaml does not decode strictly into batch/v1 Jobs: %v", err)
+	}
+	if bad := checkShardJobs(jobs); len(bad) > 0 {
+		t.Errorf("engine/k8s/reckon-shards.yaml:\n  %s", strings.Join(bad, "\n  "))
+	}
+	for name, edit := range map[string][2]string{
+		"unknown field":         {"  completionMode: Indexed\n", "  completionMode: Indexed\n  completionsMode: Indexed\n"},
+		"misplaced field":       {"      restartPolicy: Never\n      # One shard", "      restartPolicy: Never\n      parallelism: 4\n      # One shard"},
+		"not indexed":           {"  completionMode: Indexed\n", "  completionMode: NonIndexed\n"},
+		"shard count mismatch":  {"  completions: 4\n", "  completions: 5\n"},
+		"0-based shard":         {`--shard "$((JOB_COMPLETION_INDEX + 1))/4"`, `--shard "$JOB_COMPLETION_INDEX/4"`},
+		"no gpu request":        {"              nvidia.com/gpu: \"8\"\n            limits:", "            limits:"},
+		"not strict":            {"--strict --require-baseline", "--require-baseline"},
+		"timeout past deadline": {"--timeout 210m", "--timeout 250m"},
+		"untrusted spec":        {"--spec /trusted/.reckon/nightly.yaml\n              --baselines", "--spec /src/.reckon/nightly.yaml\n              --baselines"},
+		"merge misses a shard":  {"/results/shard-3 /results/shard-4", "/results/shard-3"},
+	} {
+		bad := strings.Replace(raw, edit[0], edit[1], 1)
+		if bad == raw {
+			t.Fatalf("%s: edit did not apply", name)
+		}
+		jobs, err := decodeJobs(t, bad)
+		if err == nil && len(checkShardJobs(jobs)) == 0 {
+			t.Errorf("%s: neither the strict decoding nor the rules objected", name)
+		}
+	}
+}

@@ -1,0 +1,236 @@
+package history
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/reckon-ci/reckon/gate"
+)
+
+// Finding is one change point of one series, with the runs on either side of it.
+type Finding struct {
+	Series SeriesKey `json:"series"`
+	ChangePoint
+	// RunID, Time and Commit are those of the first run after the change.
+	RunID  int64     `json:"run_id"`
+	Time   time.Time `json:"time"`
+	Commit string    `json:"commit"`
+	// PrevCommit is the commit of the last run before the change: the change came in
+	// PrevCommit..Commit (git log PrevCommit..Commit; git bisect good PrevCommit, bad Commit).
+	PrevCommit string    `json:"prev_commit"`
+	PrevTime   time.Time `json:"prev_time"`
+	// Regression is true when the change made the metric worse (direction from gate.MetricFor;
+	// false as well when the direction is unknown).
+	Regression bool   `json:"regression"`
+	Direction  string `json:"direction,omitempty"`
+}
+
+// CommitRange is "prev..commit" with commits shortened to 12 characters.
+func (f Finding) CommitRange() string {
+	return short(f.PrevCommit) + ".." + short(f.Commit)
+}
+
+func short(c string) string {
+	head, dirty := strings.CutSuffix(c, "-dirty")
+	if len(head) > 12 {
+		head = head[:12]
+	}
+	if head == "" {
+		head = "?"
+	}
+	if dirty {
+		head += "-dirty"
+	}
+	return head
+}
+
+// Line is the one-line summary, e.g. "custom-ar output_throughput: change point at run
+// 2026-11-28 (abc123..def456), -6.1% (183.0 ± 2.1 -> 171.8 ± 2.4, p=1.2e-09)".
+func (f Finding) Line() string {
+	what := ""
+	if f.Regression {
+		what = " regression"
+	}
+	return fmt.Sprintf("%s %s: change point%s at run %s (%s), %+.1f%% (%s ± %s -> %s ± %s, n %d -> %d, p=%s)",
+		f.Series.Config, f.Series.Metric, what, f.Time.Format("2006-01-02"), f.CommitRange(), f.Forward*100,
+		num(f.Before.Mean), num(f.Before.Std), num(f.After.Mean), num(f.After.Std), f.Before.N, f.After.N, fmtP(f.PValue))
+}
+
+func num(x float64) string {
+	switch a := math.Abs(x); {
+	case a >= 1000:
+		return fmt.Sprintf("%.0f", x)
+	case a >= 10:
+		return fmt.Sprintf("%.1f", x)
+	default:
+		return fmt.Sprintf("%.3g", x)
+	}
+}
+
+func fmtP(p float64) string {
+	if p < 1e-15 {
+		return "<1e-15"
+	}
+	if p < 0.001 {
+		return fmt.Sprintf("%.1e", p)
+	}
+	return fmt.Sprintf("%.3f", p)
+}
+
+// AnalyzeSeries returns the change points of one series as Findings.
+func AnalyzeSeries(s *Series, o Options) []Finding {
+	xs := s.Values()
+	cps := Detect(xs, o)
+	out := make([]Finding, 0, len(cps))
+	m, known := gate.MetricFor(s.Key.Metric)
+	for _, cp := range cps {
+		p, prev := s.Points[cp.Index], s.Points[cp.Index-1]
+		f := Finding{Series: s.Key, ChangePoint: cp, RunID: p.RunID, Time: p.StartedAt, Commit: p.Commit, PrevCommit: prev.Commit, PrevTime: prev.StartedAt}
+		if known {
+			f.Direction = string(m.Direction)
+			f.Regression = (m.Direction == gate.HigherIsBetter && cp.Forward < 0) || (m.Direction == gate.LowerIsBetter && cp.Forward > 0)
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// Analyze reads every series that matches f and returns their change points, series by series.
+func (s *Store) Analyze(ctx context.Context, f Filter, o Options) ([]Series, []Finding, error) {
+	ser, err := s.Series(ctx, f)
+	if err != nil {
+		return nil, nil, err
+	}
+	var out []Finding
+	for i := range ser {
+		out = append(out, AnalyzeSeries(&ser[i], o)...)
+	}
+	return ser, out, nil
+}
+
+// Window is what the gate judges tonight's trials against (`against: history`): the trials of
+// the runs since the series' last change point, the newest MaxRuns of them.
+type Window struct {
+	Key SeriesKey
+	// Samples are the trials of the window's runs (all of them: nothing is averaged).
+	Samples []float64
+	// Runs is how many runs the window holds; Total how many the series has.
+	Runs, Total int
+	// From and To are the first and last runs of the window.
+	From, To Point
+	// Since is the change point the window starts after (nil: the series has none).
+	Since *Finding
+}
+
+// Describe is e.g. "12 runs since the change point at 2026-11-28 (abc..def), 2026-11-28..2026-12-09".
+func (w *Window) Describe() string {
+	s := fmt.Sprintf("%d runs %s..%s", w.Runs, w.From.StartedAt.Format("2006-01-02"), w.To.StartedAt.Format("2006-01-02"))
+	if w.Since != nil {
+		s += fmt.Sprintf(", since the change point at %s (%s, %+.1f%%)", w.Since.Time.Format("2006-01-02"), w.Since.CommitRange(), w.Since.Forward*100)
+	}
+	return s
+}
+
+// ErrShortWindow is returned by HistoryWindow when too few runs follow the last change point.
+type ErrShortWindow struct {
+	Key       SeriesKey
+	Runs, Min int
+	Since     *Finding
+}
+
+func (e *ErrShortWindow) Error() string {
+	s := fmt.Sprintf("history %s: %d run(s)", e.Key, e.Runs)
+	if e.Since != nil {
+		s += fmt.Sprintf(" since the change point at %s (%s)", e.Since.Time.Format("2006-01-02"), e.Since.CommitRange())
+	}
+	return s + fmt.Sprintf("; at least %d needed to judge against history", e.Min)
+}
+
+// HistoryWindow returns the window of key for the gate: the runs after the last change point
+// of the series (found with o), the newest maxRuns of them (no cap when 0), at least minRuns.
+func (s *Store) HistoryWindow(ctx context.Context, key SeriesKey, minRuns, maxRuns int, o Options) (*Window, error) {
+	ser, err := s.Series(ctx, Filter{Testbed: key.Testbed, Spec: key.Spec, Config: key.Config, Workload: key.Workload, Metric: key.Metric})
+	if err != nil {
+		return nil, err
+	}
+	if len(ser) == 0 {
+		return nil, &ErrShortWindow{Key: key, Runs: 0, Min: minRuns}
+	}
+	sr := &ser[0]
+	fs := AnalyzeSeries(sr, o)
+	from := 0
+	var since *Finding
+	if len(fs) > 0 {
+		since = &fs[len(fs)-1]
+		from = since.Index
+	}
+	pts := sr.Points[from:]
+	if maxRuns > 0 && len(pts) > maxRuns {
+		pts = pts[len(pts)-maxRuns:]
+	}
+	if len(pts) < minRuns || len(pts) == 0 {
+		return nil, &ErrShortWindow{Key: key, Runs: len(pts), Min: minRuns, Since: since}
+	}
+	w := &Window{Key: key, Runs: len(pts), Total: len(sr.Points), From: pts[0], To: pts[len(pts)-1], Since: since}
+	for _, p := range pts {
+		w.Samples = append(w.Samples, p.Samples...)
+	}
+	return w, nil
+}
+
+// Between returns the runs whose commits lie from commit a to commit b (by run time: from the
+// first run of a to the last run of b, either order), and the change points among them.
+func (s *Store) Between(ctx context.Context, a, b string, f Filter, o Options) ([]Run, []Finding, error) {
+	if a == "" || b == "" {
+		return nil, nil, fmt.Errorf("history between: two commits needed, got %q and %q", a, b)
+	}
+	all, err := s.Runs(ctx, RunFilter{Testbed: f.Testbed, Spec: f.Spec})
+	if err != nil {
+		return nil, nil, err
+	}
+	first, last := -1, -1
+	for i, r := range all {
+		if strings.HasPrefix(r.GitCommit, a) || strings.HasPrefix(r.GitCommit, b) {
+			if first < 0 {
+				first = i
+			}
+			last = i
+		}
+	}
+	var missing []string
+	for _, c := range []string{a, b} {
+		found := false
+		for _, r := range all {
+			if strings.HasPrefix(r.GitCommit, c) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			missing = append(missing, c)
+		}
+	}
+	if len(missing) > 0 {
+		return nil, nil, fmt.Errorf("history %s: no run of commit %s (expected a commit, or a prefix of one, that a stored run tested)", s.where, strings.Join(missing, " or "))
+	}
+	runs := all[first : last+1]
+	in := map[int64]bool{}
+	for _, r := range runs {
+		in[r.ID] = true
+	}
+	_, fs, err := s.Analyze(ctx, f, o)
+	if err != nil {
+		return nil, nil, err
+	}
+	var out []Finding
+	for _, x := range fs {
+		// A change point belongs to the range when its run and the run before it are in it.
+		if in[x.RunID] && x.RunID != runs[0].ID {
+			out = append(out, x)
+		}
+	}
+	return runs, out, nil
+}

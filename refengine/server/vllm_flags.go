@@ -1,0 +1,318 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Dialect is the serving engine whose command line, log lines and HTTP API the reference engine
+// speaks. The engine underneath (model, ranks, allreduce, memory plan, scheduler) is the same.
+type Dialect string
+
+// The dialects.
+const (
+	DialectSGLang Dialect = "sglang"
+	DialectVLLM   Dialect = "vllm"
+)
+
+// VLLMVersion is what the vLLM dialect reports as its version (/version, the start-up line): the
+// vLLM release whose log lines and API shapes it speaks, with the reference engine's own version as
+// a PEP 440 local label.
+const VLLMVersion = "0.11.0+refengine.0.1"
+
+// vLLM's defaults where they differ from the SGLang dialect's. vLLM V1 picks max_num_seqs and
+// max_num_batched_tokens by device size; these are its values for the API server on a device
+// under 70 GiB, which the modelled device is.
+const (
+	vllmDefaultPort           = 8000
+	vllmDefaultGPUMemUtil     = 0.9
+	vllmDefaultMaxNumSeqs     = 256
+	vllmDefaultBatchedTokens  = 2048
+	vllmDefaultMaxLogprobs    = 20
+	vllmMaxCaptureSizeCeiling = 512
+)
+
+// vllmIgnoredString and vllmIgnoredBool are vLLM flags the reference engine accepts and
+// ignores: they change nothing it models.
+var (
+	vllmIgnoredString = []string{"tokenizer", "revision", "tokenizer-revision", "tokenizer-mode", "load-format", "download-dir",
+		"kv-cache-dtype", "quantization", "api-key", "uvicorn-log-level", "chat-template", "tool-call-parser", "reasoning-parser",
+		"distributed-executor-backend", "compilation-config", "generation-config", "hf-overrides", "swap-space",
+		"cpu-offload-gb", "response-role", "root-path", "logits-processor-pattern", "attention-backend"}
+	vllmIgnoredBool = []string{"trust-remote-code", "enable-prefix-caching", "no-enable-prefix-caching", "enable-chunked-prefill",
+		"no-enable-chunked-prefill", "disable-log-requests", "enable-log-requests", "disable-uvicorn-access-log",
+		"disable-frontend-multiprocessing", "enable-auto-tool-choice", "disable-fastapi-docs", "enable-prompt-tokens-details",
+		"async-scheduling", "no-async-scheduling", "enable-server-load-tracking"}
+)
+
+// vllmUsageLine is the first line of vLLM's usage message.
+const vllmUsageLine = "usage: vllm serve [model_tag] [options]"
+
+// ParseVLLMFlags parses a `vllm serve` command line (without "vllm serve"): the model as the
+// positional argument (or --model), vLLM's flag names and defaults (--tensor-parallel-size/-tp,
+// --gpu-memory-utilization 0.9, --max-num-seqs, --max-num-batched-tokens, --max-model-len,
+// --block-size, --max-cudagraph-capture-size, --enforce-eager, --disable-custom-all-reduce,
+// --speculative-config JSON, --seed, --max-logprobs, --disable-log-stats, port 8000), plus the
+// reference engine's own flags (--topology, --device-memory, --fault-*, ...). An unknown flag is
+// rejected as vLLM's argument parser rejects it ("unrecognized arguments").
+func ParseVLLMFlags(args []string, stderr io.Writer) (*Options, error) {
+	o := &Options{Dialect: DialectVLLM, MaxPrefillTokens: 16384, DecodeLogInterval: 0, LogLevel: "info"}
+	fs := flag.NewFlagSet("vllm serve", flag.ContinueOnError)
+	// As vLLM's argument parser: --help prints the options, an error only the usage line and
+	// the error (Main prints those).
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	for _, a := range args {
+		if a == "-h" || a == "-help" || a == "--help" {
+			fs.SetOutput(stderr)
+			fmt.Fprintln(stderr, vllmUsageLine+"\n\nThe reference engine's vLLM dialect. Options:")
+			fs.PrintDefaults()
+			return nil, flag.ErrHelp
+		}
+	}
+	model := fs.String("model", "", "model config JSON (also the positional model_tag)")
+	fs.StringVar(&o.ServedModelName, "served-model-name", "", "model name served by /v1/models (default: the model)")
+	fs.IntVar(&o.TPSize, "tensor-parallel-size", 1, "tensor parallel ranks: 1, 2, 4 or 8")
+	fs.IntVar(&o.TPSize, "tp", 1, "alias of --tensor-parallel-size")
+	fs.StringVar(&o.Host, "host", "127.0.0.1", "listen address")
+	fs.IntVar(&o.Port, "port", vllmDefaultPort, "listen port (0 = any free port)")
+	fs.StringVar(&o.DType, "dtype", "auto", "auto|float32|bfloat16 (bfloat16 rounds activations at allreduce boundaries)")
+	fs.Float64Var(&o.MemFractionStatic, "gpu-memory-utilization", vllmDefaultGPUMemUtil, "fraction of device memory for weights, activations, graphs and KV cache")
+	fs.IntVar(&o.MaxRunning, "max-num-seqs", vllmDefaultMaxNumSeqs, "maximum sequences per iteration")
+	fs.IntVar(&o.ChunkedPrefill, "max-num-batched-tokens", vllmDefaultBatchedTokens, "maximum tokens per iteration (chunked prefill)")
+	fs.IntVar(&o.ContextLength, "max-model-len", 0, "context length (0 = the model's max_position_embeddings)")
+	fs.IntVar(&o.PageSize, "block-size", 16, "KV cache block size in tokens")
+	fs.IntVar(&o.CUDAGraphMaxBS, "max-cudagraph-capture-size", 0, "largest captured batch size (0 = min(2 x max-num-seqs, 512), as vLLM)")
+	fs.BoolVar(&o.DisableCUDAGraph, "enforce-eager", false, "no CUDA graphs (no graph reserve)")
+	fs.BoolVar(&o.DisableCustomAR, "disable-custom-all-reduce", false, "disable the custom (one-shot) allreduce and fall back to NCCL (ring; tree with NCCL_ALGO=Tree)")
+	spec := fs.String("speculative-config", "", `speculative decoding as JSON, e.g. {"method": "eagle3", "num_speculative_tokens": 3}`)
+	fs.Int64Var(&o.RandomSeed, "seed", 0, "seed for sampling (requests without a seed)")
+	fs.IntVar(&o.MaxLogprobs, "max-logprobs", vllmDefaultMaxLogprobs, "largest logprobs / prompt_logprobs a request may ask for")
+	fs.BoolVar(&o.DisableLogStats, "disable-log-stats", false, "no periodic stats lines")
+	fs.BoolVar(&o.TokensAsTokenIDs, "return-tokens-as-token-ids", false, `name logprob tokens "token_id:N"`)
+	ef := registerEngineFlags(fs, o)
+	for _, name := range vllmIgnoredString {
+		fs.String(name, "", "accepted for compatibility; ignored")
+	}
+	for _, name := range vllmIgnoredBool {
+		fs.Bool(name, false, "accepted for compatibility; ignored")
+	}
+	// vLLM takes the positional model_tag anywhere; Go's flag package stops at the first
+	// positional argument, so parse around it.
+	var positional []string
+	rest := args
+	for {
+		if err := fs.Parse(rest); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, fmt.Errorf("%w: %s", errUsage, vllmArgError(err))
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		positional = append(positional, fs.Arg(0))
+		rest = fs.Args()[1:]
+	}
+	switch {
+	case len(positional) > 1:
+		return nil, fmt.Errorf("%w: vllm serve: error: unrecognized arguments: %s (expected one model_tag)", errUsage, strings.Join(positional[1:], " "))
+	case len(positional) == 1 && *model != "" && *model != positional[0]:
+		return nil, fmt.Errorf("%w: vllm serve: error: model_tag %q and --model %q disagree (expected one model)", errUsage, positional[0], *model)
+	case len(positional) == 1:
+		o.ModelPath = positional[0]
+	case *model != "":
+		o.ModelPath = *model
+	default:
+		o.ModelPath = "fixtures/models/tiny.json"
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if set["tp"] {
+		set["tensor-parallel-size"] = true
+	}
+	if err := ef.finish(o); err != nil {
+		return nil, fmt.Errorf("%w: %w", errUsage, err)
+	}
+	if err := o.validateVLLM(*spec); err != nil {
+		return nil, fmt.Errorf("%w: %w", errUsage, err)
+	}
+	if !set["max-cudagraph-capture-size"] || o.CUDAGraphMaxBS == 0 {
+		o.CUDAGraphMaxBS = min(2*o.MaxRunning, vllmMaxCaptureSizeCeiling)
+	}
+	o.NonDefaultArgs = vllmNonDefaultArgs(o, set, len(positional) == 1)
+	if err := o.validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", errUsage, err)
+	}
+	return o, nil
+}
+
+// vllmArgError rewrites a flag-package error in the words of vLLM's argument parser.
+func vllmArgError(err error) string {
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: "); ok {
+		name = "--" + strings.TrimLeft(name, "-")
+		return fmt.Sprintf("vllm serve: error: unrecognized arguments: %s (not a flag of vLLM's serve command that the reference engine knows; `refengine vllm serve --help` lists them)", name)
+	}
+	return "vllm serve: error: argument " + msg
+}
+
+// validateVLLM checks the vLLM-named settings (so that errors name vLLM's flags) and applies the
+// speculative config.
+func (o *Options) validateVLLM(specJSON string) error {
+	switch o.TPSize {
+	case 1, 2, 4, 8:
+	default:
+		return fmt.Errorf("--tensor-parallel-size %d: expected 1, 2, 4 or 8", o.TPSize)
+	}
+	switch o.DType {
+	case "auto", "float32", "bfloat16":
+	default:
+		return fmt.Errorf("--dtype %q: expected auto, float32 or bfloat16 (the reference engine has no float16)", o.DType)
+	}
+	if o.Port < 0 || o.Port > 65535 {
+		return fmt.Errorf("--port %d: expected 0..65535", o.Port)
+	}
+	if !(o.MemFractionStatic > 0 && o.MemFractionStatic <= 1) {
+		return fmt.Errorf("--gpu-memory-utilization %v: expected a fraction in (0, 1]", o.MemFractionStatic)
+	}
+	for _, c := range []struct {
+		name string
+		v    int
+	}{{"--max-num-seqs", o.MaxRunning}, {"--max-num-batched-tokens", o.ChunkedPrefill}, {"--block-size", o.PageSize}} {
+		if c.v < 1 {
+			return fmt.Errorf("%s %d: expected a positive number", c.name, c.v)
+		}
+	}
+	if o.CUDAGraphMaxBS < 0 {
+		return fmt.Errorf("--max-cudagraph-capture-size %d: expected a positive batch size (or 0 for vLLM's default)", o.CUDAGraphMaxBS)
+	}
+	if o.ContextLength < 0 {
+		return fmt.Errorf("--max-model-len %d: expected a positive number of tokens (or 0 for the model's)", o.ContextLength)
+	}
+	if o.MaxLogprobs < 0 {
+		return fmt.Errorf("--max-logprobs %d: expected >= 0", o.MaxLogprobs)
+	}
+	if strings.TrimSpace(specJSON) == "" {
+		return nil
+	}
+	dec := json.NewDecoder(strings.NewReader(specJSON))
+	dec.UseNumber()
+	var sc map[string]any
+	if err := dec.Decode(&sc); err != nil {
+		return fmt.Errorf("--speculative-config %q: not a JSON object (%v); expected e.g. {\"method\": \"eagle3\", \"num_speculative_tokens\": 3}", specJSON, err)
+	}
+	keys := make([]string, 0, len(sc))
+	for k := range sc {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		switch k {
+		case "method", "model", "num_speculative_tokens", "draft_tensor_parallel_size", "max_model_len", "revision", "quantization":
+		default:
+			return fmt.Errorf("--speculative-config: unknown key %q (expected method, model, num_speculative_tokens, draft_tensor_parallel_size, max_model_len, revision or quantization)", k)
+		}
+	}
+	method, _ := sc["method"].(string)
+	switch strings.ToLower(method) {
+	case "eagle", "eagle3":
+	case "":
+		return errors.New(`--speculative-config: "method" is required: expected "eagle" or "eagle3"`)
+	default:
+		return fmt.Errorf(`--speculative-config: method %q is not modelled by the reference engine (it drafts with an EAGLE-style head only): expected "eagle" or "eagle3"`, method)
+	}
+	n, ok := sc["num_speculative_tokens"].(json.Number)
+	if !ok {
+		return errors.New(`--speculative-config: "num_speculative_tokens" is required: expected an integer 1..16`)
+	}
+	k, err := strconv.Atoi(n.String())
+	if err != nil || k < 1 || k > 16 {
+		return fmt.Errorf(`--speculative-config: "num_speculative_tokens" %s: expected an integer 1..16`, n)
+	}
+	if v, ok := sc["model"]; ok {
+		s, isStr := v.(string)
+		if !isStr {
+			return fmt.Errorf(`--speculative-config: "model" %v: expected a string (the draft model; the reference engine derives its draft from the target)`, v)
+		}
+		o.SpecDraftModelPath = s
+	}
+	o.SpecAlgorithm = strings.ToUpper(method)
+	o.SpecNumSteps = k
+	o.SpecNumDraftTokens = k + 1
+	o.SpecEagleTopK = 1
+	return nil
+}
+
+// vllmNonDefaultArgs renders the arguments given on the command line as vLLM's "non-default
+// args" log line does: a Python dict of argument names to values.
+func vllmNonDefaultArgs(o *Options, set map[string]bool, positional bool) [][2]string {
+	var out [][2]string
+	add := func(k, v string) { out = append(out, [2]string{k, v}) }
+	if positional {
+		add("model_tag", pyStr(o.ModelPath))
+	}
+	if set["host"] {
+		add("host", pyStr(o.Host))
+	}
+	if set["port"] {
+		add("port", strconv.Itoa(o.Port))
+	}
+	if positional || set["model"] {
+		add("model", pyStr(o.ModelPath))
+	}
+	for _, f := range []struct {
+		flag, key string
+		val       func() string
+	}{
+		{"dtype", "dtype", func() string { return pyStr(o.DType) }},
+		{"seed", "seed", func() string { return strconv.FormatInt(o.RandomSeed, 10) }},
+		{"max-model-len", "max_model_len", func() string { return strconv.Itoa(o.ContextLength) }},
+		{"enforce-eager", "enforce_eager", func() string { return pyBool(o.DisableCUDAGraph) }},
+		{"served-model-name", "served_model_name", func() string { return "[" + pyStr(o.ServedModelName) + "]" }},
+		{"tensor-parallel-size", "tensor_parallel_size", func() string { return strconv.Itoa(o.TPSize) }},
+		{"disable-custom-all-reduce", "disable_custom_all_reduce", func() string { return pyBool(o.DisableCustomAR) }},
+		{"block-size", "block_size", func() string { return strconv.Itoa(o.PageSize) }},
+		{"gpu-memory-utilization", "gpu_memory_utilization", func() string { return strconv.FormatFloat(o.MemFractionStatic, 'f', -1, 64) }},
+		{"max-num-batched-tokens", "max_num_batched_tokens", func() string { return strconv.Itoa(o.ChunkedPrefill) }},
+		{"max-num-seqs", "max_num_seqs", func() string { return strconv.Itoa(o.MaxRunning) }},
+		{"max-logprobs", "max_logprobs", func() string { return strconv.Itoa(o.MaxLogprobs) }},
+		{"disable-log-stats", "disable_log_stats", func() string { return pyBool(o.DisableLogStats) }},
+		{"speculative-config", "speculative_config", func() string { return pySpecConfig(o) }},
+		{"max-cudagraph-capture-size", "max_cudagraph_capture_size", func() string { return strconv.Itoa(o.CUDAGraphMaxBS) }},
+	} {
+		if set[f.flag] {
+			add(f.key, f.val())
+		}
+	}
+	return out
+}
+
+func pyStr(s string) string { return "'" + strings.ReplaceAll(s, "'", `\'`) + "'" }
+
+// pySpecConfig renders the speculative config as vLLM echoes it (a Python dict).
+func pySpecConfig(o *Options) string {
+	if o.SpecAlgorithm == "" {
+		return "None"
+	}
+	s := fmt.Sprintf("{'method': %s, 'num_speculative_tokens': %d", pyStr(strings.ToLower(o.SpecAlgorithm)), o.SpecNumSteps)
+	if o.SpecDraftModelPath != "" {
+		s += ", 'model': " + pyStr(o.SpecDraftModelPath)
+	}
+	return s + "}"
+}
+
+// formatNonDefaultArgs is the dict of vLLM's "non-default args" line.
+func formatNonDefaultArgs(a [][2]string) string {
+	parts := make([]string, len(a))
+	for i, kv := range a {
+		parts[i] = "'" + kv[0] + "': " + kv[1]
+	}
+	return "{" + strings.Join(parts, ", ") + "}"
+}

@@ -1,0 +1,106 @@
+package suites
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/reckon-ci/reckon/gate"
+	"github.com/reckon-ci/reckon/spec"
+)
+
+// HistoryQuery names the series a check `against: history` is judged against.
+type HistoryQuery struct {
+	Testbed, Spec, Config, Workload, Metric string
+	// MinRuns is the fewest runs since the series' last change point the window must hold.
+	MinRuns int
+}
+
+// HistoryWindow is the comparison a history store hands the gate: the trials of the runs since
+// the series' last change point (the newest of them), and what they are.
+type HistoryWindow struct {
+	Samples []float64
+	// Runs is how many runs the window holds.
+	Runs int
+	// Describe says which runs, e.g. "12 runs 2026-11-20..2026-12-01, since the change point at ...".
+	Describe string
+	// LastCommit is the commit of the newest run in the window: a regression tonight came in
+	// LastCommit..(tonight's commit).
+	LastCommit string
+}
+
+// HistorySource is the results history (package history, wired in by cmd/reckon). Window
+// returns ErrNoHistory (wrapped) when the series has too few runs since its last change point.
+type HistorySource interface {
+	Window(ctx context.Context, q HistoryQuery) (*HistoryWindow, error)
+}
+
+// ErrNoHistory marks a series with too few stored runs: the check's outcome is no_baseline.
+var ErrNoHistory = errors.New("not enough history")
+
+// historyTimeout bounds one window query.
+const historyTimeout = 60 * time.Second
+
+// historySamples returns the window's trials for a check against history, remembering the
+// window for the verdict's annotation.
+func (fw *framework) historySamples(c *spec.Check) ([]float64, error) {
+	if fw.opts.History == nil {
+		return nil, fmt.Errorf("%w: %s: check %q is against: history, but no history store is configured (reckon gate --history DSN, or RECKON_HISTORY)", ErrNoHistory, fw.spec.File, c.Name)
+	}
+	ctx := fw.ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, cancel := context.WithTimeout(ctx, historyTimeout)
+	defer cancel()
+	w, err := fw.opts.History.Window(ctx, HistoryQuery{Testbed: fw.testbedKey, Spec: fw.spec.Name, Config: c.Config, Workload: c.Workload, Metric: c.Metric, MinRuns: c.HistoryRuns})
+	if err != nil {
+		return nil, err
+	}
+	if len(w.Samples) == 0 {
+		return nil, fmt.Errorf("%w: history of %s/%s/%s on testbed %s holds no samples", ErrNoHistory, c.Config, c.Workload, c.Metric, fw.testbedKey)
+	}
+	fw.mu.Lock()
+	if fw.historyWindows == nil {
+		fw.historyWindows = map[string]*HistoryWindow{}
+	}
+	fw.historyWindows[c.Name] = w
+	fw.mu.Unlock()
+	return w.Samples, nil
+}
+
+// annotateHistory adds the window to a verdict against history, and names a regression at
+// tonight's run as a new change point with its commit range.
+func (fw *framework) annotateHistory(c *spec.Check, v *gate.Verdict) {
+	if c.Against != spec.AgainstHistory {
+		return
+	}
+	fw.mu.Lock()
+	w := fw.historyWindows[c.Name]
+	fw.mu.Unlock()
+	if w == nil {
+		return
+	}
+	if v.Outcome == gate.Fail {
+		v.Message += fmt.Sprintf("; change point at tonight's run (%s..%s)", shortSHA(w.LastCommit), shortSHA(fw.opts.GitCommit))
+	}
+	if v.Details != "" {
+		v.Details += "\n"
+	}
+	v.Details += "history window: " + w.Describe
+	if v.Metrics == nil {
+		v.Metrics = map[string]float64{}
+	}
+	v.Metrics["history_runs"] = float64(w.Runs)
+}
+
+func shortSHA(c string) string {
+	if c == "" {
+		return "?"
+	}
+	if len(c) > 12 {
+		return c[:12]
+	}
+	return c
+}
