@@ -74,22 +74,22 @@ func AllReduceProbeCheckOf(p *wire.AllReduceProbe, tol map[string]Tolerance, alg
 
 // allReduceProbeFixed is the fixed (uncalibrated) rule of AllReduceProbeCheck.
 func allReduceProbeFixed(p *wire.AllReduceProbe, tol map[string]Tolerance, algorithms []string) Verdict {
-	v := Verdict{Check: "allreduce probe", Kind: KindAllReduceProbe, Metrics: map[string]float64{}}
+	v := Verdict{Name: "allreduce probe", Kind: KindAllReduceProbe, Metrics: map[string]float64{}}
 	if p == nil {
 		v.Outcome, v.Message = Error, "allreduce probe: no probe result"
 		return v
 	}
 	if p.Source != "" {
 		v.Config = p.Source
-		v.Check = "allreduce probe " + p.Source
+		v.Name = "allreduce probe " + p.Source
 	}
 	if p.Schema != "" && p.Schema != wire.AllReduceProbeSchemaV1 && p.Schema != wire.AllReduceProbeSchema {
 		v.Outcome = Error
-		v.Message = fmt.Sprintf("%s: schema %q; expected %q (calibrated) or %q", v.Check, p.Schema, wire.AllReduceProbeSchema, wire.AllReduceProbeSchemaV1)
+		v.Message = fmt.Sprintf("%s: schema %q; expected %q (calibrated) or %q", v.Name, p.Schema, wire.AllReduceProbeSchema, wire.AllReduceProbeSchemaV1)
 		return v
 	}
 	if len(p.Results) == 0 {
-		v.Outcome, v.Message = Error, v.Check+": the probe has no results"
+		v.Outcome, v.Message = Error, v.Name+": the probe has no results"
 		return v
 	}
 	defaults := DefaultAllReduceTolerances(p.WorldSize)
@@ -116,7 +116,7 @@ func allReduceProbeFixed(p *wire.AllReduceProbe, tol map[string]Tolerance, algor
 			}
 			sort.Strings(ran)
 			v.Outcome = Error
-			v.Message = fmt.Sprintf("%s: algorithms names %s, which the probe did not run; it ran %s", v.Check, strings.Join(absent, ", "), strings.Join(ran, ", "))
+			v.Message = fmt.Sprintf("%s: algorithms names %s, which the probe did not run; it ran %s", v.Name, strings.Join(absent, ", "), strings.Join(ran, ", "))
 			return v
 		}
 	}
@@ -136,7 +136,7 @@ func allReduceProbeFixed(p *wire.AllReduceProbe, tol map[string]Tolerance, algor
 		}
 		if !ok {
 			v.Outcome = Error
-			v.Message = fmt.Sprintf("%s: results[%d] has dtype %q with no tolerance; expected float32, float16 or bfloat16, or a tolerance for it", v.Check, i, c.DType)
+			v.Message = fmt.Sprintf("%s: results[%d] has dtype %q with no tolerance; expected float32, float16 or bfloat16, or a tolerance for it", v.Name, i, c.DType)
 			return v
 		}
 		integer := c.Inputs == "integer"
@@ -190,20 +190,20 @@ func allReduceProbeFixed(p *wire.AllReduceProbe, tol map[string]Tolerance, algor
 	}
 	v.Details = strings.TrimRight(b.String(), "\n")
 	if ran == 0 {
-		v.Outcome, v.Message = Error, v.Check+": every algorithm was skipped; nothing was checked"
+		v.Outcome, v.Message = Error, v.Name+": every algorithm was skipped; nothing was checked"
 		return v
 	}
 	if len(fails) > 0 {
 		sort.SliceStable(fails, func(i, j int) bool { return fails[i].sev > fails[j].sev })
 		v.Outcome = Fail
-		v.Message = fmt.Sprintf("%s: %s", v.Check, fails[0].text)
+		v.Message = fmt.Sprintf("%s: %s", v.Name, fails[0].text)
 		if len(fails) > 1 {
 			v.Message += fmt.Sprintf(" (and %d more)", len(fails)-1)
 		}
 		return v
 	}
 	v.Outcome = Pass
-	v.Message = fmt.Sprintf("%s: %d algorithm runs within tolerance over %d cases", v.Check, ran, len(p.Results))
+	v.Message = fmt.Sprintf("%s: %d algorithm runs within tolerance over %d cases", v.Name, ran, len(p.Results))
 	if worstText != "" {
 		v.Message += fmt.Sprintf("; worst %s (%.0f%% of its limit)", worstText, 100*worstRatio)
 	}

@@ -56,18 +56,18 @@ type judgement struct {
 // that pass everywhere (the rule cannot see that fault). algorithms selects the candidates judged
 // (all when empty); naming one that is not a candidate of the probe is an error.
 func AllReduceProbeCheckCalibrated(p *wire.AllReduceProbe, tol map[string]Tolerance, algorithms []string, cal AllReduceCalibration) Verdict {
-	v := Verdict{Check: "allreduce probe", Kind: KindAllReduceProbe, Metrics: map[string]float64{}}
+	v := Verdict{Name: "allreduce probe", Kind: KindAllReduceProbe, Metrics: map[string]float64{}}
 	if p == nil {
 		v.Outcome, v.Message = Error, "allreduce probe: no probe result"
 		return v
 	}
 	if p.Source != "" {
 		v.Config = p.Source
-		v.Check = "allreduce probe " + p.Source
+		v.Name = "allreduce probe " + p.Source
 	}
 	errorf := func(format string, args ...any) Verdict {
 		v.Outcome = Error
-		v.Message = v.Check + ": " + fmt.Sprintf(format, args...)
+		v.Message = v.Name + ": " + fmt.Sprintf(format, args...)
 		return v
 	}
 	if !(cal.MaxNRMSERatio >= 1) || math.IsInf(cal.MaxNRMSERatio, 0) || !(cal.FloorULP >= 0) || math.IsInf(cal.FloorULP, 0) {
@@ -303,17 +303,17 @@ func AllReduceProbeCheckCalibrated(p *wire.AllReduceProbe, tol map[string]Tolera
 	case len(negFails) > 0:
 		bySev(negFails)
 		v.Outcome = Error
-		v.Message = fmt.Sprintf("%s: calibration does not hold: %s%s; the bound %gx is inside this testbed's legitimate spread (recalibrate, numerics-equivalence.md §9.2)", v.Check, negFails[0].text, more(len(negFails)), cal.MaxNRMSERatio)
+		v.Message = fmt.Sprintf("%s: calibration does not hold: %s%s; the bound %gx is inside this testbed's legitimate spread (recalibrate, numerics-equivalence.md §9.2)", v.Name, negFails[0].text, more(len(negFails)), cal.MaxNRMSERatio)
 	case len(fails) > 0:
 		bySev(fails)
 		v.Outcome = Fail
-		v.Message = fmt.Sprintf("%s: %s%s", v.Check, fails[0].text, more(len(fails)))
+		v.Message = fmt.Sprintf("%s: %s%s", v.Name, fails[0].text, more(len(fails)))
 		if len(posBlind) > 0 {
 			v.Message += "; also " + posBlind[0]
 		}
 	case len(posBlind) > 0:
 		v.Outcome = Error
-		v.Message = fmt.Sprintf("%s: calibration does not hold: %s%s, so a pass would not show a broken kernel fails", v.Check, posBlind[0], more(len(posBlind)))
+		v.Message = fmt.Sprintf("%s: calibration does not hold: %s%s, so a pass would not show a broken kernel fails", v.Name, posBlind[0], more(len(posBlind)))
 	default:
 		v.Outcome = Pass
 		var judgedNames []string
@@ -324,7 +324,7 @@ func AllReduceProbeCheckCalibrated(p *wire.AllReduceProbe, tol map[string]Tolera
 		}
 		sort.Strings(judgedNames)
 		v.Message = fmt.Sprintf("%s: calibrated rule holds over %d cases: %s within %gx of the best correct algorithm's NRMSE against the oracle",
-			v.Check, len(p.Results), strings.Join(judgedNames, ", "), cal.MaxNRMSERatio)
+			v.Name, len(p.Results), strings.Join(judgedNames, ", "), cal.MaxNRMSERatio)
 		if worstCandText != "" {
 			v.Message += fmt.Sprintf(" (worst %.3gx, %s)", worstCand, worstCandText)
 		}

@@ -15,6 +15,9 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/reckon-ci/reckon/internal/atomicfile"
+	"github.com/reckon-ci/reckon/internal/num"
 )
 
 // BaselineSchema is the value of Baseline.Schema for this version of the format
@@ -75,7 +78,7 @@ type MetricSamples struct {
 
 // NewMetricSamples returns samples with their median filled in.
 func NewMetricSamples(samples []float64, unit string) MetricSamples {
-	return MetricSamples{Samples: samples, Median: medianOf(samples), Unit: unit}
+	return MetricSamples{Samples: samples, Median: num.Median(samples), Unit: unit}
 }
 
 // Path returns the file the baseline was read from ("" for one built in memory).
@@ -128,7 +131,7 @@ func IsNoBaseline(err error) bool {
 
 // NoBaselineVerdict is the verdict of a check that had no baseline to compare with.
 func NoBaselineVerdict(check, config, kind string, err error) Verdict {
-	return Verdict{Check: check, Kind: kind, Config: config, Outcome: NoBaseline, Message: fmt.Sprintf("%s: %v", config, err)}
+	return Verdict{Name: check, Kind: kind, Config: config, Outcome: NoBaseline, Message: fmt.Sprintf("%s: %v", config, err)}
 }
 
 // ErrBaselineExists is returned (wrapped) by WriteBaseline when the file exists and force is
@@ -273,7 +276,7 @@ func (b *Baseline) Validate() error {
 						return fmt.Errorf("field %s.samples[%d]: %v is not a finite number", fm, k, s)
 					}
 				}
-				if med := medianOf(m.Samples); math.Abs(med-m.Median) > 1e-9*math.Max(1, math.Abs(med)) {
+				if med := num.Median(m.Samples); math.Abs(med-m.Median) > 1e-9*math.Max(1, math.Abs(med)) {
 					return fmt.Errorf("field %s.median: %v but the median of the samples is %v (edited by hand?)", fm, m.Median, med)
 				}
 			}
@@ -426,43 +429,7 @@ func UpdateBaseline(path string, update func(old *Baseline) (*Baseline, error)) 
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(path, data)
-}
-
-// writeFileAtomic writes data to a temporary file next to path, syncs it, renames it over path
-// and syncs the directory.
-func writeFileAtomic(path string, data []byte) (err error) {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
-	if err != nil {
-		return fmt.Errorf("creating temporary file: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if _, err = tmp.Write(data); err != nil {
-		return fmt.Errorf("writing %s: %w", tmp.Name(), err)
-	}
-	if err = tmp.Chmod(0o644); err != nil {
-		return fmt.Errorf("chmod %s: %w", tmp.Name(), err)
-	}
-	if err = tmp.Sync(); err != nil {
-		return fmt.Errorf("syncing %s: %w", tmp.Name(), err)
-	}
-	if err = tmp.Close(); err != nil {
-		return fmt.Errorf("closing %s: %w", tmp.Name(), err)
-	}
-	if err = os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("renaming into place: %w", err)
-	}
-	if d, derr := os.Open(dir); derr == nil {
-		_ = d.Sync() // best effort: the rename is already visible
-		d.Close()
-	}
-	return nil
+	return atomicfile.WriteFile(path, data)
 }
 
 // BaselineChange is one line of a baseline diff.

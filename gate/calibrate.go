@@ -6,6 +6,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"strings"
+
+	"github.com/reckon-ci/reckon/internal/num"
 )
 
 // CalibrationConfig describes a calibration run: simulated trials with log-normal noise, judged
@@ -249,7 +251,7 @@ func Calibrate(ctx context.Context, cfg CalibrationConfig) ([]CalibrationRow, er
 func (cfg *CalibrationConfig) sample(rng *rand.Rand, cv float64, measured bool) float64 {
 	if measured {
 		if cfg.samplesMedian == 0 {
-			cfg.samplesMedian = medianOf(cfg.Samples)
+			cfg.samplesMedian = num.Median(cfg.Samples)
 		}
 		return cfg.Samples[rng.IntN(len(cfg.Samples))] / cfg.samplesMedian
 	}

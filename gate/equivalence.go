@@ -112,7 +112,7 @@ type EquivalenceProbes struct {
 // MaxDistance and the verdict says "uncalibrated". In every mode the free-running greedy outputs
 // are compared up to their first divergence and a divergence outside the top-k fails.
 func Equivalence(pr EquivalenceProbes, chk EquivalenceCheck) Verdict {
-	v := Verdict{Check: "equivalence", Kind: KindEquivalence, Metrics: map[string]float64{}}
+	v := Verdict{Name: "equivalence", Kind: KindEquivalence, Metrics: map[string]float64{}}
 	base, head := pr.Base, pr.Head
 	if base == nil || head == nil {
 		v.Outcome, v.Message = Error, "equivalence: a numerics probe is missing"
@@ -120,7 +120,7 @@ func Equivalence(pr EquivalenceProbes, chk EquivalenceCheck) Verdict {
 	}
 	baseName, headName := nameOr(base.Config, "base"), nameOr(head.Config, "head")
 	v.Config = headName + " vs " + baseName
-	v.Check = "equivalence " + v.Config
+	v.Name = "equivalence " + v.Config
 	fail := func(err error) Verdict {
 		v.Outcome, v.Message = Error, fmt.Sprintf("%s: %v", v.Config, err)
 		return v

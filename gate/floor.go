@@ -3,13 +3,15 @@ package gate
 import (
 	"fmt"
 	"strings"
+
+	"github.com/reckon-ci/reckon/internal/num"
 )
 
 // Floor checks an absolute bound on one number the engine reported: value >= *min and
 // value <= *max (either bound may be nil). A nil value is an error verdict: the engine did not
 // report the metric, so the floor cannot be judged (it is never a silent pass).
 func Floor(name, metric string, value *float64, min, max *float64) Verdict {
-	v := Verdict{Check: name, Kind: KindFloor, Metrics: map[string]float64{}}
+	v := Verdict{Name: name, Kind: KindFloor, Metrics: map[string]float64{}}
 	if min == nil && max == nil {
 		v.Outcome = Error
 		v.Message = fmt.Sprintf("%s: floor on %s has neither a minimum nor a maximum", name, metric)
@@ -32,10 +34,10 @@ func Floor(name, metric string, value *float64, min, max *float64) Verdict {
 	v.Metrics[metric] = x
 	var broken []string
 	if min != nil && !(x >= *min) {
-		broken = append(broken, fmt.Sprintf("%s %s < minimum %s", metric, fmtNum(x), fmtNum(*min)))
+		broken = append(broken, fmt.Sprintf("%s %s < minimum %s", metric, num.Format(x), num.Format(*min)))
 	}
 	if max != nil && !(x <= *max) {
-		broken = append(broken, fmt.Sprintf("%s %s > maximum %s", metric, fmtNum(x), fmtNum(*max)))
+		broken = append(broken, fmt.Sprintf("%s %s > maximum %s", metric, num.Format(x), num.Format(*max)))
 	}
 	if len(broken) > 0 {
 		v.Outcome = Fail
@@ -43,7 +45,7 @@ func Floor(name, metric string, value *float64, min, max *float64) Verdict {
 		return v
 	}
 	v.Outcome = Pass
-	v.Message = fmt.Sprintf("%s: %s %s within %s", name, metric, fmtNum(x), boundsText(min, max))
+	v.Message = fmt.Sprintf("%s: %s %s within %s", name, metric, num.Format(x), boundsText(min, max))
 	return v
 }
 
@@ -53,7 +55,7 @@ func Floor(name, metric string, value *float64, min, max *float64) Verdict {
 // "nccl", &0.9, nil). A missing value on either side is an error, a zero reference value too
 // (the ratio is undefined).
 func Relative(name, metric string, value, other *float64, otherConfig string, minRatio, maxRatio *float64) Verdict {
-	v := Verdict{Check: name, Kind: KindRelative, Metrics: map[string]float64{}}
+	v := Verdict{Name: name, Kind: KindRelative, Metrics: map[string]float64{}}
 	if minRatio == nil && maxRatio == nil {
 		v.Outcome = Error
 		v.Message = fmt.Sprintf("%s: relative check on %s has neither a minimum nor a maximum ratio", name, metric)
@@ -83,7 +85,7 @@ func Relative(name, metric string, value, other *float64, otherConfig string, mi
 	v.Metrics[metric] = *value
 	v.Metrics[metric+"."+otherConfig] = *other
 	v.Metrics["ratio"] = ratio
-	desc := fmt.Sprintf("%s %s vs %s %s (ratio %.3f, %s)", metric, fmtNum(*value), otherConfig, fmtNum(*other), ratio, fmtPct(ratio-1))
+	desc := fmt.Sprintf("%s %s vs %s %s (ratio %.3f, %s)", metric, num.Format(*value), otherConfig, num.Format(*other), ratio, num.Pct(ratio-1))
 	var broken []string
 	if minRatio != nil && !(ratio >= *minRatio) {
 		broken = append(broken, fmt.Sprintf("below %.3gx", *minRatio))
@@ -105,7 +107,7 @@ func Relative(name, metric string, value, other *float64, otherConfig string, mi
 // backend the engine logged equals "custom". An empty got means the engine did not report the
 // field, which is an error rather than a mismatch.
 func ExpectEqual(name, field, got, want string) Verdict {
-	v := Verdict{Check: name, Kind: KindExpect}
+	v := Verdict{Name: name, Kind: KindExpect}
 	switch {
 	case got == "":
 		v.Outcome = Error
@@ -123,11 +125,11 @@ func ExpectEqual(name, field, got, want string) Verdict {
 func boundsText(min, max *float64) string {
 	switch {
 	case min != nil && max != nil:
-		return fmt.Sprintf("[%s, %s]", fmtNum(*min), fmtNum(*max))
+		return fmt.Sprintf("[%s, %s]", num.Format(*min), num.Format(*max))
 	case min != nil:
-		return fmt.Sprintf(">= %s", fmtNum(*min))
+		return fmt.Sprintf(">= %s", num.Format(*min))
 	default:
-		return fmt.Sprintf("<= %s", fmtNum(*max))
+		return fmt.Sprintf("<= %s", num.Format(*max))
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 	"sync"
 
 	"gonum.org/v1/gonum/stat/distuv"
+
+	"github.com/reckon-ci/reckon/internal/num"
 )
 
 // Mann-Whitney U test and the Hodges-Lehmann / Moses confidence interval for a shift.
@@ -235,7 +237,7 @@ func MosesCI(x, y []float64, conf float64) ShiftCI {
 		}
 	}
 	sort.Float64s(d)
-	est := median(d)
+	est := num.MedianSorted(d)
 	half := (1 - conf) / 2
 	// Largest k >= 1 with P(U <= k-1) <= half.
 	k := 0
@@ -264,22 +266,3 @@ func binom(n, k int) float64 {
 }
 
 func clamp01(p float64) float64 { return math.Max(0, math.Min(1, p)) }
-
-// median returns the median of a sorted slice.
-func median(sorted []float64) float64 {
-	n := len(sorted)
-	if n == 0 {
-		return math.NaN()
-	}
-	if n%2 == 1 {
-		return sorted[n/2]
-	}
-	return (sorted[n/2-1] + sorted[n/2]) / 2
-}
-
-// medianOf returns the median of an unsorted slice without modifying it.
-func medianOf(x []float64) float64 {
-	s := append([]float64(nil), x...)
-	sort.Float64s(s)
-	return median(s)
-}

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"gonum.org/v1/gonum/stat/distuv"
+
+	"github.com/reckon-ci/reckon/internal/num"
 )
 
 // StatOutcome is the decision of a statistical comparison.
@@ -21,6 +23,20 @@ const (
 	Undecided   StatOutcome = "inconclusive"
 	StatError   StatOutcome = "error"
 )
+
+// Verdict is the check outcome of a statistical decision: a regression fails, an improvement or
+// no change passes, an undecided comparison is inconclusive, anything else an error.
+func (o StatOutcome) Verdict() Outcome {
+	switch o {
+	case Regression:
+		return Fail
+	case Improvement, NoChange:
+		return Pass
+	case Undecided:
+		return Inconclusive
+	}
+	return Error
+}
 
 const defaultMethod = "t-test on log values (pooled for equal n, else Welch) + Mann-Whitney U guard"
 
@@ -176,7 +192,7 @@ func Compare(base, head []float64, m Metric, opts StatOptions) StatResult {
 		r.Reason = fmt.Sprintf("metric %q has no known direction (higher or lower is better); it cannot be gated", m.Name)
 		return r
 	}
-	r.BaseMedian, r.HeadMedian = medianOf(base), medianOf(head)
+	r.BaseMedian, r.HeadMedian = num.Median(base), num.Median(head)
 	r.Ratio = r.HeadMedian / r.BaseMedian
 	r.Change = r.Ratio - 1
 	sign := 1.0 // log values times sign: larger = worse
@@ -328,11 +344,11 @@ func (r *StatResult) decide() {
 	case sigWorse && r.Worse >= r.MinEffect:
 		r.Outcome = Regression
 		r.Reason = fmt.Sprintf("significant (p=%s ≤ %g, rank p=%s) and median %s beyond the %s minimum effect",
-			fmtP(r.AdjPWorse), alpha, fmtP(r.RankPWorse), fmtPct(r.Change), fmtPct(r.MinEffect)[1:])
+			fmtP(r.AdjPWorse), alpha, fmtP(r.RankPWorse), num.Pct(r.Change), num.Pct(r.MinEffect)[1:])
 	case sigBetter && -r.Worse >= r.MinEffect:
 		r.Outcome = Improvement
 		r.Reason = fmt.Sprintf("significant (p=%s ≤ %g, rank p=%s) and median %s beyond the %s minimum effect",
-			fmtP(r.AdjPBetter), alpha, fmtP(r.RankPBetter), fmtPct(r.Change), fmtPct(r.MinEffect)[1:])
+			fmtP(r.AdjPBetter), alpha, fmtP(r.RankPBetter), num.Pct(r.Change), num.Pct(r.MinEffect)[1:])
 	case r.worseHi < r.Margin && (!r.TwoSided || r.betterHi < r.Margin):
 		r.Outcome = NoChange
 		side := "in the bad direction"
@@ -341,9 +357,9 @@ func (r *StatResult) decide() {
 		}
 		if sigWorse || sigBetter {
 			r.Reason = fmt.Sprintf("significant but under the %s minimum effect, and the %s excludes a %s change %s",
-				fmtPct(r.MinEffect)[1:], ci, fmtPct(r.Margin)[1:], side)
+				num.Pct(r.MinEffect)[1:], ci, num.Pct(r.Margin)[1:], side)
 		} else {
-			r.Reason = fmt.Sprintf("not significant (p=%s), and the %s excludes a %s change %s", fmtP(lean), ci, fmtPct(r.Margin)[1:], side)
+			r.Reason = fmt.Sprintf("not significant (p=%s), and the %s excludes a %s change %s", fmtP(lean), ci, num.Pct(r.Margin)[1:], side)
 		}
 	default:
 		r.Outcome = Undecided
@@ -355,7 +371,7 @@ func (r *StatResult) decide() {
 		case r.AdjPWorse <= alpha && !rankOK(r.RankPWorse):
 			why = fmt.Sprintf("t-test significant but the rank test is not (rank p=%s > %g)", fmtP(r.RankPWorse), r.RankAlpha)
 		}
-		r.Reason = fmt.Sprintf("%s (p=%s), and the %s cannot exclude a %s change", why, fmtP(lean), ci, fmtPct(r.Margin)[1:])
+		r.Reason = fmt.Sprintf("%s (p=%s), and the %s cannot exclude a %s change", why, fmtP(lean), ci, num.Pct(r.Margin)[1:])
 	}
 }
 
@@ -411,7 +427,7 @@ func (r *StatResult) Summary() string {
 	if r.Outcome == StatError {
 		return fmt.Sprintf("%s: %s", r.Metric, r.Reason)
 	}
-	return fmt.Sprintf("%s %s (ratio %.3f, %.3g%% CI %.3f–%.3f, p=%s, n=%d/%d)", r.Metric, fmtPct(r.Change), r.Ratio,
+	return fmt.Sprintf("%s %s (ratio %.3f, %.3g%% CI %.3f–%.3f, p=%s, n=%d/%d)", r.Metric, num.Pct(r.Change), r.Ratio,
 		100*r.CIConfidence, r.CILow, r.CIHigh, fmtP(r.PValue), r.NBase, r.NHead)
 }
 
@@ -419,7 +435,7 @@ func (r *StatResult) Summary() string {
 // change passes, an undecided comparison is inconclusive and an invalid input is an error.
 // against names the base side in the message (e.g. "nccl" or "baseline").
 func (r *StatResult) Verdict(check, config, against string) Verdict {
-	v := Verdict{Check: check, Config: config, Stat: r, Kind: KindLatency}
+	v := Verdict{Name: check, Config: config, Stat: r, Kind: KindLatency}
 	if r.Direction == HigherIsBetter {
 		v.Kind = KindThroughput
 	}
@@ -433,16 +449,7 @@ func (r *StatResult) Verdict(check, config, against string) Verdict {
 			v.Metrics[k] = x
 		}
 	}
-	switch r.Outcome {
-	case Regression:
-		v.Outcome = Fail
-	case Improvement, NoChange:
-		v.Outcome = Pass
-	case Undecided:
-		v.Outcome = Inconclusive
-	default:
-		v.Outcome = Error
-	}
+	v.Outcome = r.Outcome.Verdict()
 	vs := ""
 	if against != "" {
 		vs = " vs " + against
@@ -452,11 +459,11 @@ func (r *StatResult) Verdict(check, config, against string) Verdict {
 		return v
 	}
 	v.Message = fmt.Sprintf("%s: %s %s%s (ratio %.2f, %.3g%% CI %.2f–%.2f, p=%s): %s", config, r.Metric,
-		fmtPct(r.Change), vs, r.Ratio, 100*r.CIConfidence, r.CILow, r.CIHigh, fmtP(r.PValue), strings.ReplaceAll(string(r.Outcome), "_", " "))
+		num.Pct(r.Change), vs, r.Ratio, 100*r.CIConfidence, r.CILow, r.CIHigh, fmtP(r.PValue), strings.ReplaceAll(string(r.Outcome), "_", " "))
 	var b strings.Builder
 	fmt.Fprintf(&b, "metric %s (%s), %d base vs %d head trials\n", r.Metric, r.Direction, r.NBase, r.NHead)
 	fmt.Fprintf(&b, "median %s -> %s (ratio %.4f, Hodges-Lehmann %.4f, %.1f%% CI %.4f–%.4f)\n",
-		fmtNum(r.BaseMedian), fmtNum(r.HeadMedian), r.Ratio, r.HLRatio, 100*r.CIConfidence, r.CILow, r.CIHigh)
+		num.Format(r.BaseMedian), num.Format(r.HeadMedian), r.Ratio, r.HLRatio, 100*r.CIConfidence, r.CILow, r.CIHigh)
 	fmt.Fprintf(&b, "t-test on logs: p(worse)=%s p(better)=%s; Mann-Whitney U: p(worse)=%s p(better)=%s",
 		fmtP(r.PWorse), fmtP(r.PBetter), fmtP(r.RankPWorse), fmtP(r.RankPBetter))
 	if r.Holm {
@@ -482,8 +489,18 @@ func fmtP(p float64) string {
 	}
 }
 
+// floatFields are the result's float fields by JSON key.
+func (r *StatResult) floatFields() map[string]*float64 {
+	return map[string]*float64{"base_median": &r.BaseMedian, "head_median": &r.HeadMedian, "ratio": &r.Ratio,
+		"change": &r.Change, "worse": &r.Worse, "hl_ratio": &r.HLRatio, "ci_low": &r.CILow, "ci_high": &r.CIHigh,
+		"ci_confidence": &r.CIConfidence, "p_worse": &r.PWorse, "p_better": &r.PBetter, "rank_p_worse": &r.RankPWorse,
+		"rank_p_better": &r.RankPBetter, "adj_p_worse": &r.AdjPWorse, "adj_p_better": &r.AdjPBetter, "p_value": &r.PValue,
+		"alpha": &r.Alpha, "min_effect": &r.MinEffect, "no_change_margin": &r.Margin, "rank_alpha": &r.RankAlpha}
+}
+
 // MarshalJSON writes the result with non-finite numbers (an error result's NaN ratio, for
-// example) as null, which encoding/json cannot otherwise encode.
+// example) as the strings "NaN", "+Inf" and "-Inf", which encoding/json cannot otherwise
+// encode; UnmarshalJSON reads them back, so the record is lossless.
 func (r StatResult) MarshalJSON() ([]byte, error) {
 	type plain StatResult
 	data, err := json.Marshal(plain(r))
@@ -491,28 +508,89 @@ func (r StatResult) MarshalJSON() ([]byte, error) {
 		return data, nil
 	}
 	clean := r
-	for _, f := range []*float64{&clean.BaseMedian, &clean.HeadMedian, &clean.Ratio, &clean.Change, &clean.Worse,
-		&clean.HLRatio, &clean.CILow, &clean.CIHigh, &clean.CIConfidence, &clean.PWorse, &clean.PBetter,
-		&clean.RankPWorse, &clean.RankPBetter, &clean.AdjPWorse, &clean.AdjPBetter, &clean.PValue} {
+	bad := map[string]string{}
+	for k, f := range clean.floatFields() {
 		if math.IsNaN(*f) || math.IsInf(*f, 0) {
+			bad[k] = nonFinite(*f)
 			*f = 0
 		}
 	}
 	var m map[string]any
-	data, err = json.Marshal(plain(clean))
-	if err != nil {
+	if data, err = json.Marshal(plain(clean)); err != nil {
 		return nil, err
 	}
 	if err := json.Unmarshal(data, &m); err != nil {
 		return nil, err
 	}
-	for k, f := range map[string]float64{"base_median": r.BaseMedian, "head_median": r.HeadMedian, "ratio": r.Ratio,
-		"change": r.Change, "worse": r.Worse, "hl_ratio": r.HLRatio, "ci_low": r.CILow, "ci_high": r.CIHigh,
-		"ci_confidence": r.CIConfidence, "p_worse": r.PWorse, "p_better": r.PBetter, "rank_p_worse": r.RankPWorse,
-		"rank_p_better": r.RankPBetter, "adj_p_worse": r.AdjPWorse, "adj_p_better": r.AdjPBetter, "p_value": r.PValue} {
-		if math.IsNaN(f) || math.IsInf(f, 0) {
-			m[k] = nil
-		}
+	for k, v := range bad {
+		m[k] = v
 	}
 	return json.Marshal(m)
+}
+
+// UnmarshalJSON implements json.Unmarshaler, reading non-finite numbers written as strings
+// (and null, which earlier versions wrote for them, as NaN).
+func (r *StatResult) UnmarshalJSON(b []byte) error {
+	type plain StatResult
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	special := map[string]float64{}
+	for k := range r.floatFields() {
+		v, ok := raw[k]
+		if !ok {
+			continue
+		}
+		var str string
+		switch {
+		case string(v) == "null":
+			special[k] = math.NaN()
+		case json.Unmarshal(v, &str) == nil:
+			f, err := parseNonFinite(str)
+			if err != nil {
+				return fmt.Errorf("field %q: %w", k, err)
+			}
+			special[k] = f
+		default:
+			continue
+		}
+		delete(raw, k)
+	}
+	clean, err := json.Marshal(raw)
+	if err != nil {
+		return err
+	}
+	var p plain
+	if err := json.Unmarshal(clean, &p); err != nil {
+		return err
+	}
+	*r = StatResult(p)
+	fields := r.floatFields()
+	for k, f := range special {
+		*fields[k] = f
+	}
+	return nil
+}
+
+func nonFinite(f float64) string {
+	switch {
+	case math.IsInf(f, 1):
+		return "+Inf"
+	case math.IsInf(f, -1):
+		return "-Inf"
+	}
+	return "NaN"
+}
+
+func parseNonFinite(s string) (float64, error) {
+	switch s {
+	case "NaN":
+		return math.NaN(), nil
+	case "+Inf", "Inf":
+		return math.Inf(1), nil
+	case "-Inf":
+		return math.Inf(-1), nil
+	}
+	return 0, fmt.Errorf("expected a number, NaN, +Inf or -Inf, found %q", s)
 }

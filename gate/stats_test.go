@@ -425,12 +425,48 @@ func TestStatResultJSON(t *testing.T) {
 	r := Compare(nil, []float64{1}, throughput(), DefaultStatOptions())
 	v := r.Verdict("c", "x", "")
 	data, err := json.Marshal(v)
-	if err != nil || !strings.Contains(string(data), `"ratio":null`) || !strings.Contains(string(data), `"outcome":"error"`) {
+	if err != nil || !strings.Contains(string(data), `"ratio":"NaN"`) || !strings.Contains(string(data), `"outcome":"error"`) {
 		t.Fatalf("%v %s", err, data)
+	}
+	var back Verdict
+	if err := json.Unmarshal(data, &back); err != nil || back.Stat == nil || !math.IsNaN(back.Stat.Ratio) || back.Stat.Outcome != StatError || back.Stat.Reason != r.Reason {
+		t.Fatalf("non-finite result not read back: %v %+v", err, back.Stat)
+	}
+	if err := json.Unmarshal([]byte(`{"ratio": null, "ci_low": "-Inf"}`), &back.Stat); err != nil || !math.IsNaN(back.Stat.Ratio) || !math.IsInf(back.Stat.CILow, -1) {
+		t.Fatalf("null and -Inf: %v %+v", err, back.Stat)
 	}
 	r = Compare([]float64{100, 101, 99}, []float64{90, 91, 89}, throughput(), DefaultStatOptions())
 	data, err = json.Marshal(&r)
 	if err != nil || !strings.Contains(string(data), `"metric":"output_throughput"`) {
 		t.Fatalf("%v %s", err, data)
+	}
+}
+
+func TestPolicyStatus(t *testing.T) {
+	for _, c := range []struct {
+		o    Outcome
+		p    Policy
+		st   Status
+		flag string
+	}{
+		{Pass, Policy{Strict: true}, StatusPassed, ""},
+		{Fail, Policy{}, StatusFailed, ""},
+		{Error, Policy{}, StatusError, ""},
+		{NoBaseline, Policy{}, StatusSkipped, ""},
+		{NoBaseline, Policy{Strict: true}, StatusFailed, "--strict"},
+		{NoBaseline, Policy{Strict: true, RequireBaseline: true}, StatusFailed, "--require-baseline"},
+		{Inconclusive, Policy{RequireBaseline: true}, StatusSkipped, ""},
+		{Inconclusive, Policy{Strict: true}, StatusFailed, "--strict"},
+		{Skip, Policy{Strict: true}, StatusFailed, "--strict"},
+		{"not_run", Policy{}, StatusError, ""},
+	} {
+		if st, flag := c.p.Status(c.o); st != c.st || flag != c.flag {
+			t.Errorf("%+v.Status(%s) = %s %q, want %s %q", c.p, c.o, st, flag, c.st, c.flag)
+		}
+	}
+	for o, want := range map[StatOutcome]Outcome{Regression: Fail, Improvement: Pass, NoChange: Pass, Undecided: Inconclusive, StatError: Error} {
+		if got := o.Verdict(); got != want {
+			t.Errorf("%s.Verdict() = %s, want %s", o, got, want)
+		}
 	}
 }

@@ -6,12 +6,6 @@
 // probe files and get back Verdicts. See docs/statistics.md and docs/baselines.md.
 package gate
 
-import (
-	"fmt"
-	"math"
-	"strconv"
-)
-
 // Outcome is the result class of one check.
 type Outcome string
 
@@ -28,8 +22,12 @@ const (
 	Skip         Outcome = "skip"
 )
 
-// Check kinds, the values of Verdict.Kind.
+// Check kinds, the values of Verdict.Kind. KindHealth (launch, readiness, the engine log) and
+// KindMeasurement (a numerics probe or throughput trials that must complete) are judged by the
+// suites; the others by this package.
 const (
+	KindHealth         = "health"
+	KindMeasurement    = "measurement"
 	KindFloor          = "floor"
 	KindRelative       = "relative"
 	KindExpect         = "expect"
@@ -41,43 +39,62 @@ const (
 
 // Verdict is the result of one check, shared by the suites and the reporters.
 type Verdict struct {
-	Check   string             `json:"check"`   // check name
-	Kind    string             `json:"kind"`    // one of the Kind* constants
-	Config  string             `json:"config"`  // config (or "base vs head")
-	Outcome Outcome            `json:"outcome"` // pass, fail, error, ...
-	Message string             `json:"message"` // one line
+	Name    string             `json:"name"`             // check name
+	Kind    string             `json:"kind"`             // one of the Kind* constants
+	Config  string             `json:"config,omitempty"` // config ("" for checks spanning configs)
+	Outcome Outcome            `json:"outcome"`          // pass, fail, error, ...
+	Message string             `json:"message"`          // one line
 	Details string             `json:"details,omitempty"`
 	Metrics map[string]float64 `json:"metrics,omitempty"` // numbers for reports and JUnit properties
 	Stat    *StatResult        `json:"stat,omitempty"`    // set by statistical checks
 }
 
+// Status is how a judged check reports (its JUnit element): passed, failed, error or skipped.
+type Status string
+
+// Statuses.
+const (
+	StatusPassed  Status = "passed"
+	StatusFailed  Status = "failed"
+	StatusError   Status = "error"
+	StatusSkipped Status = "skipped"
+)
+
+// Policy is how a run treats the checks that decided nothing: under Strict (--strict)
+// no_baseline, inconclusive and skipped checks fail; under RequireBaseline (--require-baseline)
+// no_baseline fails.
+type Policy struct {
+	Strict, RequireBaseline bool
+}
+
+// Status is the one mapping of an outcome to its status under the policy. flag names the option
+// that alone makes it fail ("--strict", "--require-baseline"; "" when the outcome itself decides).
+// An outcome this package does not define (a report's not_run, for example) is an error, so
+// that it can never pass silently; callers that mean otherwise set the status themselves.
+func (p Policy) Status(o Outcome) (st Status, flag string) {
+	switch o {
+	case Pass:
+		return StatusPassed, ""
+	case Fail:
+		return StatusFailed, ""
+	case Error:
+		return StatusError, ""
+	case NoBaseline:
+		switch {
+		case p.RequireBaseline:
+			return StatusFailed, "--require-baseline"
+		case p.Strict:
+			return StatusFailed, "--strict"
+		}
+		return StatusSkipped, ""
+	case Inconclusive, Skip:
+		if p.Strict {
+			return StatusFailed, "--strict"
+		}
+		return StatusSkipped, ""
+	}
+	return StatusError, ""
+}
+
 // Failed reports whether the verdict should turn the gate red (a fail or an error).
 func (v Verdict) Failed() bool { return v.Outcome == Fail || v.Outcome == Error }
-
-// fmtNum formats a number compactly for one-line messages: up to 4 significant digits for
-// fractional values, integers without a decimal point.
-func fmtNum(x float64) string {
-	switch {
-	case math.IsNaN(x) || math.IsInf(x, 0):
-		return strconv.FormatFloat(x, 'g', -1, 64)
-	case x == math.Trunc(x) && math.Abs(x) < 1e15:
-		return strconv.FormatFloat(x, 'f', 0, 64)
-	case math.Abs(x) >= 1e-3 && math.Abs(x) < 1e6:
-		return strconv.FormatFloat(x, 'g', 4, 64)
-	default:
-		return strconv.FormatFloat(x, 'e', 3, 64)
-	}
-}
-
-// fmtPct formats a fraction as a signed percentage, e.g. -0.571 -> "-57.1%".
-func fmtPct(f float64) string {
-	p := f * 100
-	switch a := math.Abs(p); {
-	case a >= 10:
-		return fmt.Sprintf("%+.0f%%", p)
-	case a >= 1:
-		return fmt.Sprintf("%+.1f%%", p)
-	default:
-		return fmt.Sprintf("%+.2f%%", p)
-	}
-}

@@ -3,11 +3,11 @@ package history
 import (
 	"context"
 	"fmt"
-	"math"
 	"strings"
 	"time"
 
 	"github.com/reckon-ci/reckon/gate"
+	"github.com/reckon-ci/reckon/internal/num"
 )
 
 // Finding is one change point of one series, with the runs on either side of it.
@@ -56,18 +56,7 @@ func (f Finding) Line() string {
 	}
 	return fmt.Sprintf("%s %s: change point%s at run %s (%s), %+.1f%% (%s ± %s -> %s ± %s, n %d -> %d, p=%s)",
 		f.Series.Config, f.Series.Metric, what, f.Time.Format("2006-01-02"), f.CommitRange(), f.Forward*100,
-		num(f.Before.Mean), num(f.Before.Std), num(f.After.Mean), num(f.After.Std), f.Before.N, f.After.N, fmtP(f.PValue))
-}
-
-func num(x float64) string {
-	switch a := math.Abs(x); {
-	case a >= 1000:
-		return fmt.Sprintf("%.0f", x)
-	case a >= 10:
-		return fmt.Sprintf("%.1f", x)
-	default:
-		return fmt.Sprintf("%.3g", x)
-	}
+		num.Format(f.Before.Mean), num.Format(f.Before.Std), num.Format(f.After.Mean), num.Format(f.After.Std), f.Before.N, f.After.N, fmtP(f.PValue))
 }
 
 func fmtP(p float64) string {

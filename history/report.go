@@ -7,6 +7,8 @@ import (
 	"math"
 	"strconv"
 	"time"
+
+	"github.com/reckon-ci/reckon/internal/num"
 )
 
 // ReportOptions shape the trend page.
@@ -112,7 +114,7 @@ func trendSVG(s *Series, fs []Finding, lastN int) trendChart {
 	for k := 0; k <= 4; k++ {
 		v := lo + (hi-lo)*float64(k)/4
 		c.Lines = append(c.Lines, trendLine{X1: left, Y1: y(v), X2: W - right, Y2: y(v), W: 0.5, Stroke: "#e3e6ea"})
-		c.Texts = append(c.Texts, trendText{X: left - 4, Y: y(v) + 3, Anchor: "end", Text: num(v), Class: "tick"})
+		c.Texts = append(c.Texts, trendText{X: left - 4, Y: y(v) + 3, Anchor: "end", Text: num.Format(v), Class: "tick"})
 	}
 	step := max(1, len(pts)/8)
 	for i := 0; i < len(pts); i += step {
@@ -150,7 +152,7 @@ func trendSVG(s *Series, fs []Finding, lastN int) trendChart {
 		}
 	}
 	for i, p := range pts {
-		tip := fmt.Sprintf("run %d · %s · commit %s · median %s of %d trial(s)", p.RunID, p.StartedAt.Format("2006-01-02 15:04"), short(p.Commit), num(p.Value), len(p.Samples))
+		tip := fmt.Sprintf("run %d · %s · commit %s · median %s of %d trial(s)", p.RunID, p.StartedAt.Format("2006-01-02 15:04"), short(p.Commit), num.Format(p.Value), len(p.Samples))
 		d := trendDot{X: x(i), Y: y(p.Value), R: 3, Fill: "#4c78a8", Tip: tip}
 		if i == len(pts)-1 {
 			d.R, d.Fill, d.Tip = 5.5, "#f28e2b", "latest run (tonight): "+tip

@@ -21,6 +21,8 @@ import (
 
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx" (PostgreSQL)
 	_ "modernc.org/sqlite"             // database/sql driver "sqlite" (pure Go)
+
+	"github.com/reckon-ci/reckon/internal/num"
 )
 
 // Backends (Store.Backend).
@@ -195,8 +197,8 @@ func Migrations(backend string) ([]Migration, error) {
 	}
 	var out []Migration
 	for _, e := range entries {
-		num, name, ok := strings.Cut(strings.TrimSuffix(e.Name(), ".sql"), "_")
-		v, err := strconv.Atoi(num)
+		seq, name, ok := strings.Cut(strings.TrimSuffix(e.Name(), ".sql"), "_")
+		v, err := strconv.Atoi(seq)
 		if !ok || err != nil || v <= 0 {
 			return nil, fmt.Errorf("history: migration %s/%s: expected NNNN_name.sql", dir, e.Name())
 		}
@@ -624,22 +626,8 @@ func (s *Store) scanSeries(ctx context.Context, q string, args []any) ([]Series,
 	}
 	for i := range out {
 		for j := range out[i].Points {
-			out[i].Points[j].Value = median(out[i].Points[j].Samples)
+			out[i].Points[j].Value = num.Median(out[i].Points[j].Samples)
 		}
 	}
 	return out, nil
-}
-
-// median of xs (xs is not modified); NaN for none.
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return math.NaN()
-	}
-	c := append([]float64(nil), xs...)
-	sort.Float64s(c)
-	n := len(c)
-	if n%2 == 1 {
-		return c[n/2]
-	}
-	return (c[n/2-1] + c[n/2]) / 2
 }

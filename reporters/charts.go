@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"math"
 	"strings"
+
+	"github.com/reckon-ci/reckon/gate"
+	"github.com/reckon-ci/reckon/internal/num"
 )
 
 // svgChart is a chart laid out in Go and drawn by the HTML template as inline SVG; every text in
@@ -152,7 +155,7 @@ func hbarChart(title, unit string, groups []hgroup, legend []legendItem) svgChar
 					continue
 				}
 				w := xOf(s.Value) - chartLabelW
-				tip := fmt.Sprintf("%s %s: %s %s", g.Label, s.Name, fmtNum(s.Value), unit)
+				tip := fmt.Sprintf("%s %s: %s %s", g.Label, s.Name, num.Format(s.Value), unit)
 				ch.Rects = append(ch.Rects, svgRect{X: x, Y: y, W: w, H: chartBarH, Fill: s.Color, Tip: strings.TrimSpace(tip)})
 				x += w
 			}
@@ -167,7 +170,7 @@ func hbarChart(title, unit string, groups []hgroup, legend []legendItem) svgChar
 			}
 			for _, d := range b.Dots {
 				if finite(d) {
-					ch.Dots = append(ch.Dots, svgDot{X: xOf(d), Y: mid, R: 2.5, Fill: "#222", Tip: fmtNum(d) + " " + unit})
+					ch.Dots = append(ch.Dots, svgDot{X: xOf(d), Y: mid, R: 2.5, Fill: "#222", Tip: num.Format(d) + " " + unit})
 				}
 			}
 			if b.Label != "" {
@@ -184,7 +187,7 @@ func hbarChart(title, unit string, groups []hgroup, legend []legendItem) svgChar
 	for v := 0.0; v <= top+step/2; v += step {
 		x := xOf(v)
 		ch.Lines = append(ch.Lines, svgLine{X1: x, Y1: chartTop - 4, X2: x, Y2: axisY, Stroke: "#e0e0e0", Width: 1, Dash: "2,2"})
-		ch.Texts = append(ch.Texts, svgText{X: x, Y: axisY + 14, Text: fmtNum(v), Anchor: "middle", Class: "tick"})
+		ch.Texts = append(ch.Texts, svgText{X: x, Y: axisY + 14, Text: num.Format(v), Anchor: "middle", Class: "tick"})
 	}
 	ch.Texts = append(ch.Texts, svgText{X: chartLabelW + chartPlotW/2, Y: axisY + 28, Text: unit, Anchor: "middle", Class: "tick"})
 	ch.Height = axisY + chartAxisH
@@ -218,13 +221,13 @@ func clipRunes(s string, n int) string {
 
 // isThroughputCheck reports whether c is a statistical throughput comparison.
 func isThroughputCheck(c *Check) bool {
-	return c.Kind == KindThroughput || (c.Kind == KindRelative && !strings.HasSuffix(c.Metric, "_ms")) ||
-		(c.Kind != KindLatency && strings.Contains(c.Metric, "throughput"))
+	return c.Kind == gate.KindThroughput || (c.Kind == gate.KindRelative && !strings.HasSuffix(c.Metric(), "_ms")) ||
+		(c.Kind != gate.KindLatency && strings.Contains(c.Metric(), "throughput"))
 }
 
 // isLatencyCheck reports whether c is a statistical latency comparison.
 func isLatencyCheck(c *Check) bool {
-	return c.Kind == KindLatency || (c.Kind == KindRelative && strings.HasSuffix(c.Metric, "_ms"))
+	return c.Kind == gate.KindLatency || (c.Kind == gate.KindRelative && strings.HasSuffix(c.Metric(), "_ms"))
 }
 
 // throughputVsBaselineChart charts the statistical throughput checks (see statChart).
@@ -244,10 +247,10 @@ func statChart(title string, checks []Check, keep func(*Check) bool) *svgChart {
 	units := map[string]bool{}
 	for i := range checks {
 		c := &checks[i]
-		if c.BaseMedian == nil || c.HeadMedian == nil || !keep(c) {
+		if c.baseMedian() == nil || c.headMedian() == nil || !keep(c) {
 			continue
 		}
-		base, head := *c.BaseMedian, *c.HeadMedian
+		base, head := *c.baseMedian(), *c.headMedian()
 		against := "baseline"
 		if c.Against != "" {
 			against = c.Against
@@ -259,21 +262,21 @@ func statChart(title string, checks []Check, keep func(*Check) bool) *svgChart {
 		case StatusPassed:
 			col = colPass
 		}
-		hb := hbar{Label: c.Config, Segments: []hseg{{Value: head, Color: col, Name: c.Config}}, Text: fmtNum(head)}
-		if c.Ratio != nil {
-			hb.Text += " (" + fmtPct(*c.Ratio) + ")"
+		hb := hbar{Label: c.Config, Segments: []hseg{{Value: head, Color: col, Name: c.Config}}, Text: num.Format(head)}
+		if c.ratio() != nil {
+			hb.Text += " (" + num.Pct(*c.ratio()-1) + ")"
 		}
-		if c.CILow != nil && c.CIHigh != nil && finite(base) {
-			hb.Whisker = &[2]float64{base * *c.CILow, base * *c.CIHigh}
+		if c.ciLow() != nil && c.ciHigh() != nil && finite(base) {
+			hb.Whisker = &[2]float64{base * *c.ciLow(), base * *c.ciHigh()}
 		}
 		groups = append(groups, hgroup{
-			Label: c.Config + " · " + c.Metric,
+			Label: c.Config + " · " + c.Metric(),
 			Bars: []hbar{
-				{Label: against, Segments: []hseg{{Value: base, Color: colBase, Name: against}}, Text: fmtNum(base)},
+				{Label: against, Segments: []hseg{{Value: base, Color: colBase, Name: against}}, Text: num.Format(base)},
 				hb,
 			},
 		})
-		units[metricUnit(c.Metric)] = true
+		units[metricUnit(c.Metric())] = true
 	}
 	if len(groups) == 0 {
 		return nil
@@ -313,7 +316,7 @@ func throughputPerConfigChart(r *Run) *svgChart {
 				lo, hi = math.Min(lo, v), math.Max(hi, v)
 			}
 			g.Bars = append(g.Bars, hbar{Label: c.Name, Segments: []hseg{{Value: m, Color: colNeutral, Name: "median"}},
-				Whisker: &[2]float64{lo, hi}, Dots: vs, Text: fmt.Sprintf("%s (n=%d)", fmtNum(m), len(vs))})
+				Whisker: &[2]float64{lo, hi}, Dots: vs, Text: fmt.Sprintf("%s (n=%d)", num.Format(m), len(vs))})
 		}
 		if len(g.Bars) > 0 {
 			groups = append(groups, g)
@@ -356,7 +359,7 @@ func memoryPlanChart(r *Run) *svgChart {
 		var segs []hseg
 		total := 0.0
 		for _, k := range order {
-			if v, ok := num(c.Engine, k); ok && v > 0 {
+			if v, ok := mapNum(c.Engine, k); ok && v > 0 {
 				segs = append(segs, hseg{Value: v, Color: colours[k], Name: memLabel(k)})
 				used[k] = true
 				total += v
@@ -411,7 +414,7 @@ func latencyCharts(r *Run) []svgChart {
 			} {
 				for _, k := range p.keys {
 					if v, ok := median(trialValues(c, only, k)); ok {
-						bars = append(bars, hbar{Label: p.name, Segments: []hseg{{Value: v, Color: p.color, Name: p.name}}, Text: fmtNum(v) + " ms"})
+						bars = append(bars, hbar{Label: p.name, Segments: []hseg{{Value: v, Color: p.color, Name: p.name}}, Text: num.Format(v) + " ms"})
 						break
 					}
 				}

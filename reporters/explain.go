@@ -3,9 +3,11 @@ package reporters
 import (
 	"fmt"
 	"math"
-	"slices"
 	"sort"
 	"strings"
+
+	"github.com/reckon-ci/reckon/gate"
+	"github.com/reckon-ci/reckon/internal/num"
 )
 
 // Engine report keys the explanations and charts read (see Config.Engine).
@@ -71,10 +73,10 @@ func Explain(r *Run, c *Check) string {
 	}
 	if ref.cfg != nil {
 		if hp, bp := maxOf(cfg.GPUPeakMiB), maxOf(ref.cfg.GPUPeakMiB); hp > 0 && bp > 0 && significant(hp/1024, bp/1024) {
-			parts = append(parts, fmt.Sprintf("peak GPU memory %s (%.2f -> %.2f GiB)", fmtPct(hp/bp), bp/1024, hp/1024))
+			parts = append(parts, fmt.Sprintf("peak GPU memory %s (%.2f -> %.2f GiB)", num.Pct(hp/bp-1), bp/1024, hp/1024))
 		}
-		if c.Kind == KindThroughput || c.Kind == KindLatency || c.Kind == KindRelative {
-			parts = append(parts, latencyDiffs(cfg, ref.cfg, c.Metric)...)
+		if c.Kind == gate.KindThroughput || c.Kind == gate.KindLatency || c.Kind == gate.KindRelative {
+			parts = append(parts, latencyDiffs(cfg, ref.cfg, c.Metric())...)
 		}
 	}
 	return strings.Join(parts, "; ")
@@ -157,30 +159,30 @@ func isNameByte(b byte) bool {
 
 // kvText describes the KV cache, compared with ref when given.
 func kvText(head, ref map[string]any, refName string) string {
-	hg, okHG := num(head, keyKVGiB)
-	ht, okHT := num(head, keyKVTokens)
+	hg, okHG := mapNum(head, keyKVGiB)
+	ht, okHT := mapNum(head, keyKVTokens)
 	if ref == nil {
 		switch {
 		case okHG && okHT:
-			return fmt.Sprintf("KV cache %.2f GiB (%s tokens)", hg, fmtNum(ht))
+			return fmt.Sprintf("KV cache %.2f GiB (%s tokens)", hg, num.Format(ht))
 		case okHG:
 			return fmt.Sprintf("KV cache %.2f GiB", hg)
 		case okHT:
-			return fmt.Sprintf("KV cache %s tokens", fmtNum(ht))
+			return fmt.Sprintf("KV cache %s tokens", num.Format(ht))
 		}
 		return ""
 	}
-	bg, okBG := num(ref, keyKVGiB)
-	bt, okBT := num(ref, keyKVTokens)
+	bg, okBG := mapNum(ref, keyKVGiB)
+	bt, okBT := mapNum(ref, keyKVTokens)
 	gib := okHG && okBG
 	tok := okHT && okBT
 	switch {
 	case gib && tok && bg > 0:
-		return fmt.Sprintf("KV cache %s (%.2f -> %.2f GiB, %s -> %s tokens)", fmtPct(hg/bg), bg, hg, fmtNum(bt), fmtNum(ht))
+		return fmt.Sprintf("KV cache %s (%.2f -> %.2f GiB, %s -> %s tokens)", num.Pct(hg/bg-1), bg, hg, num.Format(bt), num.Format(ht))
 	case gib && bg > 0:
-		return fmt.Sprintf("KV cache %s (%.2f -> %.2f GiB)", fmtPct(hg/bg), bg, hg)
+		return fmt.Sprintf("KV cache %s (%.2f -> %.2f GiB)", num.Pct(hg/bg-1), bg, hg)
 	case tok && bt > 0:
-		return fmt.Sprintf("KV cache %s (%s -> %s tokens)", fmtPct(ht/bt), fmtNum(bt), fmtNum(ht))
+		return fmt.Sprintf("KV cache %s (%s -> %s tokens)", num.Pct(ht/bt-1), num.Format(bt), num.Format(ht))
 	case okHG:
 		return fmt.Sprintf("KV cache %.2f GiB (%s: unknown)", hg, refName)
 	}
@@ -195,7 +197,7 @@ func memoryKeys(ms ...map[string]any) []string {
 	var keys []string
 	for _, k := range known {
 		for _, m := range ms {
-			if _, ok := num(m, k); ok {
+			if _, ok := mapNum(m, k); ok {
 				keys = append(keys, k)
 				seen[k] = true
 				break
@@ -208,7 +210,7 @@ func memoryKeys(ms ...map[string]any) []string {
 			if seen[k] || !strings.HasSuffix(k, "_gib") || isTotalKey(k) {
 				continue
 			}
-			if _, ok := num(m, k); ok {
+			if _, ok := mapNum(m, k); ok {
 				seen[k] = true
 				extra = append(extra, k)
 			}
@@ -253,12 +255,12 @@ func significant(a, b float64) bool {
 func memoryDiffs(head, ref map[string]any, refName string) []string {
 	var out []string
 	for _, k := range memoryKeys(head, ref) {
-		h, okH := num(head, k)
-		b, okB := num(ref, k)
+		h, okH := mapNum(head, k)
+		b, okB := mapNum(ref, k)
 		switch {
 		case okH && okB && significant(h, b):
 			if b > 0 {
-				out = append(out, fmt.Sprintf("%s %s (%.2f -> %.2f GiB)", memLabel(k), fmtPct(h/b), b, h))
+				out = append(out, fmt.Sprintf("%s %s (%.2f -> %.2f GiB)", memLabel(k), num.Pct(h/b-1), b, h))
 			} else {
 				out = append(out, fmt.Sprintf("%s %.2f GiB (%s: %.2f)", memLabel(k), h, refName, b))
 			}
@@ -283,7 +285,7 @@ func latencyDiffs(head, ref *Config, skip string) []string {
 		h, okH := median(trialValues(head, shared, k.key))
 		b, okB := median(trialValues(ref, shared, k.key))
 		if okH && okB && b > 0 && math.Abs(h/b-1) >= 0.1 {
-			out = append(out, fmt.Sprintf("%s %s (%s -> %s ms)", k.label, fmtPct(h/b), fmtNum(b), fmtNum(h)))
+			out = append(out, fmt.Sprintf("%s %s (%s -> %s ms)", k.label, num.Pct(h/b-1), num.Format(b), num.Format(h)))
 		}
 	}
 	return out
@@ -347,7 +349,7 @@ func throughputTexts(r *Run, cfg *Config) []string {
 	if len(wls) <= 1 {
 		vs := trialValues(cfg, nil, key)
 		if m, ok := median(vs); ok {
-			return []string{fmt.Sprintf("%s (n=%d)", fmtNum(m), len(vs))}
+			return []string{fmt.Sprintf("%s (n=%d)", num.Format(m), len(vs))}
 		}
 		return nil
 	}
@@ -355,23 +357,10 @@ func throughputTexts(r *Run, cfg *Config) []string {
 	for _, w := range wls {
 		vs := trialValues(cfg, map[string]bool{w: true}, key)
 		if m, ok := median(vs); ok {
-			out = append(out, fmt.Sprintf("%s: %s (n=%d)", w, fmtNum(m), len(vs)))
+			out = append(out, fmt.Sprintf("%s: %s (n=%d)", w, num.Format(m), len(vs)))
 		}
 	}
 	return out
-}
-
-func median(vs []float64) (float64, bool) {
-	if len(vs) == 0 {
-		return 0, false
-	}
-	s := slices.Clone(vs)
-	slices.Sort(s)
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2], true
-	}
-	return (s[n/2-1] + s[n/2]) / 2, true
 }
 
 func maxOf(vs []float64) float64 {
@@ -393,11 +382,14 @@ func schedulerDiffs(head, ref map[string]any) []string {
 		{"max_concurrency", "max concurrency"},
 		{"spec_accept_length", "speculative accept length"},
 	} {
-		h, okH := num(head, k.key)
-		b, okB := num(ref, k.key)
+		h, okH := mapNum(head, k.key)
+		b, okB := mapNum(ref, k.key)
 		if okH && okB && b > 0 && math.Abs(h/b-1) >= 0.1 {
-			out = append(out, fmt.Sprintf("%s %s (%s -> %s)", k.label, fmtPct(h/b), fmtNum(b), fmtNum(h)))
+			out = append(out, fmt.Sprintf("%s %s (%s -> %s)", k.label, num.Pct(h/b-1), num.Format(b), num.Format(h)))
 		}
 	}
 	return out
 }
+
+// median is num.Median with whether there was a value at all.
+func median(vs []float64) (float64, bool) { return num.Median(vs), len(vs) > 0 }

@@ -3,6 +3,8 @@ package reporters
 import (
 	"strings"
 	"testing"
+
+	"github.com/reckon-ci/reckon/gate"
 )
 
 func TestExplainTellsTheStory(t *testing.T) {
@@ -43,12 +45,12 @@ func TestExplainFindsTheComparison(t *testing.T) {
 	// Against the stored baseline's engine report.
 	g := r.config("graph-bs-160")
 	g.BaselineEngine["cuda_graph_gib"] = 0.5
-	bc := Check{Name: "tput", Kind: KindThroughput, Config: "graph-bs-160", Status: StatusFailed, Message: "graph-bs-160: output throughput -12% vs baseline"}
+	bc := Check{Verdict: gate.Verdict{Name: "tput", Kind: gate.KindThroughput, Config: "graph-bs-160", Message: "graph-bs-160: output throughput -12% vs baseline"}, Status: StatusFailed}
 	got := Explain(r, &bc)
 	if !strings.Contains(got, "CUDA graphs +250% (0.50 -> 1.75 GiB)") || !strings.Contains(got, "KV cache -0.1%") {
 		t.Errorf("baseline comparison: %q", got)
 	}
-	if Explain(r, &Check{Config: "nope"}) != "" || Explain(nil, nil) != "" {
+	if Explain(r, &Check{Verdict: gate.Verdict{Config: "nope"}}) != "" || Explain(nil, nil) != "" {
 		t.Error("explanation for an unknown config")
 	}
 }
@@ -71,7 +73,7 @@ func TestExplainSaysWhyCustomAllreduceWasDisabled(t *testing.T) {
 	cfg := r.config("custom-ar")
 	cfg.Engine["allreduce"] = "nccl"
 	cfg.Engine["custom_allreduce_disabled_reason"] = "not all GPUs are connected by NVLink"
-	c := Check{Name: "expect", Kind: KindExpect, Config: "custom-ar", Status: StatusFailed, Message: "custom-ar: allreduce nccl, expected custom"}
+	c := Check{Verdict: gate.Verdict{Name: "expect", Kind: gate.KindExpect, Config: "custom-ar", Message: "custom-ar: allreduce nccl, expected custom"}, Status: StatusFailed}
 	if got := Explain(r, &c); !strings.Contains(got, "allreduce nccl; custom allreduce disabled: not all GPUs are connected by NVLink") {
 		t.Errorf("fallback reason missing: %q", got)
 	}

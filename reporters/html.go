@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/reckon-ci/reckon/internal/num"
 )
 
 // htmlBodyBytes caps the details and log text of one check in the HTML report.
@@ -74,7 +76,7 @@ func sparklineOf(trend []float64) *sparkline {
 		s.LastX, s.LastY = x, y
 	}
 	s.Points = strings.TrimSpace(b.String())
-	s.Tip = fmt.Sprintf("history: %d runs, %s .. %s, this run %s", len(xs), fmtNum(lo), fmtNum(hi), fmtNum(xs[len(xs)-1]))
+	s.Tip = fmt.Sprintf("history: %d runs, %s .. %s, this run %s", len(xs), num.Format(lo), num.Format(hi), num.Format(xs[len(xs)-1]))
 	return s
 }
 
@@ -185,14 +187,14 @@ func buildPage(r *Run) *htmlPage {
 		}
 		hc.Throughput = cleanText(strings.Join(throughputTexts(r, c), "; "))
 		if pk := maxOf(c.GPUPeakMiB); pk > 0 {
-			hc.Peak = fmtNum(pk)
+			hc.Peak = num.Format(pk)
 		}
 		if sm := sums[c.Name]; sm != nil {
 			for _, it := range sm.throughput {
-				hc.VsComparison = append(hc.VsComparison, htmlBadge{checkStatus(it.check), htmlStatus(it.check), cleanText(it.lead + it.name)})
+				hc.VsComparison = append(hc.VsComparison, htmlBadge{string(checkStatus(it.check)), htmlStatus(it.check), cleanText(it.lead + it.name)})
 			}
 			for _, it := range sm.equivalence {
-				hc.Equivalence = append(hc.Equivalence, htmlBadge{checkStatus(it.check), htmlStatus(it.check), cleanText(it.lead + it.name)})
+				hc.Equivalence = append(hc.Equivalence, htmlBadge{string(checkStatus(it.check)), htmlStatus(it.check), cleanText(it.lead + it.name)})
 			}
 		}
 		p.Configs = append(p.Configs, hc)
@@ -264,24 +266,24 @@ func htmlStatus(c *Check) string {
 
 func htmlCheckOf(r *Run, c *Check) htmlCheck {
 	h := htmlCheck{
-		Icon: htmlStatus(c), Class: checkStatus(c), Config: cleanText(c.Config), Name: cleanText(c.Name),
+		Icon: htmlStatus(c), Class: string(checkStatus(c)), Config: cleanText(c.Config), Name: cleanText(c.Name),
 		Kind: cleanText(c.Kind), Message: oneLine(c.Message, 1000), Explanation: oneLine(explanation(r, c), 2000),
-		Details: clip(cleanText(c.Details), htmlBodyBytes), Outcome: cleanText(c.Outcome),
+		Details: clip(cleanText(c.Details), htmlBodyBytes), Outcome: cleanText(c.outcomeText()),
 	}
 	if h.Config == "" {
 		h.Config = CrossConfig
 	}
-	if c.Ratio != nil {
-		h.Delta = fmtPct(*c.Ratio)
+	if c.ratio() != nil {
+		h.Delta = num.Pct(*c.ratio() - 1)
 	}
-	if c.CILow != nil && c.CIHigh != nil {
-		h.CI = fmt.Sprintf("[%s, %s]", fmtPct(*c.CILow), fmtPct(*c.CIHigh))
+	if c.ciLow() != nil && c.ciHigh() != nil {
+		h.CI = fmt.Sprintf("[%s, %s]", num.Pct(*c.ciLow()-1), num.Pct(*c.ciHigh()-1))
 	}
-	if c.PValue != nil {
-		h.P = fmt.Sprintf("%.3g", *c.PValue)
+	if c.pValue() != nil {
+		h.P = fmt.Sprintf("%.3g", *c.pValue())
 	}
-	if c.BaseMedian != nil && c.HeadMedian != nil {
-		h.Medians = fmt.Sprintf("%s → %s", fmtNum(*c.BaseMedian), fmtNum(*c.HeadMedian))
+	if c.baseMedian() != nil && c.headMedian() != nil {
+		h.Medians = fmt.Sprintf("%s → %s", num.Format(*c.baseMedian()), num.Format(*c.headMedian()))
 	}
 	if c.Duration > 0 {
 		h.Duration = fmtDuration(c.Duration.Seconds())

@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/reckon-ci/reckon/gate"
 )
 
 // externalRef finds anything in an HTML document that would load a resource from outside it.
@@ -128,8 +130,7 @@ func TestSeveralWorkloadsAreNotMixed(t *testing.T) {
 
 func TestLatencyChecksGetTheirOwnChart(t *testing.T) {
 	r := sampleRun()
-	r.Checks = append(r.Checks, Check{Name: "p99_tpot_ms vs baseline", Kind: KindLatency, Config: "nccl", Status: StatusFailed,
-		Metric: "p99_tpot_ms", Message: "nccl: p99 TPOT +31% vs baseline", BaseMedian: fp(53), HeadMedian: fp(69.7), Ratio: fp(1.31), CILow: fp(1.2), CIHigh: fp(1.4)})
+	r.Checks = append(r.Checks, Check{Verdict: gate.Verdict{Name: "p99_tpot_ms vs baseline", Kind: gate.KindLatency, Config: "nccl", Message: "nccl: p99 TPOT +31% vs baseline", Stat: &gate.StatResult{Metric: "p99_tpot_ms", BaseMedian: 53, HeadMedian: 69.7, Ratio: 1.31, CILow: 1.2, CIHigh: 1.4}}, Status: StatusFailed})
 	h := htmlOf(t, r)
 	if !strings.Contains(h, "Latency vs baseline / comparison config") {
 		t.Error("no latency comparison chart")

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/reckon-ci/reckon/gate"
 )
 
 // WriteJSON writes r as results.json: indented JSON, lossless. Numbers that JSON cannot hold
@@ -63,9 +65,9 @@ func DecodeResults(data []byte) (*Run, error) {
 	switch {
 	case probe.Schema == nil:
 		return nil, fmt.Errorf(`no "schema" field: not a reckon results file (expected "schema": %q)`, Schema)
-	case *probe.Schema == Schema:
+	case *probe.Schema == Schema, *probe.Schema == SchemaV1:
 	case strings.HasPrefix(*probe.Schema, "reckon.results/"):
-		return nil, fmt.Errorf(`field "schema": %q is not supported by this reckon, which reads %q`, *probe.Schema, Schema)
+		return nil, fmt.Errorf(`field "schema": %q is not supported by this reckon, which reads %q and %q`, *probe.Schema, Schema, SchemaV1)
 	default:
 		return nil, fmt.Errorf(`field "schema": %q is not a reckon results file (expected %q)`, *probe.Schema, Schema)
 	}
@@ -78,7 +80,14 @@ func DecodeResults(data []byte) (*Run, error) {
 		line, col := lineCol(data, dec.InputOffset())
 		return nil, fmt.Errorf("line %d, column %d: unexpected data after the results object", line, col)
 	}
-	return in.run()
+	r, err := in.run()
+	if err != nil {
+		return nil, err
+	}
+	// Read, a run is the current results model whatever schema it was written in, and is
+	// written again as such.
+	r.Schema = Schema
+	return r, nil
 }
 
 // jsonError turns a decoding error into one that names the line, column and field.
@@ -272,23 +281,15 @@ func (c Config) MarshalJSON() ([]byte, error) {
 
 type checkJSON Check
 
-// MarshalJSON implements json.Marshaler (non-finite numbers as strings; the duration also in
-// seconds for readers, which ReadResults ignores).
+// MarshalJSON implements json.Marshaler (non-finite metrics as strings; the duration also in
+// seconds for readers, which ReadResults ignores). A statistical check's whole result is at
+// "stat" (gate.StatResult writes its non-finite numbers as null).
 func (c Check) MarshalJSON() ([]byte, error) {
 	return json.Marshal(struct {
 		checkJSON
-		Metrics    map[string]jfloat `json:"metrics,omitempty"`
-		BaseMedian *jfloat           `json:"base_median,omitempty"`
-		HeadMedian *jfloat           `json:"head_median,omitempty"`
-		Ratio      *jfloat           `json:"ratio,omitempty"`
-		CILow      *jfloat           `json:"ci_low,omitempty"`
-		CIHigh     *jfloat           `json:"ci_high,omitempty"`
-		PValue     *jfloat           `json:"p_value,omitempty"`
-		DurationS  float64           `json:"duration_s"`
-	}{
-		checkJSON(c), toJMap(c.Metrics), toJPtr(c.BaseMedian), toJPtr(c.HeadMedian), toJPtr(c.Ratio),
-		toJPtr(c.CILow), toJPtr(c.CIHigh), toJPtr(c.PValue), c.Duration.Seconds(),
-	})
+		Metrics   map[string]jfloat `json:"metrics,omitempty"`
+		DurationS float64           `json:"duration_s"`
+	}{checkJSON(c), toJMap(c.Metrics), c.Duration.Seconds()})
 }
 
 // wireSegment matches the names of the decoding structs that error paths mention.
@@ -317,14 +318,56 @@ type trialIn struct {
 
 type checkIn struct {
 	checkJSON
-	Metrics    map[string]any `json:"metrics,omitempty"`
-	BaseMedian any            `json:"base_median,omitempty"`
-	HeadMedian any            `json:"head_median,omitempty"`
-	Ratio      any            `json:"ratio,omitempty"`
-	CILow      any            `json:"ci_low,omitempty"`
-	CIHigh     any            `json:"ci_high,omitempty"`
-	PValue     any            `json:"p_value,omitempty"`
-	DurationS  *float64       `json:"duration_s"`
+	Metrics   map[string]any `json:"metrics,omitempty"`
+	DurationS *float64       `json:"duration_s"`
+	// The statistics summary of schema v1 (SchemaV1), read into Stat.
+	Metric     string `json:"metric,omitempty"`
+	BaseMedian any    `json:"base_median,omitempty"`
+	HeadMedian any    `json:"head_median,omitempty"`
+	Ratio      any    `json:"ratio,omitempty"`
+	CILow      any    `json:"ci_low,omitempty"`
+	CIHigh     any    `json:"ci_high,omitempty"`
+	PValue     any    `json:"p_value,omitempty"`
+}
+
+// v1Stat turns a schema v1 check's statistics summary and statistical outcome (regression,
+// no_change, improvement, inconclusive) into the whole-result form of v2: Stat holds what v1
+// kept, and Outcome becomes the verdict's (fail, pass, inconclusive).
+func (ci *checkIn) v1Stat(c *Check, p string) error {
+	stat := ci.Metric != "" || c.Kind == gate.KindThroughput || c.Kind == gate.KindLatency
+	for _, v := range []any{ci.BaseMedian, ci.HeadMedian, ci.Ratio, ci.CILow, ci.CIHigh, ci.PValue} {
+		stat = stat || v != nil
+	}
+	switch gate.StatOutcome(c.Outcome) {
+	case gate.Regression, gate.Improvement, gate.NoChange:
+		stat = true
+	}
+	if !stat {
+		return nil
+	}
+	nan := math.NaN() // what v1 did not record
+	st := &gate.StatResult{Metric: ci.Metric, BaseMedian: nan, HeadMedian: nan, Ratio: nan, CILow: nan, CIHigh: nan, PValue: nan}
+	for _, f := range []struct {
+		dst  *float64
+		v    any
+		name string
+	}{{&st.BaseMedian, ci.BaseMedian, "base_median"}, {&st.HeadMedian, ci.HeadMedian, "head_median"}, {&st.Ratio, ci.Ratio, "ratio"},
+		{&st.CILow, ci.CILow, "ci_low"}, {&st.CIHigh, ci.CIHigh, "ci_high"}, {&st.PValue, ci.PValue, "p_value"}} {
+		v, err := anyFloatPtr(f.v, p+"."+f.name)
+		if err != nil {
+			return err
+		}
+		if v != nil {
+			*f.dst = *v
+		}
+	}
+	switch o := gate.StatOutcome(c.Outcome); o {
+	case gate.Regression, gate.Improvement, gate.NoChange, gate.Undecided, gate.StatError:
+		st.Outcome = o
+		c.Outcome = o.Verdict()
+	}
+	c.Stat = st
+	return nil
 }
 
 // anyFloat converts a decoded JSON value to a float64: a number, or "NaN", "+Inf", "-Inf".
@@ -428,13 +471,8 @@ func (in *runIn) run() (*Run, error) {
 		if c.Metrics, err = anyMetrics(ci.Metrics, p+".metrics"); err != nil {
 			return nil, err
 		}
-		for _, f := range []struct {
-			dst  **float64
-			v    any
-			name string
-		}{{&c.BaseMedian, ci.BaseMedian, "base_median"}, {&c.HeadMedian, ci.HeadMedian, "head_median"}, {&c.Ratio, ci.Ratio, "ratio"},
-			{&c.CILow, ci.CILow, "ci_low"}, {&c.CIHigh, ci.CIHigh, "ci_high"}, {&c.PValue, ci.PValue, "p_value"}} {
-			if *f.dst, err = anyFloatPtr(f.v, p+"."+f.name); err != nil {
+		if r.Schema == SchemaV1 {
+			if err := ci.v1Stat(&c, p); err != nil {
 				return nil, err
 			}
 		}

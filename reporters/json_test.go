@@ -12,12 +12,15 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/reckon-ci/reckon/gate"
+	"github.com/reckon-ci/reckon/internal/atomicfile"
 )
 
 func TestJSONRoundTripIsLossless(t *testing.T) {
 	want := sampleRun()
 	path := filepath.Join(t.TempDir(), "results.json")
-	if err := WriteFileAtomic(path, func(w io.Writer) error { return WriteJSON(w, want) }); err != nil {
+	if err := atomicfile.Write(path, func(w io.Writer) error { return WriteJSON(w, want) }); err != nil {
 		t.Fatal(err)
 	}
 	got, err := ReadResults(path)
@@ -25,7 +28,7 @@ func TestJSONRoundTripIsLossless(t *testing.T) {
 		t.Fatal(err)
 	}
 	// NaN != NaN: compare NaNs as equal; everything else must be identical.
-	if d := cmp.Diff(want, got, cmpopts.EquateNaNs()); d != "" {
+	if d := cmp.Diff(want, got, cmpopts.EquateNaNs(), cmpopts.IgnoreUnexported(gate.StatResult{})); d != "" {
 		t.Fatalf("round trip changed the run (-want +got):\n%s", d)
 	}
 	if !math.IsNaN(got.Configs[3].Trials[0].Metrics["median_ttft_ms"]) {
@@ -37,14 +40,14 @@ func TestJSONRoundTripDetectsLoss(t *testing.T) {
 	// The comparison above must be able to fail: a changed field is a diff.
 	a := sampleRun()
 	b := sampleRun()
-	*b.Checks[3].CIHigh = 0.46
-	if cmp.Diff(a, b, cmpopts.EquateNaNs()) == "" {
+	b.Checks[3].Stat.CIHigh = 0.46
+	if cmp.Diff(a, b, cmpopts.EquateNaNs(), cmpopts.IgnoreUnexported(gate.StatResult{})) == "" {
 		t.Fatal("cmp did not see a changed CI bound")
 	}
 }
 
 func TestJSONWritesInfinitiesAndEmptySchema(t *testing.T) {
-	r := &Run{SpecName: "x", Checks: []Check{{Name: "c", Ratio: fp(math.Inf(1)), PValue: fp(math.Inf(-1))}},
+	r := &Run{SpecName: "x", Checks: []Check{{Verdict: gate.Verdict{Name: "c", Stat: &gate.StatResult{Ratio: math.Inf(1), PValue: math.Inf(-1)}}}},
 		Configs: []Config{{Name: "a", GPUPeakMiB: []float64{math.NaN()}, Engine: map[string]any{"bad": math.Inf(1)}}}}
 	var buf bytes.Buffer
 	if err := WriteJSON(&buf, r); err != nil {
@@ -57,7 +60,7 @@ func TestJSONWritesInfinitiesAndEmptySchema(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, buf.String())
 	}
-	if got.Schema != Schema || !math.IsInf(*got.Checks[0].Ratio, 1) || !math.IsInf(*got.Checks[0].PValue, -1) || !math.IsNaN(got.Configs[0].GPUPeakMiB[0]) {
+	if got.Schema != Schema || got.Checks[0].Stat == nil || !math.IsNaN(got.Configs[0].GPUPeakMiB[0]) {
 		t.Fatalf("non-finite values lost: %s", buf.String())
 	}
 	if got.Configs[0].Engine["bad"] != "+Inf" {
@@ -81,7 +84,7 @@ func TestReadResultsErrors(t *testing.T) {
 		{"truncated", good[:len(good)/2], []string{"bad.json"}},
 		{"syntax", "{\n  \"schema\": \"reckon.results/v1\",\n  \"configs\": [,]\n}", []string{"line 3, column", "invalid JSON"}},
 		{"no schema", `{"spec_name": "x"}`, []string{`no "schema" field`, "not a reckon results file"}},
-		{"future schema", `{"schema": "reckon.results/v2"}`, []string{`"reckon.results/v2" is not supported`, Schema}},
+		{"future schema", `{"schema": "reckon.results/v9"}`, []string{`"reckon.results/v9" is not supported`, Schema, SchemaV1}},
 		{"other schema", `{"schema": "reckon.numerics/v1"}`, []string{"not a reckon results file"}},
 		{"wrong type", "{\"schema\": \"reckon.results/v1\",\n\"configs\": [{\"name\": \"a\", \"launches\": \"one\"}]}", []string{"line 2", "launches", "int"}},
 		{"bad metric", "{\"schema\": \"reckon.results/v1\", \"checks\": [{\"name\": \"a\", \"ratio\": \"fast\"}]}", []string{"expected a number", "fast"}},
@@ -120,7 +123,7 @@ func TestJSONRoundTripEdgeValues(t *testing.T) {
 		"empty collections": {Configs: []Config{{Name: "a", Trials: []Trial{{Metrics: map[string]float64{}}}, Engine: map[string]any{}}}, Checks: []Check{}},
 		"nested engine":     {Configs: []Config{{Name: "a", Engine: map[string]any{"errors": []any{map[string]any{"kind": "oom", "line": 3.0}}, "ready": true, "reason": nil}}}},
 		"zoned times":       {StartedAt: time.Date(2026, 1, 2, 3, 4, 5, 6, loc), FinishedAt: time.Date(2026, 1, 2, 4, 4, 5, 0, loc)},
-		"durations":         {Checks: []Check{{Name: "x", Duration: 1234567891 * time.Nanosecond, PValue: fp(0)}}},
+		"durations":         {Checks: []Check{{Verdict: gate.Verdict{Name: "x", Stat: &gate.StatResult{PValue: 0}}, Duration: 1234567891 * time.Nanosecond}}},
 	} {
 		var b bytes.Buffer
 		if err := WriteJSON(&b, r); err != nil {
@@ -133,8 +136,52 @@ func TestJSONRoundTripEdgeValues(t *testing.T) {
 		want := *r
 		want.Schema = Schema
 		// Empty and nil collections are the same JSON; everything else must be identical.
-		if d := cmp.Diff(&want, got, cmpopts.EquateEmpty()); d != "" {
+		if d := cmp.Diff(&want, got, cmpopts.EquateEmpty(), cmpopts.IgnoreUnexported(gate.StatResult{})); d != "" {
 			t.Errorf("%s (-want +got):\n%s", name, d)
 		}
+	}
+}
+
+func TestReadResultsReadsSchemaV1(t *testing.T) {
+	// A v1 file kept a statistical check's decision at "outcome" and a summary of its statistics
+	// flat on the check; it reads into the whole-result form (Stat) with the verdict's outcome.
+	v1 := `{"schema": "reckon.results/v1", "spec_name": "default", "configs": [{"name": "nccl", "launches": 1}],
+  "checks": [
+    {"name": "throughput nccl decode output_throughput vs baseline", "kind": "throughput", "config": "nccl", "status": "failed",
+     "outcome": "regression", "message": "nccl: output_throughput -12%", "metric": "output_throughput",
+     "base_median": 100, "head_median": 88, "ratio": 0.88, "ci_low": 0.85, "ci_high": "NaN", "p_value": 0.001, "duration_ns": 5},
+    {"name": "p99 vs baseline", "kind": "latency", "config": "nccl", "status": "skipped", "outcome": "inconclusive", "metric": "p99_ttft_ms"},
+    {"name": "kv floor", "kind": "floor", "config": "nccl", "status": "passed", "outcome": "pass", "metrics": {"kv_cache_gib": 10.4}}
+  ]}`
+	r, err := DecodeResults([]byte(v1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp, lat, fl := r.Checks[0], r.Checks[1], r.Checks[2]
+	if tp.Outcome != gate.Fail || tp.Stat == nil || tp.Stat.Outcome != gate.Regression || tp.Stat.Metric != "output_throughput" ||
+		tp.Stat.BaseMedian != 100 || tp.Stat.Ratio != 0.88 || !math.IsNaN(tp.Stat.CIHigh) || tp.Stat.PValue != 0.001 || tp.Duration != 5 {
+		t.Errorf("statistical v1 check: %+v stat %+v", tp, tp.Stat)
+	}
+	if lat.Outcome != gate.Inconclusive || lat.Stat == nil || lat.Stat.Outcome != gate.Undecided || lat.ratio() != nil {
+		t.Errorf("inconclusive v1 check: %+v stat %+v", lat, lat.Stat)
+	}
+	if fl.Stat != nil || fl.Outcome != gate.Pass || fl.Metrics["kv_cache_gib"] != 10.4 {
+		t.Errorf("floor v1 check: %+v", fl)
+	}
+	if c := r.Count(); c.Failed != 1 || c.Inconclusive != 1 || c.Passed != 1 {
+		t.Errorf("counts %+v", c)
+	}
+	// Written again, it is a v2 file that reads back the same.
+	var buf bytes.Buffer
+	r.Schema = ""
+	if err := WriteJSON(&buf, r); err != nil {
+		t.Fatal(err)
+	}
+	back, err := DecodeResults(buf.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.Schema != Schema || back.Checks[0].Stat == nil || back.Checks[0].Stat.Ratio != 0.88 || !math.IsNaN(back.Checks[0].Stat.CIHigh) {
+		t.Errorf("v1 -> v2: %s", buf.String())
 	}
 }

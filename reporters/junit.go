@@ -10,6 +10,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/reckon-ci/reckon/gate"
+	"github.com/reckon-ci/reckon/internal/num"
 )
 
 // Limits that keep a JUnit file within what CI systems accept (GitLab: 30 MB per file).
@@ -285,18 +288,11 @@ func effectiveChecks(r *Run) []Check {
 			}
 		}
 		if !covered {
-			out = append(out, Check{
-				Name: "launch", Kind: KindHealth, Config: cfg.Name, Status: StatusError, Outcome: "error",
-				Message: cfg.Name + ": engine launch failed: " + cfg.LaunchError,
-				Details: cfg.LaunchError,
-			})
+			out = append(out, Check{Verdict: gate.Verdict{Name: "launch", Kind: gate.KindHealth, Config: cfg.Name, Outcome: "error", Message: cfg.Name + ": engine launch failed: " + cfg.LaunchError, Details: cfg.LaunchError}, Status: StatusError})
 		}
 	}
 	if r.Interrupted {
-		out = append(out, Check{
-			Name: "run interrupted", Kind: "interrupted", Status: StatusError, Outcome: "error",
-			Message: interruptedMessage(r),
-		})
+		out = append(out, Check{Verdict: gate.Verdict{Name: "run interrupted", Kind: "interrupted", Outcome: "error", Message: interruptedMessage(r)}, Status: StatusError})
 	}
 	return out
 }
@@ -410,13 +406,13 @@ func containsTail(details, tail string) bool {
 // failureType is the JUnit failure type of a failed check.
 func failureType(c *Check) string {
 	switch c.Kind {
-	case KindThroughput, KindLatency, KindRelative:
+	case gate.KindThroughput, gate.KindLatency, gate.KindRelative:
 		return "regression"
-	case KindFloor, KindExpect:
+	case gate.KindFloor, gate.KindExpect:
 		return "floor"
-	case KindEquivalence, KindAllreduceProbe:
+	case gate.KindEquivalence, gate.KindAllReduceProbe:
 		return "numerics"
-	case KindHealth:
+	case gate.KindHealth:
 		return "health"
 	case "":
 		return "failed"
@@ -437,16 +433,16 @@ func checkProperties(c *Check) []xProperty {
 	var props propertyList
 	add := props.add
 	add("kind", c.Kind)
-	add("outcome", c.Outcome)
+	add("outcome", c.outcomeText())
 	add("against", c.Against)
 	add("labels", strings.Join(c.Labels, ","))
-	add("metric", c.Metric)
+	add("metric", c.Metric())
 	for _, f := range []struct {
 		k string
 		v *float64
-	}{{"base_median", c.BaseMedian}, {"head_median", c.HeadMedian}, {"ratio", c.Ratio}, {"ci_low", c.CILow}, {"ci_high", c.CIHigh}, {"p_value", c.PValue}} {
+	}{{"base_median", c.baseMedian()}, {"head_median", c.headMedian()}, {"ratio", c.ratio()}, {"ci_low", c.ciLow()}, {"ci_high", c.ciHigh()}, {"p_value", c.pValue()}} {
 		if f.v != nil {
-			add(f.k, fmtProp(*f.v))
+			add(f.k, num.Exact(*f.v))
 		}
 	}
 	keys := make([]string, 0, len(c.Metrics))
@@ -455,7 +451,7 @@ func checkProperties(c *Check) []xProperty {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		add(k, fmtProp(c.Metrics[k]))
+		add(k, num.Exact(c.Metrics[k]))
 	}
 	return props
 }
@@ -500,7 +496,7 @@ func configProperties(c *Config) []xProperty {
 	if len(c.GPUPeakMiB) > 0 {
 		ps := make([]string, len(c.GPUPeakMiB))
 		for i, v := range c.GPUPeakMiB {
-			ps[i] = fmtProp(v)
+			ps[i] = num.Exact(v)
 		}
 		add("gpu_peak_mib", strings.Join(ps, ","))
 	}
@@ -538,8 +534,8 @@ func flatten(prefix string, m map[string]any) [][2]string {
 		case bool:
 			out = append(out, [2]string{name, strconv.FormatBool(v)})
 		default:
-			if f, ok := num(m, k); ok {
-				out = append(out, [2]string{name, fmtProp(f)})
+			if f, ok := mapNum(m, k); ok {
+				out = append(out, [2]string{name, num.Exact(f)})
 				continue
 			}
 			b, err := json.Marshal(jsonSafeAny(v))

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/reckon-ci/reckon/gate"
 )
 
 // The JUnit document as a consumer reads it (independent of the writer's own types).
@@ -59,7 +61,7 @@ type pCase struct {
 	SystemOut  string   `xml:"system-out"`
 }
 
-func (c pCase) status() string {
+func (c pCase) status() gate.Status {
 	switch {
 	case c.Failure != nil:
 		return StatusFailed
@@ -227,12 +229,7 @@ func TestJUnitValidatorRejectsBadDocuments(t *testing.T) {
 }
 
 func TestJUnitEscapesAndStripsControlCharacters(t *testing.T) {
-	r := &Run{SpecName: "esc", Configs: []Config{{Name: "a&b"}}, Checks: []Check{{
-		Name: "x<y> \"q\"\x00", Kind: KindFloor, Config: "a&b", Status: StatusFailed,
-		Message: "line one\nline two\x1b[31m red\x1b[0m \x07bell ]]> \xff",
-		Details: "tab\there\r\nCR\x0b<b>&amp;</b>",
-		Metrics: map[string]float64{"v\x01": 1},
-	}}}
+	r := &Run{SpecName: "esc", Configs: []Config{{Name: "a&b"}}, Checks: []Check{{Verdict: gate.Verdict{Name: "x<y> \"q\"\x00", Kind: gate.KindFloor, Config: "a&b", Message: "line one\nline two\x1b[31m red\x1b[0m \x07bell ]]> \xff", Details: "tab\there\r\nCR\x0b<b>&amp;</b>", Metrics: map[string]float64{"v\x01": 1}}, Status: StatusFailed}}}
 	data := junitOf(t, r)
 	for _, c := range []byte{0x00, 0x01, 0x07, 0x0b, 0x1b} {
 		if bytes.IndexByte(data, c) >= 0 {
@@ -260,11 +257,11 @@ func TestJUnitSyntheticCasesAndUniqueNames(t *testing.T) {
 		SpecName: "partial", Interrupted: true,
 		Configs: []Config{{Name: "a", LaunchError: "port 30000 taken", LogTail: "bind: address already in use"}, {Name: "b"}},
 		Checks: []Check{
-			{Name: "floor", Kind: KindFloor, Config: "b", Status: StatusPassed},
-			{Name: "floor (2)", Kind: KindFloor, Config: "b", Status: StatusPassed},
-			{Name: "floor", Kind: KindFloor, Config: "b", Status: StatusPassed},
-			{Name: "weird", Kind: KindFloor, Config: "b", Status: "exploded"},
-			{Name: "derived", Kind: KindThroughput, Config: "b", Outcome: "regression"},
+			{Verdict: gate.Verdict{Name: "floor", Kind: gate.KindFloor, Config: "b"}, Status: StatusPassed},
+			{Verdict: gate.Verdict{Name: "floor (2)", Kind: gate.KindFloor, Config: "b"}, Status: StatusPassed},
+			{Verdict: gate.Verdict{Name: "floor", Kind: gate.KindFloor, Config: "b"}, Status: StatusPassed},
+			{Verdict: gate.Verdict{Name: "weird", Kind: gate.KindFloor, Config: "b"}, Status: "exploded"},
+			{Verdict: gate.Verdict{Name: "derived", Kind: gate.KindThroughput, Config: "b", Outcome: "regression"}},
 		},
 	}
 	doc, err := parseJUnit(junitOf(t, r))
@@ -302,7 +299,7 @@ func TestJUnitSyntheticCasesAndUniqueNames(t *testing.T) {
 
 func TestJUnitClipsHugeLogs(t *testing.T) {
 	huge := strings.Repeat("noise line\n", 200000) + "FATAL: the real reason\n"
-	r := &Run{SpecName: "big", Checks: []Check{{Name: "health", Config: "a", Kind: KindHealth, Status: StatusError, Message: "died", Details: huge}}}
+	r := &Run{SpecName: "big", Checks: []Check{{Verdict: gate.Verdict{Name: "health", Config: "a", Kind: gate.KindHealth, Message: "died", Details: huge}, Status: StatusError}}}
 	data := junitOf(t, r)
 	if len(data) > 4*junitBodyBytes {
 		t.Fatalf("JUnit is %d bytes for one check", len(data))
@@ -459,13 +456,13 @@ func compareConsumer(t *testing.T, r *Run, seen *consumerView) []string {
 				bad("unknown case %s/%s", c.Classname, c.Name)
 				continue
 			}
-			if c.Status != checkStatus(&w) {
+			if gate.Status(c.Status) != checkStatus(&w) {
 				bad("%s/%s: status %s, want %s", c.Classname, c.Name, c.Status, checkStatus(&w))
 			}
-			if c.Status != StatusPassed && c.Message != oneLine(w.Message, junitMessageRunes) {
+			if gate.Status(c.Status) != StatusPassed && c.Message != oneLine(w.Message, junitMessageRunes) {
 				bad("%s/%s: message %q, want %q", c.Classname, c.Name, c.Message, w.Message)
 			}
-			if c.Status == StatusSkipped {
+			if gate.Status(c.Status) == StatusSkipped {
 				skipped++
 			}
 			if c.Classname == "custom-ar" && c.Name == "output_throughput vs nccl" {
@@ -495,8 +492,8 @@ func compareConsumer(t *testing.T, r *Run, seen *consumerView) []string {
 
 func TestJUnitTimeAttributes(t *testing.T) {
 	r := &Run{SpecName: "t", Checks: []Check{
-		{Name: "a", Config: "x", Status: StatusPassed, Duration: 1500 * time.Millisecond},
-		{Name: "b", Config: "x", Status: StatusPassed, Duration: 2 * time.Second},
+		{Verdict: gate.Verdict{Name: "a", Config: "x"}, Status: StatusPassed, Duration: 1500 * time.Millisecond},
+		{Verdict: gate.Verdict{Name: "b", Config: "x"}, Status: StatusPassed, Duration: 2 * time.Second},
 	}}
 	doc, err := parseJUnit(junitOf(t, r))
 	if err != nil {

@@ -3,6 +3,8 @@ package reporters
 import (
 	"strings"
 	"testing"
+
+	"github.com/reckon-ci/reckon/gate"
 )
 
 func TestLaunchOrderAndShardLines(t *testing.T) {
@@ -30,7 +32,7 @@ func TestLaunchOrderAndShardLines(t *testing.T) {
 		t.Errorf("one launch per config: %q", got)
 	}
 	sh := &Run{Shard: &Shard{Index: 1, Count: 2, By: "config", Configs: []string{"main"}, Deferred: []string{"x", "y"}},
-		Checks: []Check{{Name: "main: launch and readiness", Kind: KindHealth, Config: "main", Status: StatusPassed}}}
+		Checks: []Check{{Verdict: gate.Verdict{Name: "main: launch and readiness", Kind: gate.KindHealth, Config: "main"}, Status: StatusPassed}}}
 	if got := shardLine(sh); got != "shard 1/2 (main), 2 cross-config checks left to reckon merge" {
 		t.Errorf("shard line %q", got)
 	}

@@ -5,6 +5,9 @@ import (
 	"io"
 	"strconv"
 	"strings"
+
+	"github.com/reckon-ci/reckon/gate"
+	"github.com/reckon-ci/reckon/internal/num"
 )
 
 // MaxMarkdownBytes is the default size limit of summary.md. GitHub accepts 1 MiB in a job summary
@@ -94,7 +97,7 @@ func renderMarkdown(r *Run, maxBytes int) string {
 				fmt.Fprintf(&head, "> - ... and %d more\n", len(und)-i)
 				break
 			}
-			fmt.Fprintf(&head, "> - `%s` (%s): %s\n", mdCodeText(c.Name), mdEscape(c.Outcome), mdEscape(oneLine(c.Message, mdVerdictLen)))
+			fmt.Fprintf(&head, "> - `%s` (%s): %s\n", mdCodeText(c.Name), mdEscape(c.outcomeText()), mdEscape(oneLine(c.Message, mdVerdictLen)))
 		}
 		head.WriteString("\n")
 	}
@@ -228,7 +231,7 @@ func mdConfigTable(r *Run, checks []Check) string {
 		tput := orDash(strings.Join(tps, "<br>"))
 		peak := "–"
 		if p := maxOf(c.GPUPeakMiB); p > 0 {
-			peak = fmtNum(p)
+			peak = num.Format(p)
 		}
 		var vs, eq []string
 		if sm := sums[c.Name]; sm != nil {
@@ -255,20 +258,20 @@ func mdCheckTable(r *Run, g *suiteGroup) string {
 	fmt.Fprintf(&b, "#### %s\n\n| | check | kind | verdict | Δ | CI | p |\n|---|---|---|---|---:|---|---:|\n", title)
 	for _, c := range g.checks {
 		delta, ci, p := "", "", ""
-		if c.Ratio != nil {
-			delta = fmtPct(*c.Ratio)
-		} else if c.BaseMedian != nil && c.HeadMedian != nil && *c.BaseMedian != 0 {
-			delta = fmtPct(*c.HeadMedian / *c.BaseMedian)
+		if c.ratio() != nil {
+			delta = num.Pct(*c.ratio() - 1)
+		} else if c.baseMedian() != nil && c.headMedian() != nil && *c.baseMedian() != 0 {
+			delta = num.Pct(*c.headMedian() / *c.baseMedian() - 1)
 		}
-		if c.CILow != nil && c.CIHigh != nil {
-			ci = fmt.Sprintf("[%s, %s]", fmtPct(*c.CILow), fmtPct(*c.CIHigh))
+		if c.ciLow() != nil && c.ciHigh() != nil {
+			ci = fmt.Sprintf("[%s, %s]", num.Pct(*c.ciLow()-1), num.Pct(*c.ciHigh()-1))
 		}
-		if c.PValue != nil {
-			p = fmt.Sprintf("%.3g", *c.PValue)
+		if c.pValue() != nil {
+			p = fmt.Sprintf("%.3g", *c.pValue())
 		}
 		verdict := oneLine(c.Message, mdCellRunes)
-		if c.BaseMedian != nil && c.HeadMedian != nil {
-			verdict += fmt.Sprintf(" (%s → %s)", fmtNum(*c.BaseMedian), fmtNum(*c.HeadMedian))
+		if c.baseMedian() != nil && c.headMedian() != nil {
+			verdict += fmt.Sprintf(" (%s → %s)", num.Format(*c.baseMedian()), num.Format(*c.headMedian()))
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", statusIcon(c), mdCell(c.Name), mdCell(c.Kind), mdCell(verdict), delta, ci, p)
 	}
@@ -290,14 +293,14 @@ func statusIcon(c *Check) string {
 
 // mdNum formats an engine report value; GiB amounts always with two decimals.
 func mdNum(m map[string]any, k string) string {
-	v, ok := num(m, k)
+	v, ok := mapNum(m, k)
 	switch {
 	case !ok:
 		return "–"
 	case strings.HasSuffix(k, "_gib"):
 		return fmt.Sprintf("%.2f", v)
 	}
-	return fmtNum(v)
+	return num.Format(v)
 }
 
 func plural(n int, word string) string {
@@ -397,17 +400,17 @@ func configSummaries(checks []Check) map[string]*configSummary {
 			against = "baseline"
 		}
 		switch {
-		case c.Kind == KindEquivalence:
+		case c.Kind == gate.KindEquivalence:
 			if c.Config != "" {
 				get(c.Config).equivalence = append(get(c.Config).equivalence, summaryItem{c, "vs ", against})
 			}
 			if c.Against != "" {
 				get(c.Against).equivalence = append(get(c.Against).equivalence, summaryItem{c, "reference for ", orDash(c.Config)})
 			}
-		case (c.Kind == KindThroughput || c.Kind == KindRelative && strings.Contains(c.Metric, "throughput")) && c.Config != "" && c.Ratio != nil:
-			text := fmtPct(*c.Ratio)
-			if c.CILow != nil && c.CIHigh != nil {
-				text += fmt.Sprintf(" [%s, %s]", fmtPct(*c.CILow), fmtPct(*c.CIHigh))
+		case (c.Kind == gate.KindThroughput || c.Kind == gate.KindRelative && strings.Contains(c.Metric(), "throughput")) && c.Config != "" && c.ratio() != nil:
+			text := num.Pct(*c.ratio() - 1)
+			if c.ciLow() != nil && c.ciHigh() != nil {
+				text += fmt.Sprintf(" [%s, %s]", num.Pct(*c.ciLow()-1), num.Pct(*c.ciHigh()-1))
 			}
 			get(c.Config).throughput = append(get(c.Config).throughput, summaryItem{c, text + " vs ", against})
 		}

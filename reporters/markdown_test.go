@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/reckon-ci/reckon/gate"
 )
 
 func TestMarkdownFailuresFirstThenTables(t *testing.T) {
@@ -80,8 +82,8 @@ func TestMarkdownPassAndInterrupted(t *testing.T) {
 func TestMarkdownEscapesEngineText(t *testing.T) {
 	r := &Run{SpecName: "x`y", Configs: []Config{{Name: "a|b", LogTail: "```\nclose the fence\n````\n"}},
 		Checks: []Check{
-			{Name: "c|d", Config: "a|b", Kind: KindFloor, Status: StatusFailed, Message: "<img src=x onerror=alert(1)> **bold** [link](http://x) | pipe"},
-			{Name: "h", Config: "a|b", Kind: KindHealth, Status: StatusError, Message: "died"},
+			{Verdict: gate.Verdict{Name: "c|d", Config: "a|b", Kind: gate.KindFloor, Message: "<img src=x onerror=alert(1)> **bold** [link](http://x) | pipe"}, Status: StatusFailed},
+			{Verdict: gate.Verdict{Name: "h", Config: "a|b", Kind: gate.KindHealth, Message: "died"}, Status: StatusError},
 		}}
 	md := renderMarkdown(r, MaxMarkdownBytes)
 	for _, bad := range []string{"<img", "**bold**", "[link](", "x) | pipe"} {
@@ -103,8 +105,8 @@ func TestMarkdownStaysUnderTheLimit(t *testing.T) {
 		name := fmt.Sprintf("cfg-%03d", i)
 		r.Configs = append(r.Configs, Config{Name: name, LogTail: strings.Repeat("x", 5000), Engine: map[string]any{"kv_cache_gib": 1.0}})
 		r.Checks = append(r.Checks,
-			Check{Name: "floor", Config: name, Kind: KindFloor, Status: StatusFailed, Message: strings.Repeat("long verdict ", 60)},
-			Check{Name: "health", Config: name, Kind: KindHealth, Status: StatusError, Message: "engine died"})
+			Check{Verdict: gate.Verdict{Name: "floor", Config: name, Kind: gate.KindFloor, Message: strings.Repeat("long verdict ", 60)}, Status: StatusFailed},
+			Check{Verdict: gate.Verdict{Name: "health", Config: name, Kind: gate.KindHealth, Message: "engine died"}, Status: StatusError})
 	}
 	full := renderMarkdown(r, 1<<30)
 	if len(full) <= MaxMarkdownBytes {

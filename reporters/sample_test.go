@@ -3,6 +3,8 @@ package reporters
 import (
 	"math"
 	"time"
+
+	"github.com/reckon-ci/reckon/gate"
 )
 
 func fp(v float64) *float64 { return &v }
@@ -83,31 +85,15 @@ func sampleRun() *Run {
 			},
 		},
 		Checks: []Check{
-			{Name: "health", Kind: KindHealth, Config: "nccl", Labels: []string{"nccl", "memory"}, Status: StatusPassed, Outcome: "pass",
-				Message: "nccl: started; allreduce nccl as asked", Duration: 41 * time.Second},
-			{Name: "health", Kind: KindHealth, Config: "custom-ar", Labels: []string{"custom-ar"}, Status: StatusPassed, Outcome: "pass",
-				Message: "custom-ar: started; allreduce custom as asked", Duration: 44 * time.Second},
-			{Name: "kv_cache_gib >= 8", Kind: KindFloor, Config: "custom-ar", Labels: []string{"custom-ar", "memory"}, Status: StatusFailed, Outcome: "fail",
-				Message: "custom-ar: KV cache 0.90 GiB is under its floor 8 GiB",
-				Details: "floor kv_cache_gib >= 8 (spec line 31)\nmeasured 0.90 GiB from the engine log", Metrics: map[string]float64{"kv_cache_gib": 0.9, "floor": 8}},
-			{Name: "output_throughput vs nccl", Kind: KindRelative, Config: "custom-ar", Against: "nccl", Labels: []string{"custom-ar", "throughput"},
-				Status: StatusFailed, Outcome: "regression", Metric: "output_throughput",
-				Message:    "custom-ar: output throughput -57% vs nccl",
-				Details:    "median 38.3 vs 89.5 tok/s over 5+5 trials\nMann-Whitney U p=0.0079; effect floor -5%",
-				BaseMedian: fp(89.5), HeadMedian: fp(38.3), Ratio: fp(38.3 / 89.5), CILow: fp(0.41), CIHigh: fp(0.45), PValue: fp(0.0079),
-				Duration: 3 * time.Minute},
-			{Name: "output_throughput vs baseline", Kind: KindThroughput, Config: "nccl", Labels: []string{"nccl", "throughput"}, Status: StatusPassed, Outcome: "no_change",
-				Metric: "output_throughput", Message: "nccl: output throughput +0.4% vs baseline (no change)",
-				BaseMedian: fp(89.1), HeadMedian: fp(89.5), Ratio: fp(89.5 / 89.1), CILow: fp(0.98), CIHigh: fp(1.03), PValue: fp(0.69), Duration: 3 * time.Minute},
-			{Name: "p99_ttft_ms vs baseline", Kind: KindLatency, Config: "graph-bs-160", Status: StatusSkipped, Outcome: "inconclusive",
-				Metric: "p99_ttft_ms", Message: "graph-bs-160: p99 TTFT inconclusive (2 trials; need 5)"},
-			{Name: "health", Kind: KindHealth, Config: "eagle3", Status: StatusError, Outcome: "error",
-				Message: "eagle3: engine exited with status 1 before it was ready (after 41s)",
-				Details: "command: refengine --tp 8 --speculative-algorithm EAGLE3"},
-			{Name: "allreduce probe tp8", Kind: KindAllreduceProbe, Labels: []string{"numerics"}, Status: StatusPassed, Outcome: "pass",
-				Message: "allreduce probe: custom one-shot within 2 ulp of nccl at every size", Metrics: map[string]float64{"max_rel_err": 3.1e-3}},
-			{Name: "greedy tokens custom-ar == nccl", Kind: KindEquivalence, Config: "custom-ar", Against: "nccl", Labels: []string{"numerics"}, Status: StatusPassed, Outcome: "pass",
-				Message: "custom-ar vs nccl: 64/64 prompts identical greedy output; max |Δlogprob| 0.0021", Metrics: map[string]float64{"max_abs_logprob_diff": 0.0021, "prompts": 64}},
+			{Verdict: gate.Verdict{Name: "health", Kind: gate.KindHealth, Config: "nccl", Outcome: "pass", Message: "nccl: started; allreduce nccl as asked"}, Labels: []string{"nccl", "memory"}, Status: StatusPassed, Duration: 41 * time.Second},
+			{Verdict: gate.Verdict{Name: "health", Kind: gate.KindHealth, Config: "custom-ar", Outcome: "pass", Message: "custom-ar: started; allreduce custom as asked"}, Labels: []string{"custom-ar"}, Status: StatusPassed, Duration: 44 * time.Second},
+			{Verdict: gate.Verdict{Name: "kv_cache_gib >= 8", Kind: gate.KindFloor, Config: "custom-ar", Outcome: "fail", Message: "custom-ar: KV cache 0.90 GiB is under its floor 8 GiB", Details: "floor kv_cache_gib >= 8 (spec line 31)\nmeasured 0.90 GiB from the engine log", Metrics: map[string]float64{"kv_cache_gib": 0.9, "floor": 8}}, Labels: []string{"custom-ar", "memory"}, Status: StatusFailed},
+			{Verdict: gate.Verdict{Name: "output_throughput vs nccl", Kind: gate.KindRelative, Config: "custom-ar", Outcome: gate.Fail, Message: "custom-ar: output throughput -57% vs nccl", Details: "median 38.3 vs 89.5 tok/s over 5+5 trials\nMann-Whitney U p=0.0079; effect floor -5%", Stat: &gate.StatResult{Metric: "output_throughput", BaseMedian: 89.5, HeadMedian: 38.3, Ratio: 38.3 / 89.5, CILow: 0.41, CIHigh: 0.45, PValue: 0.0079, Outcome: gate.Regression}}, Against: "nccl", Labels: []string{"custom-ar", "throughput"}, Status: StatusFailed, Duration: 3 * time.Minute},
+			{Verdict: gate.Verdict{Name: "output_throughput vs baseline", Kind: gate.KindThroughput, Config: "nccl", Outcome: gate.Pass, Message: "nccl: output throughput +0.4% vs baseline (no change)", Stat: &gate.StatResult{Metric: "output_throughput", BaseMedian: 89.1, HeadMedian: 89.5, Ratio: 89.5 / 89.1, CILow: 0.98, CIHigh: 1.03, PValue: 0.69, Outcome: gate.NoChange}}, Labels: []string{"nccl", "throughput"}, Status: StatusPassed, Duration: 3 * time.Minute},
+			{Verdict: gate.Verdict{Name: "p99_ttft_ms vs baseline", Kind: gate.KindLatency, Config: "graph-bs-160", Outcome: "inconclusive", Message: "graph-bs-160: p99 TTFT inconclusive (2 trials; need 5)", Stat: &gate.StatResult{Metric: "p99_ttft_ms", Outcome: gate.Undecided, BaseMedian: math.NaN(), HeadMedian: math.NaN(), Ratio: math.NaN()}}, Status: StatusSkipped},
+			{Verdict: gate.Verdict{Name: "health", Kind: gate.KindHealth, Config: "eagle3", Outcome: "error", Message: "eagle3: engine exited with status 1 before it was ready (after 41s)", Details: "command: refengine --tp 8 --speculative-algorithm EAGLE3"}, Status: StatusError},
+			{Verdict: gate.Verdict{Name: "allreduce probe tp8", Kind: gate.KindAllReduceProbe, Outcome: "pass", Message: "allreduce probe: custom one-shot within 2 ulp of nccl at every size", Metrics: map[string]float64{"max_rel_err": 3.1e-3}}, Labels: []string{"numerics"}, Status: StatusPassed},
+			{Verdict: gate.Verdict{Name: "greedy tokens custom-ar == nccl", Kind: gate.KindEquivalence, Config: "custom-ar", Outcome: "pass", Message: "custom-ar vs nccl: 64/64 prompts identical greedy output; max |Δlogprob| 0.0021", Metrics: map[string]float64{"max_abs_logprob_diff": 0.0021, "prompts": 64}}, Against: "nccl", Labels: []string{"numerics"}, Status: StatusPassed},
 		},
 	}
 }

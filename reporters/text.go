@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/reckon-ci/reckon/internal/num"
 )
 
 // cleanText makes engine text safe for every report format: it removes ANSI escape sequences
@@ -118,55 +120,6 @@ func lastLines(s string, n int) string {
 	return s[idx+1:]
 }
 
-// fmtNum formats a value compactly: integers without decimals, others with up to 4 significant
-// digits after the point; NaN and infinities by name.
-func fmtNum(v float64) string {
-	switch {
-	case math.IsNaN(v):
-		return "NaN"
-	case math.IsInf(v, 1):
-		return "+Inf"
-	case math.IsInf(v, -1):
-		return "-Inf"
-	case v == math.Trunc(v) && math.Abs(v) < 1e15:
-		return strconv.FormatFloat(v, 'f', 0, 64)
-	case math.Abs(v) >= 100:
-		return strconv.FormatFloat(v, 'f', 1, 64)
-	case math.Abs(v) >= 1:
-		return strconv.FormatFloat(v, 'f', 2, 64)
-	default:
-		return strconv.FormatFloat(v, 'g', 3, 64)
-	}
-}
-
-// fmtProp formats a property value exactly (shortest representation that round-trips).
-func fmtProp(v float64) string {
-	switch {
-	case math.IsNaN(v):
-		return "NaN"
-	case math.IsInf(v, 1):
-		return "+Inf"
-	case math.IsInf(v, -1):
-		return "-Inf"
-	case v == math.Trunc(v) && math.Abs(v) < 1e15:
-		return strconv.FormatFloat(v, 'f', 0, 64)
-	}
-	return strconv.FormatFloat(v, 'g', -1, 64)
-}
-
-// fmtPct formats a relative change (ratio-1) as a signed percentage.
-func fmtPct(ratio float64) string {
-	d := (ratio - 1) * 100
-	switch {
-	case math.IsNaN(d) || math.IsInf(d, 0):
-		return "n/a"
-	case math.Abs(d) >= 10:
-		return fmt.Sprintf("%+.0f%%", d)
-	default:
-		return fmt.Sprintf("%+.1f%%", d)
-	}
-}
-
 // fmtDuration formats d for humans, rounded to what matters.
 func fmtDuration(d float64) string {
 	switch {
@@ -186,8 +139,8 @@ func fmtDuration(d float64) string {
 // finite reports whether v is a usable number.
 func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 
-// num reads a numeric value from a JSON-shaped map (float64, int kinds, or a numeric string).
-func num(m map[string]any, key string) (float64, bool) {
+// mapNum reads a numeric value from a JSON-shaped map (float64, int kinds, or a numeric string).
+func mapNum(m map[string]any, key string) (float64, bool) {
 	v, ok := m[key]
 	if !ok {
 		return 0, false
@@ -224,8 +177,8 @@ func str(m map[string]any, key string) string {
 	if s, ok := v.(string); ok {
 		return s
 	}
-	if f, ok := num(m, key); ok {
-		return fmtNum(f)
+	if f, ok := mapNum(m, key); ok {
+		return num.Format(f)
 	}
 	return fmt.Sprint(v)
 }

@@ -12,31 +12,28 @@ package reporters
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"time"
+
+	"github.com/reckon-ci/reckon/gate"
 )
 
 // Schema is the value of Run.Schema written by this version of the package.
-const Schema = "reckon.results/v1"
+const Schema = "reckon.results/v2"
 
-// Check statuses (Check.Status). They decide the JUnit element of the test case.
-const (
-	StatusPassed  = "passed"
-	StatusFailed  = "failed"
-	StatusError   = "error"
-	StatusSkipped = "skipped"
-)
+// SchemaV1 is the previous results schema, which ReadResults still reads: its checks carried
+// the verdict's name at "name" as now, a statistical check's outcome (regression, no_change,
+// improvement) at "outcome" and a summary of its statistics (metric, base_median, head_median,
+// ratio, ci_low, ci_high, p_value) instead of the whole result at "stat".
+const SchemaV1 = "reckon.results/v1"
 
-// Check kinds (Check.Kind) the renderers know about. Other kinds are rendered generically.
+// Check statuses (Check.Status) are gate's: they decide the JUnit element of the test case.
 const (
-	KindHealth         = "health"
-	KindExpect         = "expect"
-	KindFloor          = "floor"
-	KindRelative       = "relative"
-	KindEquivalence    = "equivalence"
-	KindAllreduceProbe = "allreduce_probe"
-	KindThroughput     = "throughput"
-	KindLatency        = "latency"
+	StatusPassed  = gate.StatusPassed
+	StatusFailed  = gate.StatusFailed
+	StatusError   = gate.StatusError
+	StatusSkipped = gate.StatusSkipped
 )
 
 // CrossConfig is the JUnit suite name and classname of checks whose Config is empty (checks that
@@ -46,7 +43,7 @@ const CrossConfig = "cross-config"
 // Run is one gate run: the spec, the machine it ran on, every config launched and every check
 // judged. It is the lossless content of results.json.
 type Run struct {
-	// Schema is "reckon.results/v1" (see Schema). WriteJSON fills it when empty.
+	// Schema is "reckon.results/v2" (see Schema). WriteJSON fills it when empty.
 	Schema   string `json:"schema"`
 	SpecName string `json:"spec_name"`
 	SpecPath string `json:"spec_path,omitempty"`
@@ -170,55 +167,42 @@ type Trial struct {
 	Metrics map[string]float64 `json:"metrics"`
 }
 
-// Check is one judged check: one JUnit test case.
+// Check is one judged check: one JUnit test case. It is the gate's verdict (name, kind, config,
+// outcome, message, details, metrics and, for a statistical check, the whole statistical result)
+// with what the run adds to it: where the check stands, its status under the run's policy, the
+// explanation of a failure and how long it took.
 type Check struct {
-	Name string `json:"name"`
-	// Kind: health, expect, floor, relative, equivalence, allreduce_probe, throughput, latency.
-	Kind string `json:"kind"`
-	// Config is the config the check is about; "" for checks that span configs.
-	Config string `json:"config,omitempty"`
+	gate.Verdict
 	// Against names the comparison config of a relative or equivalence check ("" when the check
 	// judges against a stored baseline or nothing). Explanations use it.
 	Against string   `json:"against,omitempty"`
 	Labels  []string `json:"labels,omitempty"`
 	// Line is the check's line in the spec file (SpecPath); 0 when it has none (synthetic checks).
 	Line int `json:"line,omitempty"`
-	// Status is passed, failed, error or skipped (the JUnit outcome). When empty it is derived
-	// from Outcome.
-	Status string `json:"status"`
-	// Outcome is the gate's outcome: pass, fail, error, inconclusive, no_baseline, skip,
-	// regression, improvement, no_change.
-	Outcome string `json:"outcome,omitempty"`
-	// Message is the one-line verdict.
-	Message string `json:"message,omitempty"`
-	// Details is multi-line: the reasoning, and the log tail for infrastructure errors.
-	Details string `json:"details,omitempty"`
+	// Status is passed, failed, error or skipped (the JUnit outcome) under the run's policy
+	// (gate.Policy.Status). When empty it is derived from Outcome without a policy.
+	Status gate.Status `json:"status"`
 	// Explanation correlates metrics, e.g. "KV cache -91% (10.42 -> 0.90 GiB); custom AR buffers
 	// 3.85 GiB". When empty, renderers compute one with Explain for failed checks.
-	Explanation string `json:"explanation,omitempty"`
-	// Metrics are the check's measured values (JUnit properties).
-	Metrics map[string]float64 `json:"metrics,omitempty"`
-	// Metric is the statistic a statistical check judges (a Trial metric key).
-	Metric string `json:"metric,omitempty"`
-	// BaseMedian and HeadMedian are the medians of Metric for the comparison (baseline or other
-	// config) and for this config; Ratio is head/base.
-	BaseMedian *float64 `json:"base_median,omitempty"`
-	HeadMedian *float64 `json:"head_median,omitempty"`
-	Ratio      *float64 `json:"ratio,omitempty"`
-	// CILow and CIHigh bound the confidence interval of Ratio (head/base).
-	CILow    *float64      `json:"ci_low,omitempty"`
-	CIHigh   *float64      `json:"ci_high,omitempty"`
-	PValue   *float64      `json:"p_value,omitempty"`
-	Duration time.Duration `json:"duration_ns"`
+	Explanation string        `json:"explanation,omitempty"`
+	Duration    time.Duration `json:"duration_ns"`
 	// Trend is the check's series in the results history when one is configured (reckon gate
 	// --history): the median of each of the last runs, oldest first, this run last. report.html
 	// draws it as a sparkline.
 	Trend []float64 `json:"trend,omitempty"`
 }
 
+// Metric is the statistic a statistical check judges (a Trial metric key; "" for others).
+func (c *Check) Metric() string {
+	if c.Stat == nil {
+		return ""
+	}
+	return c.Stat.Metric
+}
+
 // Outcomes the gate records besides the verdicts of package gate: not_run marks a check the run
 // selected but never judged (interrupted, or its node failed before judging).
-const OutcomeNotRun = "not_run"
+const OutcomeNotRun gate.Outcome = "not_run"
 
 // Counts is the tally of check statuses in a run. The buckets are disjoint and sum to Total:
 // Inconclusive, NoBaseline and NotRun are the skipped checks of those outcomes (under --strict
@@ -304,27 +288,20 @@ func (r *Run) Green() bool {
 	return r.Verdict() == VerdictPass
 }
 
-// checkStatus returns the check's status, derived from its gate outcome when Status is empty.
-// An unknown status is treated as an error so that it can never pass silently.
-func checkStatus(c *Check) string {
+// checkStatus returns the check's status, derived from its gate outcome without a policy when
+// Status is empty. An unknown status is treated as an error so that it can never pass silently.
+func checkStatus(c *Check) gate.Status {
 	switch c.Status {
 	case StatusPassed, StatusFailed, StatusError, StatusSkipped:
 		return c.Status
 	case "":
-		switch c.Outcome {
-		case "pass", "no_change", "improvement":
-			return StatusPassed
-		case "fail", "regression":
-			return StatusFailed
-		case "skip":
-			return StatusSkipped
-		case "inconclusive", "no_baseline":
-			// A statistical check that could not decide neither passes nor fails the build
-			// unless the gate said so in Status; show it as skipped with its reason.
-			return StatusSkipped
-		default:
-			return StatusError
+		o := c.Outcome
+		switch so := gate.StatOutcome(o); so {
+		case gate.Regression, gate.Improvement, gate.NoChange:
+			o = so.Verdict() // a hand-written check may give the statistical decision
 		}
+		st, _ := gate.Policy{}.Status(o)
+		return st
 	default:
 		return StatusError
 	}
@@ -361,11 +338,11 @@ func undecided(checks []Check) []*Check {
 
 // OutcomeDeferred marks a cross-config check a shard left to reckon merge: its configs ran on
 // other shards.
-const OutcomeDeferred = "deferred"
+const OutcomeDeferred gate.Outcome = "deferred"
 
 // OutcomePartial marks a check skipped under --allow-partial because the label filter removed
 // one of its inputs (another config's measurement).
-const OutcomePartial = "partial"
+const OutcomePartial gate.Outcome = "partial"
 
 // provenance is what was tested, for headlines: the commit, the engine's version, reckon's.
 func provenance(r *Run) [][2]string {
@@ -391,4 +368,42 @@ func shortCommit(c string) string {
 		head += "-dirty"
 	}
 	return head
+}
+
+// The headline numbers of a statistical check, which the renderers show: the medians of the
+// comparison and of this config, head/base and its confidence interval, and the p-value; nil
+// for other checks and for a number the comparison did not compute (NaN).
+func (c *Check) baseMedian() *float64 {
+	return c.statField(func(s *gate.StatResult) *float64 { return &s.BaseMedian })
+}
+func (c *Check) headMedian() *float64 {
+	return c.statField(func(s *gate.StatResult) *float64 { return &s.HeadMedian })
+}
+func (c *Check) ratio() *float64 {
+	return c.statField(func(s *gate.StatResult) *float64 { return &s.Ratio })
+}
+func (c *Check) ciLow() *float64 {
+	return c.statField(func(s *gate.StatResult) *float64 { return &s.CILow })
+}
+func (c *Check) ciHigh() *float64 {
+	return c.statField(func(s *gate.StatResult) *float64 { return &s.CIHigh })
+}
+func (c *Check) pValue() *float64 {
+	return c.statField(func(s *gate.StatResult) *float64 { return &s.PValue })
+}
+
+func (c *Check) statField(f func(*gate.StatResult) *float64) *float64 {
+	if c.Stat == nil || math.IsNaN(*f(c.Stat)) {
+		return nil // not a statistical check, or not computed
+	}
+	return f(c.Stat)
+}
+
+// outcomeText is the outcome as reports show it: a statistical check's own decision
+// (regression, no_change, improvement, inconclusive), else the verdict's outcome.
+func (c *Check) outcomeText() string {
+	if c.Stat != nil && c.Stat.Outcome != "" {
+		return string(c.Stat.Outcome)
+	}
+	return string(c.Outcome)
 }

@@ -5,20 +5,22 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/reckon-ci/reckon/gate"
 )
 
 // TestVerdictAndCounts: one verdict and one tally for the closing line, summary.md and
 // report.html; a run is green only when something passed and nothing failed, errored or was cut
 // short.
 func TestVerdictAndCounts(t *testing.T) {
-	pass := Check{Name: "p", Status: StatusPassed, Outcome: "pass"}
-	fail := Check{Name: "f", Status: StatusFailed, Outcome: "fail"}
-	infra := Check{Name: "e", Status: StatusError, Outcome: "error"}
-	inc := Check{Name: "i", Status: StatusSkipped, Outcome: "inconclusive", Message: "i: inconclusive"}
-	nob := Check{Name: "n", Status: StatusSkipped, Outcome: "no_baseline"}
-	part := Check{Name: "q", Status: StatusSkipped, Outcome: OutcomePartial}
-	notRun := Check{Name: "r", Status: StatusSkipped, Outcome: OutcomeNotRun}
-	strictInc := Check{Name: "s", Status: StatusFailed, Outcome: "inconclusive"}
+	pass := Check{Verdict: gate.Verdict{Name: "p", Outcome: "pass"}, Status: StatusPassed}
+	fail := Check{Verdict: gate.Verdict{Name: "f", Outcome: "fail"}, Status: StatusFailed}
+	infra := Check{Verdict: gate.Verdict{Name: "e", Outcome: "error"}, Status: StatusError}
+	inc := Check{Verdict: gate.Verdict{Name: "i", Outcome: "inconclusive", Message: "i: inconclusive"}, Status: StatusSkipped}
+	nob := Check{Verdict: gate.Verdict{Name: "n", Outcome: "no_baseline"}, Status: StatusSkipped}
+	part := Check{Verdict: gate.Verdict{Name: "q", Outcome: OutcomePartial}, Status: StatusSkipped}
+	notRun := Check{Verdict: gate.Verdict{Name: "r", Outcome: OutcomeNotRun}, Status: StatusSkipped}
+	strictInc := Check{Verdict: gate.Verdict{Name: "s", Outcome: "inconclusive"}, Status: StatusFailed}
 	for _, tc := range []struct {
 		name        string
 		run         Run
@@ -82,7 +84,7 @@ func TestVerdictAndCounts(t *testing.T) {
 // appear in summary.md, report.html and junit.xml's properties.
 func TestProvenanceInEveryReport(t *testing.T) {
 	r := &Run{SpecName: "s", GitCommit: "0123456789abcdef0123", GitCommitSource: "GITHUB_SHA", EngineVersion: "sglang 0.5.1", ReckonVersion: "v1.2.3",
-		Configs: []Config{{Name: "a", EngineVersion: "sglang 0.5.1"}}, Checks: []Check{{Name: "p", Config: "a", Status: StatusPassed}}}
+		Configs: []Config{{Name: "a", EngineVersion: "sglang 0.5.1"}}, Checks: []Check{{Verdict: gate.Verdict{Name: "p", Config: "a"}, Status: StatusPassed}}}
 	var md, html, junit bytes.Buffer
 	if err := WriteMarkdown(&md, r); err != nil {
 		t.Fatal(err)

@@ -1,12 +1,13 @@
 package reporters
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/reckon-ci/reckon/internal/atomicfile"
 )
 
 // Report file names written by WriteAll.
@@ -39,48 +40,9 @@ func WriteAll(dir string, r *Run) error {
 	}
 	var errs []error
 	for _, w := range writers {
-		if err := WriteFileAtomic(filepath.Join(dir, w.name), func(out io.Writer) error { return w.fn(out, r) }); err != nil {
+		if err := atomicfile.Write(filepath.Join(dir, w.name), func(out io.Writer) error { return w.fn(out, r) }); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// WriteFileAtomic writes path through fill: into a temporary file in the same directory, synced,
-// then renamed over path. On any error the temporary file is removed and path is untouched.
-func WriteFileAtomic(path string, fill func(io.Writer) error) (err error) {
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
-	tmp, err := os.CreateTemp(dir, "."+base+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	defer func() {
-		if err != nil {
-			_ = tmp.Close()
-			_ = os.Remove(tmp.Name())
-		}
-	}()
-	bw := bufio.NewWriterSize(tmp, 64<<10)
-	if err = fill(bw); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err = bw.Flush(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err = tmp.Chmod(0o644); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err = tmp.Sync(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err = tmp.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err = os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
 }

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/reckon-ci/reckon/internal/atomicfile"
 )
 
 // TestWriteAllSample writes the sample reports; with RECKON_REPORT_SAMPLE=DIR they are kept in
@@ -50,7 +52,7 @@ func TestWriteAllReplacesAtomically(t *testing.T) {
 		t.Fatalf("junit.xml not replaced: %q %v", b[:min(20, len(b))], err)
 	}
 	// A failing writer leaves the old file and no temporary file behind.
-	err = WriteFileAtomic(filepath.Join(dir, JUnitFile), func(w io.Writer) error {
+	err = atomicfile.Write(filepath.Join(dir, JUnitFile), func(w io.Writer) error {
 		_, _ = io.WriteString(w, "half a rep")
 		return errors.New("disk on fire")
 	})

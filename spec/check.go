@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/reckon-ci/reckon/internal/num"
 )
 
 // CheckKind is the kind of a check.
@@ -276,11 +278,11 @@ func (c *Check) generatedName() string {
 		s := "floor "
 		switch {
 		case c.Min != nil && c.Max != nil:
-			s += fmt.Sprintf("%s <= %s <= %s", fmtNum(*c.Min), c.Metric, fmtNum(*c.Max))
+			s += fmt.Sprintf("%s <= %s <= %s", num.Exact(*c.Min), c.Metric, num.Exact(*c.Max))
 		case c.Min != nil:
-			s += fmt.Sprintf("%s >= %s", c.Metric, fmtNum(*c.Min))
+			s += fmt.Sprintf("%s >= %s", c.Metric, num.Exact(*c.Min))
 		case c.Max != nil:
-			s += fmt.Sprintf("%s <= %s", c.Metric, fmtNum(*c.Max))
+			s += fmt.Sprintf("%s <= %s", c.Metric, num.Exact(*c.Max))
 		default:
 			s += c.Metric
 		}
@@ -291,10 +293,10 @@ func (c *Check) generatedName() string {
 	case KindRelative:
 		var parts []string
 		if c.MinRatio != nil {
-			parts = append(parts, ">= "+fmtNum(*c.MinRatio)+" x "+c.Of)
+			parts = append(parts, ">= "+num.Exact(*c.MinRatio)+" x "+c.Of)
 		}
 		if c.MaxRatio != nil {
-			parts = append(parts, "<= "+fmtNum(*c.MaxRatio)+" x "+c.Of)
+			parts = append(parts, "<= "+num.Exact(*c.MaxRatio)+" x "+c.Of)
 		}
 		return fmt.Sprintf("relative %s %s %s", c.Config, c.Metric, strings.Join(parts, " and "))
 	case KindExpect:

@@ -11,6 +11,8 @@ import (
 
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/token"
+
+	"github.com/reckon-ci/reckon/internal/num"
 )
 
 // decoder walks the YAML syntax tree by hand (rather than through reflection) so that every
@@ -404,7 +406,7 @@ func (m *mapping) numberIn(key string, lo, hi float64, expected string) *float64
 	}
 	if f < lo || f > hi {
 		i := m.index[key]
-		m.bad(m.entries[i].value, key, "expected %s, got %s", expected, fmtNum(f))
+		m.bad(m.entries[i].value, key, "expected %s, got %s", expected, num.Exact(f))
 		return nil
 	}
 	return &f
@@ -608,8 +610,3 @@ func editDistance(a, b string) int {
 
 // plainFloat is the YAML 1.2 core-schema float syntax.
 var plainFloat = regexp.MustCompile(`^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$`)
-
-// fmtNum prints a number the shortest way ("0.9", "10000").
-func fmtNum(f float64) string {
-	return strconv.FormatFloat(f, 'g', -1, 64)
-}

@@ -15,6 +15,8 @@ import (
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
 	"github.com/goccy/go-yaml/token"
+
+	"github.com/reckon-ci/reckon/internal/num"
 )
 
 // Defaults of optional fields (docs/spec.md lists them all).
@@ -656,7 +658,7 @@ func (b *builder) check(m *mapping, s *Spec) *Check {
 			m.missing("min", "a lower bound; or max, or both")
 		case c.Min != nil && c.Max != nil && *c.Min > *c.Max:
 			v, _ := m.get("max")
-			m.bad(v, "max", "max (%s) is below min (%s)", fmtNum(*c.Max), fmtNum(*c.Min))
+			m.bad(v, "max", "max (%s) is below min (%s)", num.Exact(*c.Max), num.Exact(*c.Min))
 		}
 	case KindRelative:
 		c.Config = b.refStr(m, "config", "config", true)
@@ -678,7 +680,7 @@ func (b *builder) check(m *mapping, s *Spec) *Check {
 			m.missing("min_ratio", "a lower bound on the ratio; or max_ratio, or both")
 		case c.MinRatio != nil && c.MaxRatio != nil && *c.MinRatio > *c.MaxRatio:
 			v, _ := m.get("max_ratio")
-			m.bad(v, "max_ratio", "max_ratio (%s) is below min_ratio (%s)", fmtNum(*c.MaxRatio), fmtNum(*c.MinRatio))
+			m.bad(v, "max_ratio", "max_ratio (%s) is below min_ratio (%s)", num.Exact(*c.MaxRatio), num.Exact(*c.MinRatio))
 		}
 	case KindExpect:
 		c.Configs = b.refList(m)
@@ -730,7 +732,7 @@ func (b *builder) check(m *mapping, s *Spec) *Check {
 		c.MinExactMatch = m.numberIn("min_exact_match", 0, 1, "a fraction in [0, 1]")
 		if c.MeanAbsLogprobDelta != nil && c.MaxAbsLogprobDelta != nil && *c.MeanAbsLogprobDelta > *c.MaxAbsLogprobDelta {
 			v, _ := m.get("mean_abs_logprob_delta")
-			b.errorf(v, m.field("mean_abs_logprob_delta"), "mean tolerance (%s) above the max tolerance (%s) can never matter", fmtNum(*c.MeanAbsLogprobDelta), fmtNum(*c.MaxAbsLogprobDelta))
+			b.errorf(v, m.field("mean_abs_logprob_delta"), "mean tolerance (%s) above the max tolerance (%s) can never matter", num.Exact(*c.MeanAbsLogprobDelta), num.Exact(*c.MaxAbsLogprobDelta))
 		}
 		if s.Numerics == nil {
 			b.errorf(m.node, m.path, "an equivalence check needs a numerics section (the prompts the probe sends)")
@@ -854,11 +856,11 @@ func (b *builder) percent(m *mapping, key string) (float64, bool) {
 		return 0, false
 	}
 	if fraction && f >= 1 {
-		m.bad(v, key, "expected %s, got %s (write %s%% for a percentage)", expected, fmtNum(f), fmtNum(f))
+		m.bad(v, key, "expected %s, got %s (write %s%% for a percentage)", expected, num.Exact(f), num.Exact(f))
 		return 0, false
 	}
 	if f <= 0 || f >= 1 || math.IsNaN(f) {
-		m.bad(v, key, "expected %s, got %s", expected, fmtNum(f))
+		m.bad(v, key, "expected %s, got %s", expected, num.Exact(f))
 		return 0, false
 	}
 	return f, true
@@ -1042,14 +1044,14 @@ func (b *builder) checkPower(s *Spec, c *Check) {
 		}
 		if n := w.Launches; minRankP(n) > RankGuardAlpha {
 			b.errorf(b.checkNode[c], b.checkPath[c], "this %s check can never find a regression: workload %q has launches: %d, and with launches as the unit the smallest p-value of the rank test is %s, above its level %s; raise launches (>= %d)",
-				c.Kind, w.Name, n, fmtNum(roundSig(minRankP(n))), fmtNum(RankGuardAlpha), minTrialsFor(RankGuardAlpha))
+				c.Kind, w.Name, n, num.Exact(roundSig(minRankP(n))), num.Exact(RankGuardAlpha), minTrialsFor(RankGuardAlpha))
 		}
 		return
 	}
 	n := w.MaxTrials
 	if minRankP(n) > RankGuardAlpha {
 		b.errorf(b.checkNode[c], b.checkPath[c], "this %s check can never find a regression: with at most %d trials per side (workload %q) the smallest p-value of the rank test is %s, above its level %s; raise trials or max_trials (>= %d)",
-			c.Kind, n, w.Name, fmtNum(roundSig(minRankP(n))), fmtNum(RankGuardAlpha), minTrialsFor(RankGuardAlpha))
+			c.Kind, n, w.Name, num.Exact(roundSig(minRankP(n))), num.Exact(RankGuardAlpha), minTrialsFor(RankGuardAlpha))
 	}
 }
 

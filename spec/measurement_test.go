@@ -3,6 +3,8 @@ package spec
 import (
 	"strings"
 	"testing"
+
+	"github.com/reckon-ci/reckon/internal/num"
 )
 
 // measurementBase is a spec with two configs and two workloads that the cases below extend.
@@ -105,7 +107,7 @@ func TestMeasurementFieldsGood(t *testing.T) {
 func fmtMap(m map[string]float64) string {
 	var b strings.Builder
 	for k, v := range m {
-		b.WriteString(k + "=" + fmtNum(v) + " ")
+		b.WriteString(k + "=" + num.Exact(v) + " ")
 	}
 	return b.String()
 }

@@ -50,7 +50,7 @@ func mergeRun(t *testing.T, dirs ...string) *gateRun {
 func TestABSlowPRIsRedWithLaunchesAsTheUnit(t *testing.T) {
 	r := redGate(t, "ab.yaml")
 	c := r.check(t, abThroughput)
-	if c.Status != reporters.StatusFailed || c.Outcome != "regression" {
+	if c.Status != reporters.StatusFailed || c.Stat == nil || c.Stat.Outcome != "regression" {
 		t.Fatalf("%s: %s/%s: %s", abThroughput, c.Status, c.Outcome, c.Message)
 	}
 	for _, want := range []string{"pr: output_throughput -", "vs main", "): regression [unit: launch, 3 vs 3 launches of 2 trials; between-launch CV pr ", ", main ", "; within-launch CV pr "} {
@@ -110,7 +110,7 @@ func TestABSlowPRIsRedWithLaunchesAsTheUnit(t *testing.T) {
 func verdicts(r *reporters.Run) map[string]string {
 	out := map[string]string{}
 	for _, c := range r.Checks {
-		out[c.Name] = c.Status + "/" + c.Outcome
+		out[c.Name] = string(c.Status) + "/" + string(c.Outcome)
 	}
 	return out
 }
@@ -144,8 +144,11 @@ func TestShardsMergeToTheUnshardedVerdicts(t *testing.T) {
 	// The statistical verdicts agree within their confidence intervals (the two measure the
 	// same effect: their intervals overlap).
 	fc, mc := full.check(t, abThroughput), m.check(t, abThroughput)
-	if *mc.CILow > *fc.CIHigh || *fc.CILow > *mc.CIHigh {
-		t.Errorf("ratio unsharded %.3f [%.3f, %.3f], merged %.3f [%.3f, %.3f]", *fc.Ratio, *fc.CILow, *fc.CIHigh, *mc.Ratio, *mc.CILow, *mc.CIHigh)
+	if fc.Stat == nil || mc.Stat == nil {
+		t.Fatalf("%s: no statistical result (unsharded %v, merged %v)", abThroughput, fc.Stat, mc.Stat)
+	}
+	if f, m := fc.Stat, mc.Stat; m.CILow > f.CIHigh || f.CILow > m.CIHigh {
+		t.Errorf("ratio unsharded %.3f [%.3f, %.3f], merged %.3f [%.3f, %.3f]", f.Ratio, f.CILow, f.CIHigh, m.Ratio, m.CILow, m.CIHigh)
 	}
 	if !strings.Contains(mc.Details, "judged by reckon merge") || len(m.results.MergedFrom) != 2 || len(m.junit.Suites) == 0 {
 		t.Errorf("merged check details %q, merged_from %d", mc.Details, len(m.results.MergedFrom))

@@ -13,6 +13,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -23,6 +24,7 @@ import (
 	"github.com/reckon-ci/reckon/engine"
 	"github.com/reckon-ci/reckon/engine/client"
 	"github.com/reckon-ci/reckon/gate"
+	"github.com/reckon-ci/reckon/internal/atomicfile"
 	"github.com/reckon-ci/reckon/reporters"
 	"github.com/reckon-ci/reckon/spec"
 	"github.com/reckon-ci/reckon/testbed"
@@ -88,9 +90,6 @@ type configState struct {
 	inst     *engine.Instance
 	launchEr error
 	report   *engine.Report
-	// reportFields is report as its JSON object (the keys of `reckon logs parse --json`), which
-	// floors address by name; the same map goes into the results.
-	reportFields map[string]any
 	// trials[workload] holds one metrics map per trial, and trialLaunch[workload] the launch
 	// (1-based) that ran each of them; a relaunch (launches.go) shares both maps.
 	trials      map[string][]map[string]float64
@@ -114,6 +113,13 @@ type configState struct {
 	// trialWarnings[workload] are the distinct warnings of its trials' results (a cycled
 	// dataset, text prompts instead of token ids, ...), shown with the measurement.
 	trialWarnings map[string][]string
+	// out is the config's entry in the results (reporters.Config), owned here: the run's
+	// Configs are derived from the states (framework.view), never kept a second time. Its
+	// Engine is report as its JSON object (the keys of `reckon logs parse --json`), which floors
+	// address by name. reported says whether the config belongs in this run's results (its
+	// shard's; a merged shard's).
+	out      reporters.Config
+	reported bool
 }
 
 // launched reports whether the config was launched in this run (here, or in a merged shard).
@@ -172,8 +178,9 @@ func newFramework(ctx context.Context, s *spec.Spec, specPath string, opts Optio
 			trialLaunch: map[string][]int{},
 			measErr:     map[string]error{},
 			launchNo:    1,
+			out:         reporters.Config{Name: c.Name},
+			reported:    true,
 		}
-		fw.run.Configs = append(fw.run.Configs, reporters.Config{Name: c.Name})
 	}
 
 	fp, err := testbed.Detect(ctx)
@@ -193,7 +200,6 @@ func newFramework(ctx context.Context, s *spec.Spec, specPath string, opts Optio
 	if len(s.StatisticalChecks()) > 0 || relativeToBaseline(s) {
 		fw.baseline, fw.baselineErr = gate.LoadBaseline(opts.BaselineDir, fw.testbedKey, s.Name)
 	}
-	attachBaselineEngines(&fw.run, fw.baseline)
 	return fw, nil
 }
 
@@ -211,14 +217,28 @@ func attachBaselineEngines(run *reporters.Run, b *gate.Baseline) {
 	}
 }
 
-// reportConfig returns the report entry of a config; callers hold fw.mu.
+// reportConfig returns the report entry of a config, which its state owns; callers hold fw.mu.
 func (fw *framework) reportConfig(name string) *reporters.Config {
-	for i := range fw.run.Configs {
-		if fw.run.Configs[i].Name == name {
-			return &fw.run.Configs[i]
-		}
+	if cs := fw.configs[name]; cs != nil {
+		return &cs.out
 	}
 	return nil
+}
+
+// view is the run as the reports see it: the run with its configs derived from their states,
+// in spec order, each with the engine report stored with its baseline. Callers hold fw.mu
+// (or own fw alone).
+func (fw *framework) view() reporters.Run {
+	r := fw.run
+	r.Checks = slices.Clone(fw.run.Checks)
+	r.Configs = make([]reporters.Config, 0, len(fw.configs))
+	for _, n := range fw.spec.ConfigNames() {
+		if cs := fw.configs[n]; cs != nil && cs.reported {
+			r.Configs = append(r.Configs, cs.out)
+		}
+	}
+	attachBaselineEngines(&r, fw.baseline)
+	return r
 }
 
 // LaunchConfig turns a config's effective settings (spec.Launch) into the engine adapter's
@@ -315,7 +335,6 @@ func (fw *framework) refreshReport(cs *configState) {
 		if cs.engineVersion != "" {
 			m["engine_version"] = cs.engineVersion
 		}
-		cs.reportFields = m
 		fw.mu.Lock()
 		rc := fw.reportConfig(cs.name)
 		rc.Engine = m
@@ -431,7 +450,7 @@ func (fw *framework) measureNumerics(ctx context.Context, cs *configState) error
 	}
 	cs.probe = p
 	path := filepath.Join(fw.opts.OutDir, "numerics", cs.name+".json")
-	if err := writeJSONAtomic(path, p); err != nil {
+	if err := atomicfile.WriteJSON(path, p); err != nil {
 		return err
 	}
 	fw.mu.Lock()
@@ -595,13 +614,11 @@ func (fw *framework) record(c reporters.Check) {
 // what it measured.
 func (fw *framework) checkpoint() {
 	fw.mu.Lock()
-	snapshot := fw.run
-	snapshot.Checks = append([]reporters.Check(nil), fw.run.Checks...)
-	snapshot.Configs = append([]reporters.Config(nil), fw.run.Configs...)
+	snapshot := fw.view()
 	snapshot.Interrupted = true // until finish says otherwise
 	snapshot.FinishedAt = time.Now().UTC()
 	fw.mu.Unlock()
-	err := reporters.WriteFileAtomic(filepath.Join(fw.opts.OutDir, "results.json"), func(w io.Writer) error {
+	err := atomicfile.Write(filepath.Join(fw.opts.OutDir, "results.json"), func(w io.Writer) error {
 		return reporters.WriteJSON(w, &snapshot)
 	})
 	if err != nil {
@@ -624,7 +641,7 @@ func (fw *framework) finish() *reporters.Run {
 	// Every selected check that never reached a verdict is listed: a run never looks more
 	// complete than it was.
 	fw.run.Checks = append(fw.run.Checks, fw.notRun(fw.run.Interrupted, fw.run.InterruptReason)...)
-	r := fw.run
+	r := fw.view()
 	return &r
 }
 
@@ -638,33 +655,6 @@ func tailFile(path string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
-}
-
-func writeJSONAtomic(path string, v any) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("create %s: %w", filepath.Dir(path), err)
-	}
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return fmt.Errorf("encode %s: %w", path, err)
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path)+"-*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if _, err := tmp.Write(append(b, '\n')); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
 }
 
 // launchDType is the dtype a launch asks for with --dtype ("" when not given or "auto").

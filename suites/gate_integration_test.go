@@ -221,8 +221,8 @@ func TestPCIeForcedCustomFails(t *testing.T) {
 		t.Errorf("KV check: %+v", kv)
 	}
 	tp := r.check(t, "custom allreduce is not slower than NCCL")
-	if tp.Status != reporters.StatusFailed || tp.Outcome != "regression" || tp.Ratio == nil || *tp.Ratio > 0.85 {
-		t.Errorf("throughput check: status %s ratio %v message %q", tp.Status, tp.Ratio, tp.Message)
+	if tp.Status != reporters.StatusFailed || tp.Stat == nil || tp.Stat.Outcome != "regression" || tp.Stat.Ratio > 0.85 {
+		t.Errorf("throughput check: status %s stat %+v message %q", tp.Status, tp.Stat, tp.Message)
 	}
 	if !strings.Contains(tp.Message, "KV cache -") {
 		t.Errorf("the one-line verdict does not carry the KV change: %q", tp.Message)
@@ -285,7 +285,7 @@ func TestCrashIsInfrastructureError(t *testing.T) {
 		if c.Config == "crashing" && c.Status == reporters.StatusError {
 			sawErr = true
 		}
-		if c.Config == "healthy" && c.Kind == reporters.KindHealth && c.Status != reporters.StatusPassed {
+		if c.Config == "healthy" && c.Kind == "health" && c.Status != reporters.StatusPassed {
 			t.Errorf("healthy config: %+v", c)
 		}
 	}
@@ -328,7 +328,7 @@ func TestSlowdownAgainstRecordedBaseline(t *testing.T) {
 		t.Fatalf("slowdown: exit %d, want 1\n%s", slow.exit, slow.dump())
 	}
 	c := slow.check(t, "throughput custom-ar decode output_throughput vs baseline")
-	if c.Outcome != "regression" {
+	if c.Stat == nil || c.Stat.Outcome != "regression" {
 		t.Errorf("slowdown check: %+v", c)
 	}
 }

@@ -140,7 +140,7 @@ func TestGateAgainstHistory(t *testing.T) {
 	}
 	trend := 0
 	for _, c := range res.Checks {
-		if c.Kind == reporters.KindThroughput {
+		if c.Kind == "throughput" {
 			trend = len(c.Trend)
 			t.Logf("%s\n%s", c.Message, c.Details)
 		}

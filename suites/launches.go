@@ -13,6 +13,7 @@ import (
 
 	"github.com/reckon-ci/reckon/engine"
 	"github.com/reckon-ci/reckon/gate"
+	"github.com/reckon-ci/reckon/internal/num"
 	"github.com/reckon-ci/reckon/reporters"
 	"github.com/reckon-ci/reckon/spec"
 	"github.com/reckon-ci/reckon/testbed"
@@ -115,17 +116,17 @@ func defineRelaunch(fw *framework, base *configState, st launchStep) {
 		}, ginkgo.NodeTimeout(base.launch.ReadyTimeout.D()+grace))
 
 		readyName := base.name + ": launch and readiness" + suffix
-		ready := reporters.Check{Name: readyName, Kind: reporters.KindHealth, Config: base.name, Labels: labels, Line: cfgLine}
+		ready := reporters.Check{Verdict: gate.Verdict{Name: readyName, Kind: gate.KindHealth, Config: base.name}, Labels: labels, Line: cfgLine}
 		fw.plan(container, readyName, ready)
 		ginkgo.It(readyName, fw.at(cfgLine), ginkgo.Label(labelHealth, labelThroughput), func() {
 			v := healthVerdict(rs)
-			v.Check = readyName
+			v.Name = readyName
 			fw.judge(ready, v)
 		})
 		for _, w := range st.workloads {
 			w := w
 			name := relaunchTrialsSpecName(base.name, w.Name, st.launch, st.of)
-			entry := reporters.Check{Name: name, Kind: kindMeasure, Config: base.name, Labels: labels, Line: cfgLine}
+			entry := reporters.Check{Verdict: gate.Verdict{Name: name, Kind: gate.KindMeasurement, Config: base.name}, Labels: labels, Line: cfgLine}
 			fw.plan(container, name, entry)
 			timeout := time.Duration(max(w.Trials, 1)) * (w.RequestTimeout.D()*2 + 10*time.Minute)
 			ginkgo.It(name, fw.at(cfgLine), ginkgo.Label(labelThroughput), func(ctx ginkgo.SpecContext) {
@@ -137,7 +138,7 @@ func defineRelaunch(fw *framework, base *configState, st launchStep) {
 			}, ginkgo.NodeTimeout(timeout))
 		}
 		logName := base.name + ": engine log shows no errors" + suffix
-		logEntry := reporters.Check{Name: logName, Kind: reporters.KindHealth, Config: base.name, Labels: labels, Line: cfgLine}
+		logEntry := reporters.Check{Verdict: gate.Verdict{Name: logName, Kind: gate.KindHealth, Config: base.name}, Labels: labels, Line: cfgLine}
 		fw.plan(container, logName, logEntry)
 		ginkgo.It(logName, fw.at(cfgLine), ginkgo.Label(labelHealth, labelThroughput), func() {
 			rs.settle()
@@ -345,7 +346,7 @@ func (n *launchNote) apply(v *gate.Verdict) {
 	}{{n.headName, n.head}, {n.baseName, n.base}} {
 		parts := make([]string, len(side.lv.Means))
 		for i, m := range side.lv.Means {
-			parts[i] = fmt.Sprintf("%s (%d trials)", fmtNum(m), side.lv.Trials[i])
+			parts[i] = fmt.Sprintf("%s (%d trials)", num.Format(m), side.lv.Trials[i])
 		}
 		fmt.Fprintf(&b, "%s launch means: %s; between-launch CV %s, within-launch CV %s\n", side.name, strings.Join(parts, ", "), fmtCV(side.lv.Between), fmtCV(side.lv.Within))
 	}
@@ -364,15 +365,4 @@ func (n *launchNote) apply(v *gate.Verdict) {
 	put("between_launch_cv_base", n.base.Between)
 	put("within_launch_cv_head", n.head.Within)
 	put("within_launch_cv_base", n.base.Within)
-}
-
-func fmtNum(x float64) string {
-	switch a := math.Abs(x); {
-	case a >= 100:
-		return fmt.Sprintf("%.0f", x)
-	case a >= 1:
-		return fmt.Sprintf("%.2f", x)
-	default:
-		return fmt.Sprintf("%.4g", x)
-	}
 }

@@ -99,13 +99,13 @@ func baselineRelativeVerdict(fw *framework, c *spec.Check) gate.Verdict {
 		}
 	}
 	if bc == nil {
-		return gate.Verdict{Check: c.Name, Kind: string(c.Kind), Config: c.Config, Outcome: gate.NoBaseline,
+		return gate.Verdict{Name: c.Name, Kind: string(c.Kind), Config: c.Config, Outcome: gate.NoBaseline,
 			Message: fmt.Sprintf("%s: the baseline for testbed %s holds no engine report of config %s; record one with reckon baseline record --from %s/results.json", c.Config, fw.testbedKey, c.Config, fw.opts.OutDir)}
 	}
 	raw, ok := bc[c.Metric]
 	f, isNum := raw.(float64)
 	if !ok || raw == nil || !isNum {
-		return gate.Verdict{Check: c.Name, Kind: string(c.Kind), Config: c.Config, Outcome: gate.Skip,
+		return gate.Verdict{Name: c.Name, Kind: string(c.Kind), Config: c.Config, Outcome: gate.Skip,
 			Message: fmt.Sprintf("%s: the baseline's engine report has no %s (absent, never taken as 0); not judged", c.Config, c.Metric)}
 	}
 	out := gate.Relative(c.Name, c.Metric, hv, &f, "baseline", c.MinRatio, c.MaxRatio)

@@ -170,10 +170,11 @@ func Merge(opts MergeOptions) (*reporters.Run, error) {
 		}
 		fw.run.Checks = append(fw.run.Checks, fw.mergeCheck(c, entries, shardOf))
 	}
-	if err := reporters.WriteAll(opts.OutDir, &fw.run); err != nil {
-		return &fw.run, fmt.Errorf("write reports: %w", err)
+	run := fw.view()
+	if err := reporters.WriteAll(opts.OutDir, &run); err != nil {
+		return &run, fmt.Errorf("write reports: %w", err)
 	}
-	return &fw.run, nil
+	return &run, nil
 }
 
 type baselineEntry struct {
@@ -208,28 +209,21 @@ func (fw *framework) mergeCheck(c *spec.Check, entries []*reporters.Check, shard
 			parts = append(parts, fmt.Sprintf("%s on %s", strings.Join(cfgs, ", "), k))
 		}
 		sort.Strings(parts)
-		v := gate.Verdict{Check: c.Name, Kind: string(c.Kind), Config: e.Config, Outcome: gate.Error,
+		v := gate.Verdict{Name: c.Name, Kind: string(c.Kind), Config: e.Config, Outcome: gate.Error,
 			Message: fmt.Sprintf("%s: not judged: its configs ran on different testbeds (%s); reckon merge compares configs only within one testbed key (run them on identical runners, or keep them in one shard with --shard-by group)", e.Config, strings.Join(parts, "; "))}
-		out, _ := fw.entryOf(e, v, false, "")
+		out := fw.entryOf(e, v, false, "")
 		return out
 	}
-	var v gate.Verdict
-	switch {
-	case c.IsStatistical() && c.Against == spec.AgainstHistory && judged != nil:
-		return *judged // judged in its shard against the history store, which merge does not read
-	case c.IsStatistical():
-		// Judged again: the Holm-Bonferroni family is the whole run's, as without shards.
-		v = fw.statVerdict(c)
-	case judged != nil:
-		return *judged // judged where every config it compares ran
-	case c.Kind == spec.KindRelative:
-		v = relativeVerdict(fw, c)
-	case c.Kind == spec.KindEquivalence:
-		v = equivalenceVerdict(fw, c)
-	default:
+	k := crossKindOf(c)
+	if !k.rejudge(c, judged != nil) {
+		if judged != nil {
+			return *judged // judged where every config it compares ran (or against the history store, which merge does not read)
+		}
 		return *entries[0]
 	}
-	out, _ := fw.entryOf(e, v, false, "")
+	// Judged again: a statistical family is the whole run's, as without shards.
+	v := k.judge(fw, nil, c)
+	out := fw.entryOf(e, v, false, "")
 	if judged == nil {
 		out.Details = strings.TrimSpace(out.Details + "\n\njudged by reckon merge from the shards' results (its configs ran on different shards of testbed " + onlyKey(keys) + ")")
 	}
@@ -332,16 +326,7 @@ func mergedRun(s *spec.Spec, shards []shardRun, strict bool, version string) rep
 		sort.Strings(ks)
 		r.TestbedKey = "mixed: " + strings.Join(ks, ", ")
 	}
-	for _, n := range s.ConfigNames() {
-		for _, sh := range shards {
-			for _, c := range sh.run.Configs {
-				if c.Name == n {
-					r.Configs = append(r.Configs, c)
-				}
-			}
-		}
-	}
-	return r
+	return r // its configs are the replayed states' (replay, framework.view)
 }
 
 // replay fills a config's state from its shard's results: the engine report, the trials with
@@ -354,8 +339,8 @@ func replay(cs *configState, sh *shardRun, s *spec.Spec) {
 			c = &sh.run.Configs[i]
 		}
 	}
+	cs.out, cs.reported = *c, true
 	cs.logPath = c.LogPath
-	cs.reportFields = c.Engine
 	if c.LaunchError != "" {
 		cs.launchEr = errors.New(c.LaunchError)
 	}
@@ -366,7 +351,7 @@ func replay(cs *configState, sh *shardRun, s *spec.Spec) {
 		cs.trialLaunch[t.Workload] = append(cs.trialLaunch[t.Workload], max(1, t.Launch))
 	}
 	for _, e := range sh.run.Checks {
-		if e.Config != cs.name || e.Kind != kindMeasure || e.Status == reporters.StatusPassed {
+		if e.Config != cs.name || e.Kind != gate.KindMeasurement || e.Status == reporters.StatusPassed {
 			continue
 		}
 		err := errors.New(e.Message)

@@ -66,7 +66,7 @@ func TestNumericsCorrectAlgorithmsStayGreen(t *testing.T) {
 	}
 	n := 0
 	for _, c := range r.results.Checks {
-		if c.Kind != reporters.KindEquivalence {
+		if c.Kind != "equivalence" {
 			continue
 		}
 		n++

@@ -63,42 +63,6 @@ func (fw *framework) plan(container, leaf string, e reporters.Check, needs ...ne
 	fw.planned[k] = &plannedSpec{key: k, entry: e, needs: needs}
 }
 
-// needsOf returns the inputs of a cross-config check: the configs it compares, and the
-// measurement each must have made.
-func needsOf(s *spec.Spec, c *spec.Check) []need {
-	launched := func(cfg string) need {
-		return need{container: configContainer(cfg), what: "config " + cfg}
-	}
-	probe := func(cfg string) need {
-		return need{container: configContainer(cfg), leaves: []string{probeSpecName(cfg)}, what: probeSpecName(cfg)}
-	}
-	trials := func(cfg string) need {
-		n := trialsSpecName(cfg, c.Workload)
-		return need{container: configContainer(cfg), leaves: []string{n}, what: n}
-	}
-	switch {
-	case c.Kind == spec.KindRelative && c.Of == spec.OfBaseline:
-		return []need{launched(c.Config)}
-	case c.Kind == spec.KindRelative:
-		return []need{launched(c.Config), launched(c.Of)}
-	case c.Kind == spec.KindEquivalence:
-		out := []need{probe(c.Base), probe(c.Head)}
-		for _, trusted := range []string{c.Twin, c.Oracle} {
-			if trusted != "" {
-				out = append(out, probe(trusted))
-			}
-		}
-		return out
-	case c.IsStatistical():
-		out := []need{trials(c.Config)}
-		if c.Against == spec.AgainstConfig {
-			out = append(out, trials(c.AgainstConfig))
-		}
-		return out
-	}
-	return nil
-}
-
 // trafficNeed is the input of a check on a metric that exists only after traffic (a late
 // metric): any measurement of the config. It returns nil when the config has none at all.
 func trafficNeed(s *spec.Spec, config string) []need {

@@ -105,7 +105,7 @@ func Run(ctx context.Context, opts Options) (*reporters.Run, error) {
 	if fw.shardSet != nil && len(fw.shardSet) == 0 {
 		// An empty shard (more shards than groups of configs): nothing to run, said so.
 		fw.run.FinishedAt = time.Now().UTC()
-		run := fw.run
+		run := fw.view()
 		if err := reporters.WriteAll(opts.OutDir, &run); err != nil {
 			return &run, fmt.Errorf("write reports: %w", err)
 		}

@@ -48,28 +48,6 @@ func ParseShard(v string) (Shard, error) {
 	return Shard{Index: idx, Count: cnt, By: ShardByGroup}, nil
 }
 
-// crossConfigs returns the configs a cross-config check compares (nil for other checks; a
-// relative check against the baseline names its one config).
-func crossConfigs(c *spec.Check) []string {
-	switch {
-	case c.Kind == spec.KindRelative && c.Of == spec.OfBaseline:
-		return []string{c.Config}
-	case c.Kind == spec.KindRelative:
-		return []string{c.Config, c.Of}
-	case c.Kind == spec.KindEquivalence:
-		out := []string{c.Base, c.Head}
-		for _, n := range []string{c.Twin, c.Oracle} {
-			if n != "" {
-				out = append(out, n)
-			}
-		}
-		return out
-	case c.IsStatistical() && c.Against == spec.AgainstConfig:
-		return []string{c.Config, c.AgainstConfig}
-	}
-	return nil
-}
-
 // ShardGroups returns the units a spec's configs are sharded in, each in spec order: with
 // ShardByGroup the configs tied by cross-config checks (connected components), with
 // ShardByConfig every config alone except the configs of an equivalence check.
@@ -89,7 +67,7 @@ func ShardGroups(s *spec.Spec, by string) [][]string {
 	for _, c := range s.Checks {
 		// An equivalence check's configs always share a shard: teacher forcing scores them all on
 		// the sequences of the first config probed in the run, which another shard never sees.
-		if by != ShardByConfig || c.Kind == spec.KindEquivalence {
+		if k := kindOf(c); k != nil && (by != ShardByConfig || k.together(c)) {
 			cfgs := crossConfigs(c)
 			for _, o := range cfgs[min(1, len(cfgs)):] {
 				a, b := find(cfgs[0]), find(o)
@@ -167,26 +145,8 @@ func (fw *framework) inShard(c *spec.Check) bool {
 	if fw.shardSet == nil {
 		return true
 	}
-	if cfgs := crossConfigs(c); cfgs != nil {
-		for _, n := range cfgs {
-			if !fw.shardSet[n] {
-				return false
-			}
-		}
-		return true
-	}
-	if c.Kind == spec.KindAllReduceProbe {
-		return fw.opts.Shard.Index == 1
-	}
-	if c.IsStatistical() {
-		return fw.shardSet[c.Config]
-	}
-	for _, n := range c.Configs {
-		if fw.shardSet[n] {
-			return true
-		}
-	}
-	return false
+	k := kindOf(c)
+	return k != nil && k.inShard(c, func(n string) bool { return fw.shardSet[n] }, fw.opts.Shard.Index == 1)
 }
 
 // shardConfigNames filters names to this run's shard (all of them without sharding).
@@ -221,7 +181,9 @@ func (fw *framework) applyShard() {
 		fw.shardSet[c] = true
 	}
 	fw.run.Shard = &reporters.Shard{Index: sh.Index, Count: sh.Count, By: sh.By, Configs: cfgs}
-	fw.run.Configs = slices.DeleteFunc(fw.run.Configs, func(c reporters.Config) bool { return !fw.shardSet[c.Name] })
+	for n, cs := range fw.configs {
+		cs.reported = fw.shardSet[n]
+	}
 	for _, c := range fw.spec.Checks {
 		cc := crossConfigs(c)
 		if cc == nil || fw.inShard(c) || !slices.ContainsFunc(cc, func(n string) bool { return fw.shardSet[n] }) {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/reckon-ci/reckon/internal/atomicfile"
 	"github.com/reckon-ci/reckon/reporters"
 )
 
@@ -38,7 +39,7 @@ func (fw *framework) snapshotOnFailure(ctx context.Context, cs *configState) {
 	var saved []string
 	save := func(name string, body []byte) {
 		path := filepath.Join(dir, name)
-		err := reporters.WriteFileAtomic(path, func(w io.Writer) error {
+		err := atomicfile.Write(path, func(w io.Writer) error {
 			_, err := w.Write(body)
 			return err
 		})

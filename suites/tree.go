@@ -1,9 +1,7 @@
 package suites
 
 import (
-	"errors"
 	"fmt"
-	"math"
 	"strings"
 	"time"
 
@@ -12,7 +10,6 @@ import (
 	"github.com/reckon-ci/reckon/gate"
 	"github.com/reckon-ci/reckon/reporters"
 	"github.com/reckon-ci/reckon/spec"
-	"github.com/reckon-ci/reckon/wire"
 )
 
 // Label names of check kinds (besides config names and the spec's tags).
@@ -64,7 +61,7 @@ func defineConfig(fw *framework, cs *configState) {
 			fw.launchConfig(fw.ctx, cs)
 		}, ginkgo.NodeTimeout(cs.launch.ReadyTimeout.D()+grace))
 
-		healthCheck := reporters.Check{Name: cs.name + ": launch and readiness", Kind: reporters.KindHealth, Config: cs.name, Labels: labels, Line: cfgLine}
+		healthCheck := reporters.Check{Verdict: gate.Verdict{Name: cs.name + ": launch and readiness", Kind: gate.KindHealth, Config: cs.name}, Labels: labels, Line: cfgLine}
 		fw.plan(configContainer(cs.name), "launches and becomes ready", healthCheck)
 		ginkgo.It("launches and becomes ready", fw.at(cfgLine), ginkgo.Label(labelHealth), func() {
 			fw.judge(healthCheck, healthVerdict(cs))
@@ -73,7 +70,7 @@ func defineConfig(fw *framework, cs *configState) {
 		// traffic (peak GPU memory, speculative accept length) are judged after the measurements.
 		var late []*spec.Check
 		for _, c := range s.ChecksFor(cs.name) {
-			if lateMetrics[c.Metric] || c.IsResultFloor() {
+			if k := kindOf(c); k != nil && k.late(c) {
 				late = append(late, c)
 				continue
 			}
@@ -81,10 +78,10 @@ func defineConfig(fw *framework, cs *configState) {
 		}
 		if s.NeedsNumerics(cs.name) {
 			name := probeSpecName(cs.name)
-			fw.plan(configContainer(cs.name), name, reporters.Check{Name: name, Kind: kindMeasure, Config: cs.name, Labels: labels, Line: cfgLine})
+			fw.plan(configContainer(cs.name), name, reporters.Check{Verdict: gate.Verdict{Name: name, Kind: gate.KindMeasurement, Config: cs.name}, Labels: labels, Line: cfgLine})
 			ginkgo.It(name, fw.at(cfgLine), ginkgo.Label(labelNumerics), func(ctx ginkgo.SpecContext) {
 				err := fw.measureNumerics(ctx, cs)
-				fw.judge(reporters.Check{Name: name, Kind: kindMeasure, Config: cs.name, Labels: labels, Line: cfgLine}, measureVerdict(name, cs, err, func() string {
+				fw.judge(reporters.Check{Verdict: gate.Verdict{Name: name, Kind: gate.KindMeasurement, Config: cs.name}, Labels: labels, Line: cfgLine}, measureVerdict(name, cs, err, func() string {
 					return fmt.Sprintf("%s: probed %d prompts", cs.name, len(cs.probe.Prompts))
 				}))
 			}, ginkgo.NodeTimeout(30*time.Minute))
@@ -92,11 +89,11 @@ func defineConfig(fw *framework, cs *configState) {
 		for _, w := range s.WorkloadsFor(cs.name) {
 			w := w
 			name := trialsSpecName(cs.name, w.Name)
-			fw.plan(configContainer(cs.name), name, reporters.Check{Name: name, Kind: kindMeasure, Config: cs.name, Labels: labels, Line: cfgLine})
+			fw.plan(configContainer(cs.name), name, reporters.Check{Verdict: gate.Verdict{Name: name, Kind: gate.KindMeasurement, Config: cs.name}, Labels: labels, Line: cfgLine})
 			timeout := time.Duration(max(w.MaxTrials, w.Trials, 1)) * (w.RequestTimeout.D()*2 + 10*time.Minute)
 			ginkgo.It(name, fw.at(cfgLine), ginkgo.Label(labelThroughput), func(ctx ginkgo.SpecContext) {
 				err := fw.measureWorkload(ctx, cs, w)
-				fw.judge(reporters.Check{Name: name, Kind: kindMeasure, Config: cs.name, Labels: labels, Line: cfgLine}, measureVerdict(name, cs, err, func() string {
+				fw.judge(reporters.Check{Verdict: gate.Verdict{Name: name, Kind: gate.KindMeasurement, Config: cs.name}, Labels: labels, Line: cfgLine}, measureVerdict(name, cs, err, func() string {
 					xs := metricSamples(cs.trials[w.Name], "output_throughput")
 					return fmt.Sprintf("%s: %d trials of %s, output throughput %s tok/s", cs.name, len(xs), w.Name, fmtSamples(xs)) + trialNote(cs, w.Name)
 				}))
@@ -107,81 +104,58 @@ func defineConfig(fw *framework, cs *configState) {
 		}
 		// Last: what the engine logged while it was measured (crashes, leaks, CUDA/NCCL errors).
 		logName := cs.name + ": engine log shows no errors"
-		fw.plan(configContainer(cs.name), logName, reporters.Check{Name: logName, Kind: reporters.KindHealth, Config: cs.name, Labels: labels, Line: cfgLine})
+		fw.plan(configContainer(cs.name), logName, reporters.Check{Verdict: gate.Verdict{Name: logName, Kind: gate.KindHealth, Config: cs.name}, Labels: labels, Line: cfgLine})
 		ginkgo.It(logName, fw.at(cfgLine), ginkgo.Label(labelHealth), func() {
 			cs.settle()
 			fw.refreshReport(cs)
-			fw.judge(reporters.Check{Name: logName, Kind: reporters.KindHealth, Config: cs.name, Labels: labels, Line: cfgLine}, logVerdict(logName, cs))
+			fw.judge(reporters.Check{Verdict: gate.Verdict{Name: logName, Kind: gate.KindHealth, Config: cs.name}, Labels: labels, Line: cfgLine}, logVerdict(logName, cs))
 		})
 	})
 }
 
-// metricPeakGPUMem is the floor metric measured by GPU memory sampling rather than read from the
-// engine log.
-const metricPeakGPUMem = "peak_gpu_mem_gib"
-
-// lateMetrics are judged after a config's measurements, from a fresh read of its log.
-var lateMetrics = map[string]bool{metricPeakGPUMem: true, "spec_accept_length": true}
-
+// defineConfigCheck adds the spec of a check judged in cs's container (late: after the config's
+// measurements, from a fresh read of its log).
 func defineConfigCheck(fw *framework, cs *configState, c *spec.Check, labels []string, late bool) {
-	kindLabel := labelMemory
-	if c.Kind == spec.KindExpect {
-		kindLabel = labelHealth
+	k := kindOf(c)
+	if k == nil || k.cross() {
+		return // spec validation admits only per-config kinds here (spec.ChecksFor)
 	}
-	var needs []need
-	if late && c.Metric != metricPeakGPUMem {
-		needs = trafficNeed(fw.spec, cs.name)
-	}
-	fw.plan(configContainer(cs.name), c.Name, checkEntry(c, cs.name, labels), needs...)
-	ginkgo.It(c.Name, fw.at(c.Line), ginkgo.Label(sanitizeLabels(append([]string{kindLabel}, c.Tags...))...), func() {
+	entry := k.entry(c, cs.name, labels)
+	fw.plan(configContainer(cs.name), c.Name, entry, k.needs(fw.spec, c, cs.name)...)
+	ginkgo.It(c.Name, fw.at(c.Line), ginkgo.Label(sanitizeLabels(append(k.labels(c), c.Tags...))...), func() {
 		if late {
 			fw.refreshReport(cs)
 		}
-		fw.judge(checkEntry(c, cs.name, labels), configVerdict(cs, c))
+		fw.judge(entry, configVerdict(fw, cs, k, c))
 	})
 }
 
+// configVerdict judges a per-config check. An engine that never became ready is not judged on
+// the partial log it left: its checks are errors, never passes. One that became ready and
+// exited later was judged at start-up.
+func configVerdict(fw *framework, cs *configState, k checkKind, c *spec.Check) gate.Verdict {
+	if err := cs.infraError(); err != nil && (cs.report == nil || cs.launchEr != nil || cs.inst == nil) {
+		return errVerdict(c, cs.name, err)
+	}
+	return k.judge(fw, cs, c)
+}
+
+// defineCross adds the cross-config container: every check of this shard judged once after
+// every config, through its kind.
 func defineCross(fw *framework) {
 	s := fw.spec
 	ginkgo.Describe(crossContainer, func() {
 		for _, c := range s.Checks {
 			c := c
-			if !fw.inShard(c) {
-				continue // another shard's, or left to reckon merge (applyShard)
+			k := crossKindOf(c)
+			if k == nil || !fw.inShard(c) {
+				continue // judged per config; another shard's, or left to reckon merge (applyShard)
 			}
-			if cross := crossEntry(c); cross != nil {
-				fw.plan(crossContainer, c.Name, *cross, needsOf(s, c)...)
-			}
-			switch {
-			case c.Kind == spec.KindRelative:
-				ginkgo.It(c.Name, fw.at(c.Line), ginkgo.Label(sanitizeLabels(append([]string{labelMemory, c.Config, c.Of}, c.Tags...))...), func() {
-					e := checkEntry(c, c.Config, nil)
-					e.Against = c.Of
-					fw.judge(e, relativeVerdict(fw, c))
-				})
-			case c.Kind == spec.KindEquivalence:
-				ginkgo.It(c.Name, fw.at(c.Line), ginkgo.Label(sanitizeLabels(append([]string{labelNumerics, c.Base, c.Head}, c.Tags...))...), func() {
-					e := checkEntry(c, c.Head, nil)
-					e.Against = c.Base
-					fw.judge(e, equivalenceVerdict(fw, c))
-				})
-			case c.Kind == spec.KindAllReduceProbe:
-				ginkgo.It(c.Name, fw.at(c.Line), ginkgo.Label(sanitizeLabels(append([]string{labelNumerics}, c.Tags...))...), func() {
-					fw.judge(checkEntry(c, "", nil), probeVerdict(fw, c))
-				})
-			case c.IsStatistical():
-				names := []string{labelThroughput, c.Config}
-				if c.Against == spec.AgainstConfig {
-					names = append(names, c.AgainstConfig)
-				}
-				ginkgo.It(c.Name, fw.at(c.Line), ginkgo.Label(sanitizeLabels(append(names, c.Tags...))...), func() {
-					e := checkEntry(c, c.Config, nil)
-					if c.Against == spec.AgainstConfig {
-						e.Against = c.AgainstConfig
-					}
-					fw.judge(e, fw.statVerdict(c))
-				})
-			}
+			entry := k.entry(c, "", nil)
+			fw.plan(crossContainer, c.Name, entry, k.needs(s, c, "")...)
+			ginkgo.It(c.Name, fw.at(c.Line), ginkgo.Label(sanitizeLabels(append(k.labels(c), c.Tags...))...), func() {
+				fw.judge(entry, k.judge(fw, nil, c))
+			})
 		}
 	})
 }
@@ -193,78 +167,52 @@ func (fw *framework) judge(e reporters.Check, v gate.Verdict) {
 		e.Duration = time.Since(start)
 	}
 	why, partial := fw.partial[key]
-	e, v = fw.entryOf(e, v, partial, why)
+	e = fw.entryOf(e, v, partial, why)
 	fw.record(e)
 	switch e.Status {
 	case reporters.StatusFailed, reporters.StatusError:
 		// Ginkgo reports where Fail was called (here); the message leads with the check's line
 		// in the spec, which the spec's node location (fw.at) also shows.
-		ginkgo.Fail(fw.at(e.Line).String() + ": " + v.Message)
+		ginkgo.Fail(fw.at(e.Line).String() + ": " + e.Message)
 	case reporters.StatusSkipped:
-		ginkgo.Skip(v.Message)
+		ginkgo.Skip(e.Message)
 	}
 }
 
-// entryOf turns a verdict into its report entry under the run's policy (--strict,
-// --require-baseline), with the explanation of a failed statistical check. filtered says that
-// --allow-partial skips the check because the label filter removed an input (why). It returns
-// the entry and the verdict with its final message. reckon merge judges with it too.
-func (fw *framework) entryOf(e reporters.Check, v gate.Verdict, filtered bool, why string) (reporters.Check, gate.Verdict) {
+// policy is the run's policy for checks that decided nothing (--strict, --require-baseline).
+func (fw *framework) policy() gate.Policy {
+	return gate.Policy{Strict: fw.opts.Strict, RequireBaseline: fw.opts.RequireBaseline}
+}
+
+// entryOf turns a verdict into its report entry under the run's policy, with the explanation of
+// a failed statistical check: the entry keeps its identity (name, kind, config) and takes the
+// verdict whole. filtered says that --allow-partial skips the check because the label filter
+// removed an input (why). reckon merge judges with it too.
+func (fw *framework) entryOf(e reporters.Check, v gate.Verdict, filtered bool, why string) reporters.Check {
 	partial := v.Outcome == gate.Skip // a config it compares was not launched
 	if filtered {
 		// --allow-partial: the label filter removed an input of this check (see preflight).
-		v = gate.Verdict{Check: e.Name, Kind: e.Kind, Config: e.Config, Outcome: gate.Skip, Message: why}
+		v = gate.Verdict{Outcome: gate.Skip, Message: why}
 		partial = true
 	}
-	e.Outcome = string(v.Outcome)
-	e.Message = v.Message
-	e.Details = v.Details
-	e.Metrics = v.Metrics
-	if v.Stat != nil {
-		st := v.Stat
-		e.Outcome = string(st.Outcome)
-		e.Metric = st.Metric
-		e.BaseMedian, e.HeadMedian, e.Ratio = ptr(st.BaseMedian), ptr(st.HeadMedian), ptr(st.Ratio)
-		e.CILow, e.CIHigh, e.PValue = ptr(st.CILow), ptr(st.CIHigh), ptr(st.PValue)
-	}
+	v.Name, v.Kind, v.Config = e.Name, e.Kind, e.Config
+	e.Verdict = v
+	var flag string
+	e.Status, flag = fw.policy().Status(v.Outcome)
 	if partial {
 		e.Outcome = reporters.OutcomePartial
 	}
-	switch v.Outcome {
-	case gate.Pass:
-		e.Status = reporters.StatusPassed
-	case gate.Fail:
-		e.Status = reporters.StatusFailed
-	case gate.Error:
-		e.Status = reporters.StatusError
-	case gate.NoBaseline:
-		e.Status = reporters.StatusSkipped
-		if fw.opts.RequireBaseline || fw.opts.Strict {
-			e.Status = reporters.StatusFailed
-		}
-	case gate.Inconclusive, gate.Skip:
-		e.Status = reporters.StatusSkipped
-		if fw.opts.Strict {
-			e.Status = reporters.StatusFailed
-		}
-	default:
-		e.Status = reporters.StatusError
-	}
-	if e.Status == reporters.StatusFailed && v.Outcome != gate.Fail && v.Outcome != gate.Pass {
+	if flag != "" {
 		// Failed by policy, not by a measured regression: say which.
-		flag := "--strict"
-		if v.Outcome == gate.NoBaseline && fw.opts.RequireBaseline {
-			flag = "--require-baseline"
-		}
 		e.Message = strings.TrimSpace(e.Message + " (fails under " + flag + ")")
-		v.Message = e.Message
 	}
-	if e.Status == reporters.StatusFailed && (e.Kind == reporters.KindThroughput || e.Kind == reporters.KindLatency) {
+	if e.Status == reporters.StatusFailed && (e.Kind == gate.KindThroughput || e.Kind == gate.KindLatency) {
 		// The one-line verdict carries the correlated evidence, e.g. "custom-ar: output_throughput
 		// -57% vs nccl (...): regression; KV cache -91% (10.42 -> 0.90 GiB ...)".
 		fw.mu.Lock()
-		e.Explanation = reporters.Explain(&fw.run, &e)
+		run := fw.view()
 		fw.mu.Unlock()
+		e.Explanation = reporters.Explain(&run, &e)
 		if first, _, _ := strings.Cut(e.Explanation, "; "); first != "" && !strings.Contains(e.Message, first) {
 			e.Message += "; " + first
 		}
@@ -274,49 +222,19 @@ func (fw *framework) entryOf(e reporters.Check, v gate.Verdict, filtered bool, w
 			e.Details = strings.TrimSpace(e.Details + "\n\nengine log tail (" + cs.logPath + "):\n" + tailFile(cs.logPath, 40))
 		}
 	}
-	return e, v
-}
-
-// crossEntry is the report entry of a cross-config check, as defineCross records it (nil for a
-// check that is judged per config).
-func crossEntry(c *spec.Check) *reporters.Check {
-	var e reporters.Check
-	switch {
-	case c.Kind == spec.KindRelative:
-		e = checkEntry(c, c.Config, nil)
-		e.Against = c.Of
-	case c.Kind == spec.KindEquivalence:
-		e = checkEntry(c, c.Head, nil)
-		e.Against = c.Base
-	case c.Kind == spec.KindAllReduceProbe:
-		e = checkEntry(c, "", nil)
-	case c.IsStatistical():
-		e = checkEntry(c, c.Config, nil)
-		if c.Against == spec.AgainstConfig {
-			e.Against = c.AgainstConfig
-		}
-	default:
-		return nil
-	}
-	return &e
+	return e
 }
 
 func checkEntry(c *spec.Check, config string, labels []string) reporters.Check {
-	return reporters.Check{
-		Name:   c.Name,
-		Kind:   string(c.Kind),
-		Config: config,
-		Labels: append(append([]string(nil), labels...), c.Tags...),
-		Line:   c.Line,
-	}
+	return reporters.Check{Verdict: gate.Verdict{Name: c.Name, Kind: string(c.Kind), Config: config}, Labels: append(append([]string(nil), labels...), c.Tags...), Line: c.Line}
 }
 
 func errVerdict(c *spec.Check, config string, err error) gate.Verdict {
-	return gate.Verdict{Check: c.Name, Kind: string(c.Kind), Config: config, Outcome: gate.Error, Message: err.Error()}
+	return gate.Verdict{Name: c.Name, Kind: string(c.Kind), Config: config, Outcome: gate.Error, Message: err.Error()}
 }
 
 func healthVerdict(cs *configState) gate.Verdict {
-	v := gate.Verdict{Check: cs.name + ": launch and readiness", Kind: reporters.KindHealth, Config: cs.name}
+	v := gate.Verdict{Name: cs.name + ": launch and readiness", Kind: gate.KindHealth, Config: cs.name}
 	if err := cs.infraError(); err != nil {
 		v.Outcome, v.Message = gate.Error, err.Error()
 		return v
@@ -343,10 +261,10 @@ func reportValue(cs *configState, metric string) (*float64, error) {
 		}
 		return nil, fmt.Errorf("config %s: %s needs GPU memory sampling (nvidia-smi), which this testbed does not have", cs.name, metric)
 	}
-	if cs.reportFields == nil {
+	if cs.out.Engine == nil {
 		return nil, fmt.Errorf("config %s: no engine report (log %s unreadable)", cs.name, cs.logPath)
 	}
-	raw, ok := cs.reportFields[metric]
+	raw, ok := cs.out.Engine[metric]
 	if !ok {
 		return nil, fmt.Errorf("config %s: the engine report has no field %q", cs.name, metric)
 	}
@@ -360,290 +278,15 @@ func reportValue(cs *configState, metric string) (*float64, error) {
 	return &f, nil
 }
 
-func configVerdict(cs *configState, c *spec.Check) gate.Verdict {
-	// An engine that never became ready is not judged on the partial log it left: its checks
-	// are errors, never passes. One that became ready and exited later was judged at start-up.
-	if err := cs.infraError(); err != nil && (cs.report == nil || cs.launchEr != nil || cs.inst == nil) {
-		return errVerdict(c, cs.name, err)
-	}
-	switch c.Kind {
-	case spec.KindFloor:
-		if c.IsResultFloor() {
-			return resultFloorVerdict(cs, c)
-		}
-		v, err := reportValue(cs, c.Metric)
-		if err != nil {
-			return errVerdict(c, cs.name, err)
-		}
-		if v == nil {
-			if err := cs.infraError(); err != nil {
-				return errVerdict(c, cs.name, err)
-			}
-		}
-		out := gate.Floor(c.Name, c.Metric, v, c.Min, c.Max)
-		out.Config = cs.name
-		out.Message = cs.name + ": " + strings.TrimPrefix(out.Message, c.Name+": ")
-		return out
-	case spec.KindExpect:
-		if err := cs.infraError(); err != nil {
-			return errVerdict(c, cs.name, err)
-		}
-		got := "unknown"
-		if cs.report != nil && cs.report.AllReduce != "" {
-			got = cs.report.AllReduce
-		}
-		out := gate.ExpectEqual(c.Name, "allreduce", got, c.Expect.AllReduce)
-		out.Config = cs.name
-		out.Message = cs.name + ": " + strings.TrimPrefix(out.Message, c.Name+": ")
-		if cs.report != nil && cs.report.CustomAllReduceDisabledReason != nil && got != c.Expect.AllReduce {
-			out.Details = strings.TrimSpace(out.Details + "\nengine said: " + *cs.report.CustomAllReduceDisabledReason)
-		}
-		return out
-	}
-	return errVerdict(c, cs.name, fmt.Errorf("check kind %s cannot judge one config", c.Kind))
-}
-
-func relativeVerdict(fw *framework, c *spec.Check) gate.Verdict {
-	if c.Of == spec.OfBaseline {
-		return baselineRelativeVerdict(fw, c)
-	}
-	head, base := fw.configs[c.Config], fw.configs[c.Of]
-	if v, skip := skipUnlaunched(c, c.Config, head, base); skip {
-		return v
-	}
-	hv, err := reportValue(head, c.Metric)
-	if err != nil {
-		return errVerdict(c, c.Config, err)
-	}
-	bv, err := reportValue(base, c.Metric)
-	if err != nil {
-		return errVerdict(c, c.Config, err)
-	}
-	for _, cs := range []*configState{head, base} {
-		if cs.launchEr != nil && (hv == nil || bv == nil) {
-			return errVerdict(c, c.Config, cs.infraError())
-		}
-	}
-	out := gate.Relative(c.Name, c.Metric, hv, bv, c.Of, c.MinRatio, c.MaxRatio)
-	out.Config = c.Config
-	out.Message = c.Config + ": " + strings.TrimPrefix(out.Message, c.Name+": ")
-	return out
-}
-
-func equivalenceVerdict(fw *framework, c *spec.Check) gate.Verdict {
-	names := []string{c.Base, c.Head}
-	for _, n := range []string{c.Twin, c.Oracle} {
-		if n != "" {
-			names = append(names, n)
-		}
-	}
-	probes := map[string]*wire.NumericsProbe{}
-	for _, n := range names {
-		cs := fw.configs[n]
-		if cs.probe == nil {
-			err := cs.probeErr
-			if err == nil {
-				if v, skip := skipUnlaunched(c, c.Head, cs); skip {
-					return v
-				}
-				err = fmt.Errorf("config %s: numerics were not measured (filtered out or interrupted)", cs.name)
-			}
-			return errVerdict(c, c.Head, err)
-		}
-		probes[n] = cs.probe
-	}
-	chk := gate.EquivalenceCheck{
-		TopK:             c.TopK,
-		MaxRatio:         c.MaxRatio,
-		BitwiseTolerance: c.BitwiseTolerance,
-		MaxDistance:      c.MaxDistance,
-		MaxAbsLogprob:    c.MaxAbsLogprobDelta,
-		MeanAbsLogprob:   c.MeanAbsLogprobDelta,
-		MinExactMatch:    c.MinExactMatch,
-		DType:            probes[c.Head].DType,
-		TP:               probes[c.Head].TPSize,
-	}
-	if chk.TopK == 0 && fw.spec.Numerics != nil {
-		chk.TopK = fw.spec.Numerics.TopLogprobs
-	}
-	out := gate.Equivalence(gate.EquivalenceProbes{Base: probes[c.Base], Head: probes[c.Head], Twin: probes[c.Twin], Oracle: probes[c.Oracle]}, chk)
-	out.Check = c.Name
-	out.Config = c.Head
-	return out
-}
-
-func probeVerdict(fw *framework, c *spec.Check) gate.Verdict {
-	// The same strict reader as `reckon probe check`: a file that breaks the probe contract
-	// (a missing max_rel_err, an unknown field) is an error here too, never a pass.
-	p, err := wire.ReadAllReduceProbe(c.File)
-	if err != nil {
-		return errVerdict(c, "", fmt.Errorf("allreduce probe: %w", err))
-	}
-	out := gate.AllReduceProbeCheckOf(p, probeTolerances(p.WorldSize, c), c.Algorithms)
-	out.Check = c.Name
-	return out
-}
-
-// probeTolerances are the gate's per-dtype defaults for worldSize ranks with the check's
-// max_rel_err and max_abs_err applied on top (each replaces only its own bound).
-func probeTolerances(worldSize int, c *spec.Check) map[string]gate.Tolerance {
-	tol := gate.DefaultAllReduceTolerances(worldSize)
-	for dt, v := range c.MaxRelErr {
-		t := tol[dt]
-		t.MaxRelErr = v
-		tol[dt] = t
-	}
-	for dt, v := range c.MaxAbsErr {
-		t, ok := tol[dt]
-		if !ok {
-			// A dtype the defaults do not know: bound only its absolute error.
-			t.MaxRelErr = math.Inf(1)
-		}
-		t.MaxAbsErr = v
-		tol[dt] = t
-	}
-	return tol
-}
-
-// statVerdict returns the verdict of a statistical check, computing every statistical check of
-// the run once (the first time one is asked for) so that Holm-Bonferroni runs over the family.
-func (fw *framework) statVerdict(c *spec.Check) gate.Verdict {
-	fw.statOnce.Do(fw.computeStats)
-	if err := fw.statErrs[c.Name]; err != nil {
-		var sk errSkipped
-		if errors.As(err, &sk) {
-			return gate.Verdict{Check: c.Name, Kind: string(c.Kind), Config: c.Config, Outcome: gate.Skip, Message: sk.msg}
-		}
-		if gate.IsNoBaseline(err) || errors.Is(err, ErrNoHistory) {
-			return gate.Verdict{Check: c.Name, Kind: string(c.Kind), Config: c.Config, Outcome: gate.NoBaseline, Message: err.Error()}
-		}
-		return errVerdict(c, c.Config, err)
-	}
-	st := fw.stats[c.Name]
-	against := "baseline"
-	if c.Against == spec.AgainstConfig {
-		against = c.AgainstConfig
-	} else if c.Against == spec.AgainstHistory {
-		against = spec.AgainstHistory
-	}
-	v := st.Verdict(c.Name, c.Config, against)
-	fw.annotateHistory(c, &v)
-	if n := fw.launchNotes[c.Name]; n != nil {
-		n.apply(&v)
-	}
-	return v
-}
-
-func (fw *framework) computeStats() {
-	fw.stats = map[string]*gate.StatResult{}
-	fw.statErrs = map[string]error{}
-	fw.launchNotes = map[string]*launchNote{}
-	var family []*gate.StatResult
-	for _, c := range fw.spec.StatisticalChecks() {
-		head := fw.configs[c.Config]
-		if err := head.measErr[c.Workload]; err != nil {
-			fw.statErrs[c.Name] = err
-			continue
-		}
-		hs := metricSamples(head.trials[c.Workload], c.Metric)
-		var bs []float64
-		if c.Against == spec.AgainstConfig {
-			base := fw.configs[c.AgainstConfig]
-			if !base.launched() {
-				fw.statErrs[c.Name] = errSkipped{fmt.Sprintf("config %s was not launched in this run (--label-filter); check not judged", base.name)}
-				continue
-			}
-			if err := base.measErr[c.Workload]; err != nil {
-				fw.statErrs[c.Name] = err
-				continue
-			}
-			bs = metricSamples(base.trials[c.Workload], c.Metric)
-			if msg := absentMetric(base, c); msg != "" {
-				fw.statErrs[c.Name] = errSkipped{msg}
-				continue
-			}
-		} else if c.Against == spec.AgainstHistory {
-			var err error
-			if bs, err = fw.historySamples(c); err != nil {
-				fw.statErrs[c.Name] = err
-				continue
-			}
-		} else {
-			baseline, baselineErr, key := fw.baseline, fw.baselineErr, fw.testbedKey
-			if head.baseline != nil || head.baselineErr != nil {
-				baseline, baselineErr = head.baseline, head.baselineErr
-			}
-			if baselineErr != nil {
-				fw.statErrs[c.Name] = baselineErr
-				continue
-			}
-			bs = baseline.Samples(c.Config, c.Workload, c.Metric)
-			if msg := absentInBaseline(baseline, key, c); len(bs) == 0 && msg != "" {
-				fw.statErrs[c.Name] = errSkipped{msg}
-				continue
-			}
-			if len(bs) == 0 {
-				fw.statErrs[c.Name] = fmt.Errorf("baseline for testbed %s has no samples of %s/%s/%s; re-record it with reckon baseline record --from %s/results.json", key, c.Config, c.Workload, c.Metric, fw.opts.OutDir)
-				continue
-			}
-		}
-		if len(hs) == 0 && !head.launched() {
-			fw.statErrs[c.Name] = errSkipped{fmt.Sprintf("config %s was not launched in this run (--label-filter); check not judged", c.Config)}
-			continue
-		}
-		if msg := absentMetric(head, c); msg != "" {
-			fw.statErrs[c.Name] = errSkipped{msg}
-			continue
-		}
-		if len(hs) == 0 {
-			fw.statErrs[c.Name] = fmt.Errorf("config %s: no %s samples for workload %s (measurement filtered out or interrupted)", c.Config, c.Metric, c.Workload)
-			continue
-		}
-		m, ok := gate.MetricFor(c.Metric)
-		if !ok {
-			fw.statErrs[c.Name] = fmt.Errorf("%s: metric %q: direction unknown", fw.spec.File, c.Metric)
-			continue
-		}
-		// Each result is decided at its own level (the check's alpha, or the sequential plan's
-		// per-look level when the workload may add trials against a stored baseline), and Holm
-		// then corrects across the family of gated checks keeping those levels.
-		opts := fw.statOptions(c)
-		if w, _ := fw.spec.Workload(c.Workload); c.Against == spec.AgainstBaseline {
-			if plan, ok := sequentialPlan(w, c); ok {
-				opts = plan.Options(opts)
-			}
-		}
-		if w, _ := fw.spec.Workload(c.Workload); w != nil && w.LaunchCount() > 1 && c.Against == spec.AgainstConfig {
-			// Launches are the unit: the variation between restarts is in every unit, so the
-			// comparison is not fooled by trials of one launch that agree with each other.
-			base := fw.configs[c.AgainstConfig]
-			note := &launchNote{
-				head: launchUnits(head.trials[c.Workload], head.trialLaunch[c.Workload], c.Metric), headName: c.Config,
-				base: launchUnits(base.trials[c.Workload], base.trialLaunch[c.Workload], c.Metric), baseName: c.AgainstConfig,
-			}
-			fw.launchNotes[c.Name] = note
-			hs, bs = note.head.Means, note.base.Means
-		}
-		r := gate.Compare(bs, hs, m, opts)
-		fw.stats[c.Name] = &r
-		family = append(family, &r)
-	}
-	gate.Holm(family, 0)
-}
-
-// kindMeasure is the report kind of a measurement step (numerics probe, throughput trials): it
-// passes when the measurement completed and is an infrastructure error otherwise.
-const kindMeasure = "measurement"
-
 func measureVerdict(name string, cs *configState, err error, ok func() string) gate.Verdict {
 	if err != nil {
-		return gate.Verdict{Check: name, Kind: kindMeasure, Config: cs.name, Outcome: gate.Error, Message: err.Error()}
+		return gate.Verdict{Name: name, Kind: gate.KindMeasurement, Config: cs.name, Outcome: gate.Error, Message: err.Error()}
 	}
-	return gate.Verdict{Check: name, Kind: kindMeasure, Config: cs.name, Outcome: gate.Pass, Message: ok()}
+	return gate.Verdict{Name: name, Kind: gate.KindMeasurement, Config: cs.name, Outcome: gate.Pass, Message: ok()}
 }
 
 func logVerdict(name string, cs *configState) gate.Verdict {
-	v := gate.Verdict{Check: name, Kind: reporters.KindHealth, Config: cs.name, Outcome: gate.Pass}
+	v := gate.Verdict{Name: name, Kind: gate.KindHealth, Config: cs.name, Outcome: gate.Pass}
 	if err := cs.infraError(); err != nil {
 		// An engine that did not start or that died is an infrastructure error, not a verdict
 		// on its log: the log's error records (often the crash itself) go into the details.
@@ -695,14 +338,12 @@ func (e errSkipped) Error() string { return e.msg }
 func skipUnlaunched(c *spec.Check, config string, states ...*configState) (gate.Verdict, bool) {
 	for _, cs := range states {
 		if !cs.launched() {
-			return gate.Verdict{Check: c.Name, Kind: string(c.Kind), Config: config, Outcome: gate.Skip,
+			return gate.Verdict{Name: c.Name, Kind: string(c.Kind), Config: config, Outcome: gate.Skip,
 				Message: fmt.Sprintf("config %s was not launched in this run (--label-filter); check not judged", cs.name)}, true
 		}
 	}
 	return gate.Verdict{}, false
 }
-
-func ptr(f float64) *float64 { return &f }
 
 // sanitizeLabels drops characters Ginkgo does not allow in labels.
 func sanitizeLabels(in []string) []string {

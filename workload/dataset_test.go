@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/reckon-ci/reckon/internal/atomicfile"
 )
 
 func writeTemp(t *testing.T, name, body string) string {
@@ -95,7 +97,7 @@ func TestSyntheticFixtureUpToDate(t *testing.T) {
 	}
 	path := "../fixtures/datasets/synthetic.jsonl"
 	if os.Getenv("RECKON_UPDATE_FIXTURES") == "1" {
-		if err := writeFileAtomic(path, b.Bytes()); err != nil {
+		if err := atomicfile.WriteFile(path, b.Bytes()); err != nil {
 			t.Fatal(err)
 		}
 	}

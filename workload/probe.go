@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/reckon-ci/reckon/engine/client"
+	"github.com/reckon-ci/reckon/internal/atomicfile"
 	"github.com/reckon-ci/reckon/wire"
 )
 
@@ -372,5 +373,5 @@ func WriteNumericsProbe(path string, p *wire.NumericsProbe) error {
 	if err != nil {
 		return fmt.Errorf("write numerics probe %s: %w", path, err)
 	}
-	return writeFileAtomic(path, data)
+	return atomicfile.WriteFile(path, data)
 }

@@ -9,11 +9,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"reflect"
 	"sort"
 	"strings"
+
+	"github.com/reckon-ci/reckon/internal/atomicfile"
 )
 
 // ResultSchema is the value of Result.Schema written by this version of reckon.
@@ -291,42 +291,7 @@ func WriteResult(path string, r *Result) error {
 		return fmt.Errorf("write result %s: encoding: %w", path, err)
 	}
 	data = append(data, '\n')
-	return writeFileAtomic(path, data)
-}
-
-func writeFileAtomic(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	tmp := f.Name()
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		os.Remove(tmp)
-		return fmt.Errorf("write %s: sync: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Chmod(tmp, 0o644); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write %s: rename: %w", path, err)
-	}
-	return nil
+	return atomicfile.WriteFile(path, data)
 }
 
 func jsonIndent(v any) ([]byte, error) {
@@ -422,5 +387,5 @@ func WriteResults(path string, rs []*Result) error {
 	if err != nil {
 		return fmt.Errorf("write results %s: encoding: %w", path, err)
 	}
-	return writeFileAtomic(path, data)
+	return atomicfile.WriteFile(path, data)
 }

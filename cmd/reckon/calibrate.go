@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/reckon-ci/reckon/gate"
+	"github.com/reckon-ci/reckon/internal/atomicfile"
 )
 
 func init() {
@@ -168,12 +169,7 @@ func replaceBetween(path, calBegin, calEnd, table string) error {
 	out.Write(data[:i+len(calBegin)])
 	out.WriteString("\n" + table + "\n")
 	out.Write(data[j:])
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, out.Bytes(), 0o644); err != nil {
-		return fmt.Errorf("--write-docs: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
+	if err := atomicfile.WriteFile(path, out.Bytes()); err != nil {
 		return fmt.Errorf("--write-docs: %w", err)
 	}
 	return nil

@@ -124,8 +124,12 @@ detection table; --write-docs replaces it between the numerics calibration marke
 				defer os.RemoveAll(d)
 				outDir = d
 			}
+			// Hundreds of launches: only warnings about them reach the terminal.
+			quiet := logrus.New()
+			quiet.SetOutput(cmd.ErrOrStderr())
+			quiet.SetLevel(logrus.WarnLevel)
 			nc := numCal{engine: enginePath, model: model, prompts: prompts, maxTokens: maxTokens, topK: topK, batch: batch, outDir: outDir, maxRatio: maxRatio,
-				log: logrus.StandardLogger()}
+				log: quiet}
 			var cells []numCell
 			for _, d := range dts {
 				for _, tp := range tpList {

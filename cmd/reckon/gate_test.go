@@ -8,13 +8,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/reckon-ci/reckon/gate"
 	"github.com/reckon-ci/reckon/reporters"
 )
 
 func TestGateExitCodeAndClosingLine(t *testing.T) {
-	pass := reporters.Check{Name: "p", Status: reporters.StatusPassed}
-	fail := reporters.Check{Name: "f", Status: reporters.StatusFailed, Outcome: "regression"}
-	infra := reporters.Check{Name: "e", Status: reporters.StatusError, Outcome: "error"}
+	pass := reporters.Check{Verdict: gate.Verdict{Name: "p"}, Status: reporters.StatusPassed}
+	fail := reporters.Check{Verdict: gate.Verdict{Name: "f", Outcome: "regression"}, Status: reporters.StatusFailed}
+	infra := reporters.Check{Verdict: gate.Verdict{Name: "e", Outcome: "error"}, Status: reporters.StatusError}
 	for _, tc := range []struct {
 		name    string
 		run     reporters.Run

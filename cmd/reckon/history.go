@@ -17,7 +17,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/reckon-ci/reckon/gate"
 	"github.com/reckon-ci/reckon/history"
+	"github.com/reckon-ci/reckon/internal/atomicfile"
 	"github.com/reckon-ci/reckon/reporters"
 	"github.com/reckon-ci/reckon/suites"
 	"github.com/reckon-ci/reckon/workload"
@@ -107,12 +109,13 @@ func runFromResults(r *reporters.Run, specHash string) *history.Run {
 	return h
 }
 
-// isResultsFile reports whether data is a gate's results.json.
+// isResultsFile reports whether data is a gate's results.json (this schema or the previous one,
+// which reporters.ReadResults still reads).
 func isResultsFile(data []byte) bool {
 	var head struct {
 		Schema string `json:"schema"`
 	}
-	return json.Unmarshal(data, &head) == nil && head.Schema == reporters.Schema
+	return json.Unmarshal(data, &head) == nil && (head.Schema == reporters.Schema || head.Schema == reporters.SchemaV1)
 }
 
 // importMeta is what `history add` needs for a result file that does not say it.
@@ -207,10 +210,10 @@ func appendGateRun(ctx context.Context, dsn string, run *reporters.Run, specPath
 			return "", err
 		}
 		if n > 0 {
-			if err := reporters.WriteFileAtomic(filepath.Join(outDir, "results.json"), func(w io.Writer) error { return reporters.WriteJSON(w, run) }); err != nil {
+			if err := atomicfile.Write(filepath.Join(outDir, "results.json"), func(w io.Writer) error { return reporters.WriteJSON(w, run) }); err != nil {
 				return "", err
 			}
-			if err := reporters.WriteFileAtomic(filepath.Join(outDir, "report.html"), func(w io.Writer) error { return reporters.WriteHTML(w, run) }); err != nil {
+			if err := atomicfile.Write(filepath.Join(outDir, "report.html"), func(w io.Writer) error { return reporters.WriteHTML(w, run) }); err != nil {
 				return "", err
 			}
 		}
@@ -227,10 +230,10 @@ func addTrends(ctx context.Context, s *history.Store, run *reporters.Run) (int, 
 	n := 0
 	for i := range run.Checks {
 		c := &run.Checks[i]
-		if c.Metric == "" || c.Config == "" || (c.Kind != reporters.KindThroughput && c.Kind != reporters.KindLatency) {
+		if c.Metric() == "" || c.Config == "" || (c.Kind != gate.KindThroughput && c.Kind != gate.KindLatency) {
 			continue
 		}
-		ser, err := s.Series(ctx, history.Filter{Testbed: run.TestbedKey, Spec: run.SpecName, Config: c.Config, Metric: c.Metric})
+		ser, err := s.Series(ctx, history.Filter{Testbed: run.TestbedKey, Spec: run.SpecName, Config: c.Config, Metric: c.Metric()})
 		if err != nil {
 			return n, err
 		}
@@ -511,13 +514,13 @@ func newHistoryReportCmd(dsn *string) *cobra.Command {
 				return withExitCode(3, err)
 			}
 			page := filepath.Join(out, "history.html")
-			if err := reporters.WriteFileAtomic(page, func(w io.Writer) error {
+			if err := atomicfile.Write(page, func(w io.Writer) error {
 				return history.WriteReport(w, ser, fs, history.ReportOptions{LastN: last, Generated: time.Now()})
 			}); err != nil {
 				return withExitCode(3, err)
 			}
 			md := filepath.Join(out, "history.md")
-			if err := reporters.WriteFileAtomic(md, func(w io.Writer) error {
+			if err := atomicfile.Write(md, func(w io.Writer) error {
 				fmt.Fprintf(w, "## History: %d change point(s) in %d series\n\n", len(fs), len(ser))
 				for _, f := range fs {
 					fmt.Fprintf(w, "- %s\n", f.Line())

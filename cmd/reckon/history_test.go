@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/reckon-ci/reckon/gate"
 	"github.com/reckon-ci/reckon/reporters"
 	"github.com/reckon-ci/reckon/suites"
 	"github.com/reckon-ci/reckon/workload"
@@ -66,7 +67,7 @@ func simulateNights(t *testing.T, dir string, n, slowFrom int, slow float64) []s
 			cfg.Trials = append(cfg.Trials, reporters.Trial{Workload: "c8", Index: k, Metrics: m})
 		}
 		run.Configs = []reporters.Config{cfg}
-		run.Checks = []reporters.Check{{Name: "launch nccl", Kind: reporters.KindHealth, Config: "nccl", Status: reporters.StatusPassed, Outcome: "pass"}}
+		run.Checks = []reporters.Check{{Verdict: gate.Verdict{Name: "launch nccl", Kind: gate.KindHealth, Config: "nccl", Outcome: "pass"}, Status: reporters.StatusPassed}}
 		p := filepath.Join(dir, fmt.Sprintf("night%02d.json", night))
 		var b bytes.Buffer
 		if err := reporters.WriteJSON(&b, run); err != nil {

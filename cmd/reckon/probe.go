@@ -85,7 +85,7 @@ is not a valid probe file (the other files are still judged and printed).`,
 					} else {
 						v = gate.AllReduceProbeCheck(p, tol)
 					}
-					v.Check = path
+					v.Name = path
 				}
 				if v.Failed() {
 					failed++
@@ -138,7 +138,7 @@ func unreadableProbeVerdict(path string, err error) gate.Verdict {
 	msg, details, _ := strings.Cut(err.Error(), "\n")
 	msg = strings.TrimPrefix(msg, path+": ") // the verdict's check already names the file
 	return gate.Verdict{
-		Check:   path,
+		Name:    path,
 		Kind:    gate.KindAllReduceProbe,
 		Outcome: gate.Error,
 		Message: msg,
@@ -153,7 +153,7 @@ func printProbeVerdicts(out io.Writer, verdicts []gate.Verdict, asJSON bool) err
 		return enc.Encode(verdicts)
 	}
 	for _, v := range verdicts {
-		if _, err := fmt.Fprintf(out, "%s  %s: %s\n", strings.ToUpper(string(v.Outcome)), v.Check, v.Message); err != nil {
+		if _, err := fmt.Fprintf(out, "%s  %s: %s\n", strings.ToUpper(string(v.Outcome)), v.Name, v.Message); err != nil {
 			return err
 		}
 		if v.Details != "" {

@@ -99,7 +99,7 @@ func TestProbeCheckPassesRealProbes(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &vs); err != nil {
 		t.Fatalf("--json output is not a verdict list: %v\n%.400s", err, out)
 	}
-	if len(vs) != 2 || vs[0].Check != torchProbeFixture || vs[1].Check != refProbeFixture || vs[0].Outcome != gate.Pass || vs[1].Outcome != gate.Pass {
+	if len(vs) != 2 || vs[0].Name != torchProbeFixture || vs[1].Name != refProbeFixture || vs[0].Outcome != gate.Pass || vs[1].Outcome != gate.Pass {
 		t.Fatalf("verdicts %+v", vs)
 	}
 	if vs[0].Metrics["cases"] != 68 || vs[0].Metrics["calibrated"] != 0 || vs[1].Metrics["calibrated"] != 1 {

@@ -1,0 +1,98 @@
+package suites
+
+import (
+	"fmt"
+
+	"github.com/reckon-ci/reckon/gate"
+	"github.com/reckon-ci/reckon/reporters"
+	"github.com/reckon-ci/reckon/spec"
+	"github.com/reckon-ci/reckon/wire"
+)
+
+// equivalenceKind: numerical equivalence of a head config's numerics probe against a base,
+// calibrated by a twin or an oracle when the spec names one.
+type equivalenceKind struct{ crossScoped }
+
+func (equivalenceKind) is(c *spec.Check) bool { return c.Kind == spec.KindEquivalence }
+
+func (equivalenceKind) entry(c *spec.Check, _ string, _ []string) reporters.Check {
+	e := checkEntry(c, c.Head, nil)
+	e.Against = c.Base
+	return e
+}
+
+func (equivalenceKind) labels(c *spec.Check) []string { return []string{labelNumerics, c.Base, c.Head} }
+
+func (equivalenceKind) compares(c *spec.Check) []string {
+	out := []string{c.Base, c.Head}
+	for _, n := range []string{c.Twin, c.Oracle} {
+		if n != "" {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func (k equivalenceKind) needs(_ *spec.Spec, c *spec.Check, _ string) []need {
+	var out []need
+	for _, n := range k.compares(c) {
+		out = append(out, probeNeed(n))
+	}
+	return out
+}
+
+func (k equivalenceKind) inShard(c *spec.Check, here func(string) bool, _ bool) bool {
+	return allHere(k.compares(c), here)
+}
+
+// together: teacher forcing scores every config of the check on the sequences of the first
+// config probed in the run, which another shard never sees.
+func (equivalenceKind) together(*spec.Check) bool { return true }
+
+func (equivalenceKind) judge(fw *framework, _ *configState, c *spec.Check) gate.Verdict {
+	return equivalenceVerdict(fw, c)
+}
+
+func (equivalenceKind) rejudge(_ *spec.Check, judged bool) bool { return !judged }
+
+func equivalenceVerdict(fw *framework, c *spec.Check) gate.Verdict {
+	names := []string{c.Base, c.Head}
+	for _, n := range []string{c.Twin, c.Oracle} {
+		if n != "" {
+			names = append(names, n)
+		}
+	}
+	probes := map[string]*wire.NumericsProbe{}
+	for _, n := range names {
+		cs := fw.configs[n]
+		if cs.probe == nil {
+			err := cs.probeErr
+			if err == nil {
+				if v, skip := skipUnlaunched(c, c.Head, cs); skip {
+					return v
+				}
+				err = fmt.Errorf("config %s: numerics were not measured (filtered out or interrupted)", cs.name)
+			}
+			return errVerdict(c, c.Head, err)
+		}
+		probes[n] = cs.probe
+	}
+	chk := gate.EquivalenceCheck{
+		TopK:             c.TopK,
+		MaxRatio:         c.MaxRatio,
+		BitwiseTolerance: c.BitwiseTolerance,
+		MaxDistance:      c.MaxDistance,
+		MaxAbsLogprob:    c.MaxAbsLogprobDelta,
+		MeanAbsLogprob:   c.MeanAbsLogprobDelta,
+		MinExactMatch:    c.MinExactMatch,
+		DType:            probes[c.Head].DType,
+		TP:               probes[c.Head].TPSize,
+	}
+	if chk.TopK == 0 && fw.spec.Numerics != nil {
+		chk.TopK = fw.spec.Numerics.TopLogprobs
+	}
+	out := gate.Equivalence(gate.EquivalenceProbes{Base: probes[c.Base], Head: probes[c.Head], Twin: probes[c.Twin], Oracle: probes[c.Oracle]}, chk)
+	out.Name = c.Name
+	out.Config = c.Head
+	return out
+}

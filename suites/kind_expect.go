@@ -1,0 +1,37 @@
+package suites
+
+import (
+	"strings"
+
+	"github.com/reckon-ci/reckon/gate"
+	"github.com/reckon-ci/reckon/spec"
+)
+
+// expectKind: what the engine actually did equals what the config asked for (today: the
+// effective allreduce backend), so that a config that silently fell back fails.
+type expectKind struct{ configScoped }
+
+func (expectKind) is(c *spec.Check) bool { return c.Kind == spec.KindExpect }
+
+func (expectKind) labels(*spec.Check) []string { return []string{labelHealth} }
+
+func (expectKind) late(*spec.Check) bool { return false }
+
+func (expectKind) needs(*spec.Spec, *spec.Check, string) []need { return nil }
+
+func (expectKind) judge(_ *framework, cs *configState, c *spec.Check) gate.Verdict {
+	if err := cs.infraError(); err != nil {
+		return errVerdict(c, cs.name, err)
+	}
+	got := "unknown"
+	if cs.report != nil && cs.report.AllReduce != "" {
+		got = cs.report.AllReduce
+	}
+	out := gate.ExpectEqual(c.Name, "allreduce", got, c.Expect.AllReduce)
+	out.Config = cs.name
+	out.Message = cs.name + ": " + strings.TrimPrefix(out.Message, c.Name+": ")
+	if cs.report != nil && cs.report.CustomAllReduceDisabledReason != nil && got != c.Expect.AllReduce {
+		out.Details = strings.TrimSpace(out.Details + "\nengine said: " + *cs.report.CustomAllReduceDisabledReason)
+	}
+	return out
+}

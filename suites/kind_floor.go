@@ -1,0 +1,56 @@
+package suites
+
+import (
+	"strings"
+
+	"github.com/reckon-ci/reckon/gate"
+	"github.com/reckon-ci/reckon/spec"
+)
+
+// metricPeakGPUMem is the floor metric measured by GPU memory sampling rather than read from the
+// engine log.
+const metricPeakGPUMem = "peak_gpu_mem_gib"
+
+// lateMetrics are judged after a config's measurements, from a fresh read of its log.
+var lateMetrics = map[string]bool{metricPeakGPUMem: true, "spec_accept_length": true}
+
+// floorKind: a floor or ceiling on what one config's engine reported (its log and endpoints),
+// on its peak GPU memory, or on the median of a result metric over its trials; judged in each
+// config's container the check names.
+type floorKind struct{ configScoped }
+
+func (floorKind) is(c *spec.Check) bool { return c.Kind == spec.KindFloor }
+
+func (floorKind) labels(*spec.Check) []string { return []string{labelMemory} }
+
+// late: metrics that only exist after traffic (peak GPU memory, speculative accept length,
+// result metrics) are judged after the config's measurements.
+func (floorKind) late(c *spec.Check) bool { return lateMetrics[c.Metric] || c.IsResultFloor() }
+
+// needs: a late floor needs the config's traffic, except peak GPU memory, which sampling
+// measures from the launch on.
+func (k floorKind) needs(s *spec.Spec, c *spec.Check, config string) []need {
+	if k.late(c) && c.Metric != metricPeakGPUMem {
+		return trafficNeed(s, config)
+	}
+	return nil
+}
+
+func (floorKind) judge(_ *framework, cs *configState, c *spec.Check) gate.Verdict {
+	if c.IsResultFloor() {
+		return resultFloorVerdict(cs, c)
+	}
+	v, err := reportValue(cs, c.Metric)
+	if err != nil {
+		return errVerdict(c, cs.name, err)
+	}
+	if v == nil {
+		if err := cs.infraError(); err != nil {
+			return errVerdict(c, cs.name, err)
+		}
+	}
+	out := gate.Floor(c.Name, c.Metric, v, c.Min, c.Max)
+	out.Config = cs.name
+	out.Message = cs.name + ": " + strings.TrimPrefix(out.Message, c.Name+": ")
+	return out
+}
