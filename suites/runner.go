@@ -95,6 +95,9 @@ func Run(ctx context.Context, opts Options) (*reporters.Run, error) {
 	if err := os.MkdirAll(opts.OutDir, 0o755); err != nil {
 		return nil, fmt.Errorf("create output directory: %w", err)
 	}
+	if err := clearStaleReports(opts.OutDir); err != nil {
+		return nil, err
+	}
 	abs, _ := filepath.Abs(opts.SpecPath)
 
 	fw, err := newFramework(ctx, s, abs, opts)
@@ -147,4 +150,19 @@ func Run(ctx context.Context, opts Options) (*reporters.Run, error) {
 func isTerminal(f *os.File) bool {
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// staleReports are the reports a run writes into its output directory. A previous run's copies
+// are removed before anything launches, so that a run killed before it writes its own (SIGKILL,
+// a CI cancel) never leaves the last run's green junit.xml beside its own logs. Only these files
+// go: the directory may be shared with other things (--out .).
+var staleReports = []string{"junit.xml", "results.json", "summary.md", "report.html"}
+
+func clearStaleReports(dir string) error {
+	for _, name := range staleReports {
+		if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("output directory %s: removing the previous run's %s: %w", dir, name, err)
+		}
+	}
+	return nil
 }

@@ -102,7 +102,12 @@ the shards' output directories into one results.json, junit.xml, summary.md and 
 				opts.History = hs
 			}
 			start := time.Now()
+			restoreStdout := func() {}
+			if !opts.Verbose {
+				restoreStdout = filterStdout()
+			}
 			run, err := suites.Run(ctx, opts)
+			restoreStdout()
 			if err != nil && run == nil {
 				if errors.Is(err, suites.ErrInvalidInput) {
 					return withExitCode(2, err)
