@@ -100,43 +100,21 @@ func (e *Engine) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		badRequest(w, "%v", err)
 		return
 	}
-	maxTok := 128
-	switch {
-	case req.MaxCompletion != nil:
-		maxTok = *req.MaxCompletion
-	case req.MaxTokens != nil:
-		maxTok = *req.MaxTokens
+	maxTok := req.MaxTokens
+	if req.MaxCompletion != nil {
+		maxTok = req.MaxCompletion
 	}
-	if maxTok < 0 {
-		badRequest(w, `"max_tokens" must be >= 0, got %d`, maxTok)
+	sp := samplingOf(maxTok, defaultChatTokens, req.Temperature, req.TopP, req.MinTokens)
+	if err := sp.check(); err != nil {
+		badRequest(w, "%v", err)
 		return
-	}
-	temp := 1.0
-	if req.Temperature != nil {
-		temp = *req.Temperature
-	}
-	if temp < 0 {
-		badRequest(w, `"temperature" must be >= 0, got %v`, temp)
-		return
-	}
-	topP := 1.0
-	if req.TopP != nil {
-		topP = *req.TopP
-	}
-	if !(topP > 0 && topP <= 1) {
-		badRequest(w, `"top_p" must be in (0, 1], got %v`, topP)
-		return
-	}
-	minTok := 0
-	if req.MinTokens != nil {
-		minTok = *req.MinTokens
 	}
 	prompt := model.Encode(chatTemplate(req.Messages))
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	id := newID("chatcmpl-")
-	rq := &sched.Request{ID: id, Prompt: prompt, MaxNew: maxTok, Temperature: temp, TopP: topP, Seed: req.Seed,
-		IgnoreEOS: req.IgnoreEOS, MinNew: minTok, Stop: stop, Ctx: ctx}
+	rq := &sched.Request{ID: id, Prompt: prompt, MaxNew: sp.maxTokens, Temperature: sp.temperature, TopP: sp.topP, Seed: req.Seed,
+		IgnoreEOS: req.IgnoreEOS, MinNew: sp.minTokens, Stop: stop, Ctx: ctx}
 	if !e.submit(w, []*sched.Request{rq}) {
 		return
 	}

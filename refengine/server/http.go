@@ -375,28 +375,9 @@ func (e *Engine) completions(w http.ResponseWriter, r *http.Request) {
 		badRequest(w, "%v", err)
 		return
 	}
-	maxTok := 16
-	if req.MaxTokens != nil {
-		maxTok = *req.MaxTokens
-	}
-	if maxTok < 0 {
-		badRequest(w, `"max_tokens" must be >= 0, got %d`, maxTok)
-		return
-	}
-	temp := 1.0
-	if req.Temperature != nil {
-		temp = *req.Temperature
-	}
-	if temp < 0 {
-		badRequest(w, `"temperature" must be >= 0, got %v`, temp)
-		return
-	}
-	topP := 1.0
-	if req.TopP != nil {
-		topP = *req.TopP
-	}
-	if !(topP > 0 && topP <= 1) {
-		badRequest(w, `"top_p" must be in (0, 1], got %v`, topP)
+	sp := samplingOf(req.MaxTokens, defaultCompletionTokens, req.Temperature, req.TopP, req.MinTokens)
+	if err := sp.check(); err != nil {
+		badRequest(w, "%v", err)
 		return
 	}
 	topk := -1
@@ -407,18 +388,14 @@ func (e *Engine) completions(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	minTok := 0
-	if req.MinTokens != nil {
-		minTok = *req.MinTokens
-	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	id := newID("cmpl-")
 	subs := make([]submitted, len(prompts))
 	reqs := make([]*sched.Request, len(prompts))
 	for i, p := range prompts {
-		rq := &sched.Request{ID: fmt.Sprintf("%s-%d", id, i), Prompt: p, MaxNew: maxTok, Temperature: temp, TopP: topP,
-			Seed: req.Seed, IgnoreEOS: req.IgnoreEOS, MinNew: minTok, Stop: stop, Logprobs: topk >= 0, TopLogprobs: max(topk, 0),
+		rq := &sched.Request{ID: fmt.Sprintf("%s-%d", id, i), Prompt: p, MaxNew: sp.maxTokens, Temperature: sp.temperature, TopP: sp.topP,
+			Seed: req.Seed, IgnoreEOS: req.IgnoreEOS, MinNew: sp.minTokens, Stop: stop, Logprobs: topk >= 0, TopLogprobs: max(topk, 0),
 			PromptLogprobs: req.Echo && topk >= 0, Ctx: ctx}
 		reqs[i] = rq
 		subs[i] = submitted{idx: i, prompt: p, req: rq}
@@ -798,4 +775,49 @@ func (e *Engine) generate(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeJSON(w, http.StatusOK, wire.GenerateResponse{Text: res.text(), OutputIDs: res.tokens, MetaInfo: meta})
+}
+
+// Default output lengths when a request sets none: OpenAI's completions default, and the chat
+// endpoint's.
+const (
+	defaultCompletionTokens = 16
+	defaultChatTokens       = 128
+)
+
+// sampling is a request's sampling settings with the defaults filled in: the one home of those
+// defaults for the completions and chat handlers of both dialects.
+type sampling struct {
+	maxTokens, minTokens int
+	temperature, topP    float64
+}
+
+// samplingOf fills in the defaults: defaultMax tokens, temperature 1, top_p 1, no minimum.
+func samplingOf(maxTokens *int, defaultMax int, temperature, topP *float64, minTokens *int) sampling {
+	s := sampling{maxTokens: defaultMax, temperature: 1, topP: 1}
+	if maxTokens != nil {
+		s.maxTokens = *maxTokens
+	}
+	if temperature != nil {
+		s.temperature = *temperature
+	}
+	if topP != nil {
+		s.topP = *topP
+	}
+	if minTokens != nil {
+		s.minTokens = *minTokens
+	}
+	return s
+}
+
+// check validates the settings with the SGLang dialect's wording (the vLLM dialect words its own).
+func (s sampling) check() error {
+	switch {
+	case s.maxTokens < 0:
+		return fmt.Errorf(`"max_tokens" must be >= 0, got %d`, s.maxTokens)
+	case s.temperature < 0:
+		return fmt.Errorf(`"temperature" must be >= 0, got %v`, s.temperature)
+	case !(s.topP > 0 && s.topP <= 1):
+		return fmt.Errorf(`"top_p" must be in (0, 1], got %v`, s.topP)
+	}
+	return nil
 }

@@ -283,17 +283,8 @@ func (e *Engine) vllmCompletions(w http.ResponseWriter, r *http.Request) {
 		badRequest(w, "%v", err)
 		return
 	}
-	maxTok := 16
-	if req.MaxTokens != nil {
-		maxTok = *req.MaxTokens
-	}
-	temp, topP := 1.0, 1.0
-	if req.Temperature != nil {
-		temp = *req.Temperature
-	}
-	if req.TopP != nil {
-		topP = *req.TopP
-	}
+	sp := samplingOf(req.MaxTokens, defaultCompletionTokens, req.Temperature, req.TopP, req.MinTokens)
+	maxTok, temp, topP, minTok := sp.maxTokens, sp.temperature, sp.topP, sp.minTokens
 	topk := -1
 	if req.Logprobs != nil {
 		topk = *req.Logprobs
@@ -304,10 +295,6 @@ func (e *Engine) vllmCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 	if promptK < 0 && req.Echo && topk >= 0 {
 		promptK = topk // vLLM: echo with logprobs scores the prompt with the same k
-	}
-	minTok := 0
-	if req.MinTokens != nil {
-		minTok = *req.MinTokens
 	}
 	maxLP := e.Opts.MaxLogprobs
 	switch {
