@@ -450,25 +450,34 @@ over each series and prints each change point: its run, the commit range it fall
 change, mean and spread before and after, and p.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := a.validate(); err != nil {
-				return err
-			}
-			ctx, cancel := context.WithTimeout(cmdContext(cmd), historyCallTimeout)
-			defer cancel()
-			s, err := openHistory(ctx, *dsn)
+			ser, fs, err := a.run(cmd, *dsn)
 			if err != nil {
 				return err
-			}
-			defer s.Close()
-			ser, fs, err := s.Analyze(ctx, a.f, a.o)
-			if err != nil {
-				return withExitCode(3, err)
 			}
 			return printFindings(cmd.OutOrStdout(), len(ser), fs, a.json)
 		},
 	}
 	a.register(cmd)
 	return cmd
+}
+
+// run validates the flags, opens the store and analyzes the series they select.
+func (a *analyzeFlags) run(cmd *cobra.Command, dsn string) ([]history.Series, []history.Finding, error) {
+	if err := a.validate(); err != nil {
+		return nil, nil, err
+	}
+	ctx, cancel := context.WithTimeout(cmdContext(cmd), historyCallTimeout)
+	defer cancel()
+	s, err := openHistory(ctx, dsn)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer s.Close()
+	ser, fs, err := s.Analyze(ctx, a.f, a.o)
+	if err != nil {
+		return nil, nil, withExitCode(3, err)
+	}
+	return ser, fs, nil
 }
 
 func printFindings(w io.Writer, nSeries int, fs []history.Finding, asJSON bool) error {
@@ -496,19 +505,9 @@ func newHistoryReportCmd(dsn *string) *cobra.Command {
 		Short: "Write a self-contained HTML trend page (and a Markdown summary) with change points",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := a.validate(); err != nil {
-				return err
-			}
-			ctx, cancel := context.WithTimeout(cmdContext(cmd), historyCallTimeout)
-			defer cancel()
-			s, err := openHistory(ctx, *dsn)
+			ser, fs, err := a.run(cmd, *dsn)
 			if err != nil {
 				return err
-			}
-			defer s.Close()
-			ser, fs, err := s.Analyze(ctx, a.f, a.o)
-			if err != nil {
-				return withExitCode(3, err)
 			}
 			if err := os.MkdirAll(out, 0o755); err != nil {
 				return withExitCode(3, err)
