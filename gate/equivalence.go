@@ -170,8 +170,12 @@ func Equivalence(pr EquivalenceProbes, chk EquivalenceCheck) Verdict {
 	var problems []string
 	var summary []string
 	uncalSrc := ""
+	var headVsBase *pairDist // head against base one at a time, when the passes compute it anyway
 	for _, pass := range passes {
 		cand := comparePair(ref, head, pass)
+		if pass == passSequential && ref == base {
+			headVsBase = &cand
+		}
 		sfx := ""
 		if pass == passBatched {
 			sfx = "_batched"
@@ -266,7 +270,14 @@ func Equivalence(pr EquivalenceProbes, chk EquivalenceCheck) Verdict {
 			d.prompt, d.pos, chk.TopK, baseName, tokText(d.base.Token, d.base.Text), d.base.Logprob, headName, tokText(d.head.Token, d.head.Text), d.head.Logprob, d.why))
 	}
 	// Optional fixed bounds over the trimmed forced tokens and the agreed greedy prefixes.
-	abs := append(append([]float64(nil), g.abs...), headlineAbs(base, head)...)
+	if headVsBase == nil {
+		d := comparePair(base, head, passSequential)
+		headVsBase = &d
+	}
+	abs := append([]float64(nil), g.abs...)
+	for _, p := range headVsBase.prompts {
+		abs = append(abs, p.absLP...)
+	}
 	var mean, mx float64
 	for _, x := range abs {
 		mean += x
@@ -342,15 +353,6 @@ func metricName(s string) string {
 		}
 		return '_'
 	}, s)
-}
-
-// headlineAbs is the trimmed forced-token |Δ logprob| of head against base, one request at a time.
-func headlineAbs(base, head *wire.NumericsProbe) []float64 {
-	var out []float64
-	for _, p := range comparePair(base, head, passSequential).prompts {
-		out = append(out, p.absLP...)
-	}
-	return out
 }
 
 // greedyResult compares the free-running greedy outputs up to each prompt's first divergence.

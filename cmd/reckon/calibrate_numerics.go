@@ -257,20 +257,16 @@ func (nc numCal) cell(ctx context.Context, c numCell) ([]numOutcome, error) {
 		if err != nil {
 			return nil, fmt.Errorf("control %s: %w", ctl.Name, err)
 		}
-		p, err := nc.probe(ctx, inst, seqs)
+		p, used, err := nc.probe(ctx, inst, seqs)
 		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		_ = inst.Stop(stopCtx)
 		cancel()
 		if err != nil {
 			return nil, fmt.Errorf("control %s: %w", ctl.Name, err)
 		}
-		if seqs == nil {
-			// The first control (ring) defines the forced sequences of the cell, as the first
-			// config probed does in a gate run.
-			if seqs, err = workload.ForcedSequences(p); err != nil {
-				return nil, err
-			}
-		}
+		// The first control (ring) defines the forced sequences of the cell, as the first config
+		// probed does in a gate run.
+		seqs = used
 		p.Config, p.DType, p.TPSize = ctl.Name, c.dtype, c.tp
 		probes[ctl.Name] = p
 		if err := workload.WriteNumericsProbe(filepath.Join(dir, fileName(ctl.Name)+".json"), p); err != nil {
@@ -318,21 +314,22 @@ func (nc numCal) cell(ctx context.Context, c numCell) ([]numOutcome, error) {
 
 // probe runs the gate's numerics probe on a launched control: greedy outputs, then the forced
 // sequences (the first control's own when seqs is nil).
-func (nc numCal) probe(ctx context.Context, inst *engine.Instance, seqs map[string][]int) (*wire.NumericsProbe, error) {
+// It returns the probe and the sequences it was forced on.
+func (nc numCal) probe(ctx context.Context, inst *engine.Instance, seqs map[string][]int) (*wire.NumericsProbe, map[string][]int, error) {
 	cl := client.New(inst.BaseURL(), client.Options{Model: nc.model})
 	p, err := workload.RunNumericsProbe(ctx, cl, nc.prompts, nc.maxTokens, nc.topK)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if seqs == nil {
 		if seqs, err = workload.ForcedSequences(p); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	if err := workload.ScoreForced(ctx, cl, p, seqs, "ring", nc.topK, nc.batch); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return p, nil
+	return p, seqs, nil
 }
 
 func finiteOrNil(x float64) any {
