@@ -80,6 +80,16 @@ func marker(t *testing.T) string {
 
 func gate(t *testing.T, specFile string, extra ...string) *gateRun {
 	t.Helper()
+	r := runGate(t, specFile, extra...)
+	r.load(t)
+	assertNoSurvivors(t)
+	return r
+}
+
+// runGate runs `reckon gate` on a spec under fixtures/specs into a fresh output directory and
+// returns its exit code and output, reading no reports.
+func runGate(t *testing.T, specFile string, extra ...string) *gateRun {
+	t.Helper()
 	out := t.TempDir()
 	args := append([]string{"gate", "--spec", filepath.Join("fixtures", "specs", specFile), "--out", out, "--quiet"}, extra...)
 	cmd := exec.Command(filepath.Join(repoRoot, "bin", "reckon"), args...)
@@ -94,8 +104,6 @@ func gate(t *testing.T, specFile string, extra ...string) *gateRun {
 	} else if err != nil {
 		t.Fatalf("run reckon gate: %v", err)
 	}
-	r.load(t)
-	assertNoSurvivors(t)
 	return r
 }
 

@@ -1,7 +1,6 @@
 package suites_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -45,22 +44,9 @@ func gateNoReports(t *testing.T, specFile string, extra ...string) *gateRun {
 	if testing.Short() {
 		t.Skip("integration")
 	}
-	out := t.TempDir()
-	args := append([]string{"gate", "--spec", filepath.Join("fixtures", "specs", specFile), "--out", out, "--quiet"}, extra...)
-	cmd := exec.Command(filepath.Join(repoRoot, "bin", "reckon"), args...)
-	cmd.Dir = repoRoot
-	cmd.Env = append(os.Environ(), marker(t))
-	var so, se bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &so, &se
-	err := cmd.Run()
-	r := &gateRun{stdout: so.String(), stderr: se.String(), out: out}
-	if ee, ok := err.(*exec.ExitError); ok {
-		r.exit = ee.ExitCode()
-	} else if err != nil {
-		t.Fatalf("run reckon gate: %v", err)
-	}
-	if _, err := os.Stat(filepath.Join(out, "logs")); err == nil {
-		t.Errorf("bad input launched an engine (%s/logs exists)", out)
+	r := runGate(t, specFile, extra...)
+	if _, err := os.Stat(filepath.Join(r.out, "logs")); err == nil {
+		t.Errorf("bad input launched an engine (%s/logs exists)", r.out)
 	}
 	assertNoSurvivors(t)
 	return r
