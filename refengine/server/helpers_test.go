@@ -73,6 +73,16 @@ func start(t testing.TB, env map[string]string, wait bool, args ...string) *test
 	if err != nil {
 		t.Fatalf("flags %v: %v", args, err)
 	}
+	ts := serve(t, opts, env)
+	if wait {
+		ts.waitReady(t)
+	}
+	return ts
+}
+
+// serve builds an engine from parsed options and serves it on a free port until the test ends.
+func serve(t testing.TB, opts *Options, env map[string]string) *testServer {
+	t.Helper()
 	lb := &syncBuffer{}
 	e, err := Build(opts, NewLogger(lb, opts.TPSize), func(k string) string { return env[k] })
 	if err != nil {
@@ -100,9 +110,6 @@ func start(t testing.TB, env map[string]string, wait bool, args ...string) *test
 		return ts.exitErr
 	}
 	t.Cleanup(func() { _ = ts.stop() })
-	if wait {
-		ts.waitReady(t)
-	}
 	return ts
 }
 

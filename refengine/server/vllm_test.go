@@ -4,12 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"net"
 	"reflect"
 	"regexp"
-	"runtime/debug"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -95,29 +92,7 @@ func startVLLM(t *testing.T, env map[string]string, args ...string) *testServer 
 	if err != nil {
 		t.Fatalf("flags %v: %v", args, err)
 	}
-	lb := &syncBuffer{}
-	e, err := Build(opts, NewLogger(lb, opts.TPSize), func(k string) string { return env[k] })
-	if err != nil {
-		t.Fatalf("build: %v\n%s", err, lb.String())
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ts := &testServer{e: e, url: "http://" + ln.Addr().String(), log: lb, exited: make(chan struct{})}
-	go func() {
-		ts.exitErr = e.Serve(ctx, ln)
-		close(ts.exited)
-	}()
-	var once sync.Once
-	ts.stop = func() error {
-		cancel()
-		<-ts.exited
-		once.Do(func() { ts.e = nil; debug.FreeOSMemory() })
-		return ts.exitErr
-	}
-	t.Cleanup(func() { _ = ts.stop() })
+	ts := serve(t, opts, env)
 	ts.waitReady(t)
 	return ts
 }
