@@ -40,17 +40,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-const (
-	// superviseEnv selects the supervise mode of any binary that links this package (reckon,
-	// and test binaries, whose TestMain does not need to know): its value is superviseProto.
-	superviseEnv   = "RECKON_SUPERVISE"
-	superviseProto = "reckon-supervise-1"
-	// CgroupEnv set to "off" makes Launch skip the cgroup even where cgroup v2 is writable
-	// (containment then relies on the subreaper and the process group).
-	CgroupEnv = "RECKON_ENGINE_CGROUP"
-	// supervisorPollEvery is how often a stopping supervisor re-signals the tree.
-	supervisorPollEvery = 20 * time.Millisecond
-)
+// supervisorPollEvery is how often a stopping supervisor re-signals the tree.
+const supervisorPollEvery = 20 * time.Millisecond
 
 const supervisorSupported = true
 
