@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -133,26 +132,14 @@ func (e *Engine) chatCompletions(w http.ResponseWriter, r *http.Request) {
 			Usage:   &wire.Usage{PromptTokens: len(prompt), CompletionTokens: len(res.tokens), TotalTokens: len(prompt) + len(res.tokens)}})
 		return
 	}
-	fl, _ := w.(http.Flusher)
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	send := func(v any) {
-		b, _ := json.Marshal(v)
-		fmt.Fprintf(w, "data: %s\n\n", b)
-		if fl != nil {
-			fl.Flush()
-		}
-	}
+	stream := startSSE(w)
+	send := stream.send
 	chunk := func(d chatDelta, fr *string) {
 		send(chatResponse{ID: id, Object: "chat.completion.chunk", Created: created, Model: name, Choices: []chatChoice{{Delta: &d, FinishReason: fr}}})
 	}
 	empty := ""
 	chunk(chatDelta{Role: "assistant", Content: &empty}, nil)
-	hold := 0
-	for _, s := range stop {
-		hold = max(hold, len(s)-1)
-	}
+	hold := stopHold(stop)
 	var text []byte
 	sent, n := 0, 0
 	for ev := range rq.Events() {
@@ -183,8 +170,5 @@ func (e *Engine) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		send(chatResponse{ID: id, Object: "chat.completion.chunk", Created: created, Model: name, Choices: []chatChoice{},
 			Usage: &wire.Usage{PromptTokens: len(prompt), CompletionTokens: n, TotalTokens: len(prompt) + n}})
 	}
-	fmt.Fprint(w, "data: [DONE]\n\n")
-	if fl != nil {
-		fl.Flush()
-	}
+	stream.done()
 }

@@ -559,24 +559,9 @@ func safeCut(b []byte, n int) int {
 }
 
 func (e *Engine) streamCompletions(w http.ResponseWriter, r *http.Request, id string, created int64, req *wire.CompletionRequest, subs []submitted, stop []string) {
-	fl, _ := w.(http.Flusher)
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	var mu sync.Mutex
-	send := func(v any) {
-		b, _ := json.Marshal(v)
-		mu.Lock()
-		defer mu.Unlock()
-		fmt.Fprintf(w, "data: %s\n\n", b)
-		if fl != nil {
-			fl.Flush()
-		}
-	}
-	hold := 0
-	for _, s := range stop {
-		hold = max(hold, len(s)-1)
-	}
+	stream := startSSE(w)
+	send := stream.send
+	hold := stopHold(stop)
 	wantLP := req.Logprobs != nil
 	var wg sync.WaitGroup
 	var usageMu sync.Mutex
@@ -646,12 +631,7 @@ func (e *Engine) streamCompletions(w http.ResponseWriter, r *http.Request, id st
 		usage.TotalTokens = usage.PromptTokens + usage.CompletionTokens
 		send(wire.CompletionResponse{ID: id, Object: "text_completion", Created: created, Model: e.modelName(), Choices: []wire.CompletionChoice{}, Usage: &usage})
 	}
-	mu.Lock()
-	fmt.Fprint(w, "data: [DONE]\n\n")
-	if fl != nil {
-		fl.Flush()
-	}
-	mu.Unlock()
+	stream.done()
 }
 
 func (e *Engine) generate(w http.ResponseWriter, r *http.Request) {
@@ -709,9 +689,7 @@ func (e *Engine) generate(w http.ResponseWriter, r *http.Request) {
 	}
 	start := time.Now()
 	if req.Stream {
-		fl, _ := w.(http.Flusher)
-		w.Header().Set("Content-Type", "text/event-stream")
-		w.WriteHeader(http.StatusOK)
+		stream := startSSE(w)
 		var toks []int
 		for ev := range rq.Events() {
 			if ev.Generated {
@@ -726,14 +704,10 @@ func (e *Engine) generate(w http.ResponseWriter, r *http.Request) {
 				if ev.Done {
 					out.MetaInfo.FinishReason = map[string]any{"type": ev.FinishReason}
 				}
-				b, _ := json.Marshal(out)
-				fmt.Fprintf(w, "data: %s\n\n", b)
-				if fl != nil {
-					fl.Flush()
-				}
+				stream.send(out)
 			}
 		}
-		fmt.Fprint(w, "data: [DONE]\n\n")
+		stream.done()
 		return
 	}
 	res := collect(rq)
@@ -820,4 +794,49 @@ func (s sampling) check() error {
 		return fmt.Errorf(`"top_p" must be in (0, 1], got %v`, s.topP)
 	}
 	return nil
+}
+
+// sse is an event-stream answer: one `data:` event per value, flushed at once; safe for
+// concurrent use.
+type sse struct {
+	w  http.ResponseWriter
+	fl http.Flusher
+	mu sync.Mutex
+}
+
+// startSSE answers with an event stream.
+func startSSE(w http.ResponseWriter) *sse {
+	fl, _ := w.(http.Flusher)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	return &sse{w: w, fl: fl}
+}
+
+// send writes v as one JSON event.
+func (s *sse) send(v any) {
+	b, _ := json.Marshal(v)
+	s.raw(string(b))
+}
+
+// done ends the stream with the OpenAI sentinel.
+func (s *sse) done() { s.raw("[DONE]") }
+
+func (s *sse) raw(data string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fmt.Fprintf(s.w, "data: %s\n\n", data)
+	if s.fl != nil {
+		s.fl.Flush()
+	}
+}
+
+// stopHold is how many trailing bytes of streamed text must be held back because they could
+// be the start of a stop string.
+func stopHold(stop []string) int {
+	hold := 0
+	for _, s := range stop {
+		hold = max(hold, len(s)-1)
+	}
+	return hold
 }

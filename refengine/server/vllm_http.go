@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math"
 	"net/http"
@@ -404,24 +403,9 @@ func (e *Engine) vllmCompletions(w http.ResponseWriter, r *http.Request) {
 // a final chunk with finish_reason and stop_reason, a usage chunk with
 // stream_options.include_usage, then [DONE].
 func (e *Engine) vllmStream(w http.ResponseWriter, id string, created int64, req *wire.CompletionRequest, subs []submitted, stop []string, asIDs vllmTokens, arrival time.Time) {
-	fl, _ := w.(http.Flusher)
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	var mu sync.Mutex
-	send := func(v any) {
-		b, _ := json.Marshal(v)
-		mu.Lock()
-		defer mu.Unlock()
-		fmt.Fprintf(w, "data: %s\n\n", b)
-		if fl != nil {
-			fl.Flush()
-		}
-	}
-	hold := 0
-	for _, s := range stop {
-		hold = max(hold, len(s)-1)
-	}
+	stream := startSSE(w)
+	send := stream.send
+	hold := stopHold(stop)
 	wantLP := req.Logprobs != nil
 	var wg sync.WaitGroup
 	var usageMu sync.Mutex
@@ -498,12 +482,7 @@ func (e *Engine) vllmStream(w http.ResponseWriter, id string, created int64, req
 		usage.TotalTokens = usage.PromptTokens + usage.CompletionTokens
 		send(vllmStreamChunk{ID: id, Object: "text_completion", Created: created, Model: e.modelName(), Choices: []vllmStreamChoice{}, Usage: &usage})
 	}
-	mu.Lock()
-	fmt.Fprint(w, "data: [DONE]\n\n")
-	if fl != nil {
-		fl.Flush()
-	}
-	mu.Unlock()
+	stream.done()
 }
 
 // vllmMetrics is GET /metrics with vLLM V1's metric names (vllm/v1/metrics/loggers.py): request
