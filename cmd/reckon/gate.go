@@ -130,13 +130,7 @@ the shards' output directories into one results.json, junit.xml, summary.md and 
 					return herr
 				}
 			}
-			if err != nil {
-				return withExitCode(3, err)
-			}
-			if code := gateExitCode(run); code != 0 {
-				return withExitCode(code, nil)
-			}
-			return nil
+			return runExit(run, err)
 		},
 	}
 	f := cmd.Flags()
@@ -179,4 +173,16 @@ func gateExitCode(run *reporters.Run) int {
 	default:
 		return 1
 	}
+}
+
+// runExit is a finished run's exit: 3 when its reports could not be written (err), else its
+// verdict's code (gateExitCode).
+func runExit(run *reporters.Run, err error) error {
+	if err != nil {
+		return withExitCode(3, err)
+	}
+	if code := gateExitCode(run); code != 0 {
+		return withExitCode(code, nil)
+	}
+	return nil
 }

@@ -61,13 +61,7 @@ shards of different specs, a shard missing or repeated), 3 infrastructure errors
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "merged %d shards into %s (junit.xml, results.json, summary.md, report.html)\n", len(args), opts.OutDir)
 			fmt.Fprintln(cmd.OutOrStdout(), closingLine(run))
-			if err != nil {
-				return withExitCode(3, err)
-			}
-			if code := gateExitCode(run); code != 0 {
-				return withExitCode(code, nil)
-			}
-			return nil
+			return runExit(run, err)
 		},
 	}
 	f := cmd.Flags()
