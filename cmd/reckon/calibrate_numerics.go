@@ -21,6 +21,7 @@ import (
 	"github.com/reckon-ci/reckon/engine"
 	"github.com/reckon-ci/reckon/engine/client"
 	"github.com/reckon-ci/reckon/gate"
+	"github.com/reckon-ci/reckon/spec"
 	"github.com/reckon-ci/reckon/wire"
 	"github.com/reckon-ci/reckon/workload"
 )
@@ -163,8 +164,8 @@ detection table; --write-docs replaces it between the numerics calibration marke
 	f.StringVar(&dtypes, "dtype", "bfloat16,float32", "dtypes")
 	f.IntVar(&seeds, "seeds", 10, "weight seeds per (dtype, tp) cell (--weight-seed 1..N)")
 	f.IntVar(&maxTokens, "max-tokens", 24, "greedy continuation length (numerics.max_tokens)")
-	f.IntVar(&topK, "top-logprobs", 5, "top-k candidates per position (numerics.top_logprobs)")
-	f.IntVar(&batch, "batch", 8, "under-load pass: sequences in flight at once (numerics.batch_size; 0: off)")
+	f.IntVar(&topK, "top-logprobs", spec.DefaultTopLogprobs, "top-k candidates per position (numerics.top_logprobs)")
+	f.IntVar(&batch, "batch", spec.DefaultProbeBatch, "under-load pass: sequences in flight at once (numerics.batch_size; 0: off)")
 	f.IntVar(&parallel, "parallel", 1, "cells run at once")
 	f.Float64Var(&maxRatio, "max-ratio", gate.DefaultMaxRatio, "the equivalence check's max_ratio")
 	f.StringVar(&outDir, "out", "", "keep engine logs and probe files here (default: a temporary directory, removed)")
