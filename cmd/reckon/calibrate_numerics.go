@@ -104,8 +104,8 @@ detection table; --write-docs replaces it between the numerics calibration marke
 				}
 				dts = append(dts, d)
 			}
-			if seeds < 1 || parallel < 1 || topK < 1 || maxTokens < 1 || batch < 0 || batch == 1 {
-				return withExitCode(2, fmt.Errorf("--seeds, --parallel, --top-logprobs and --max-tokens must be positive, --batch 0 or at least 2"))
+			if seeds < 1 || parallel < 1 || topK < 1 || maxTokens < 1 || batch < 0 || (batch > 0 && batch < 8) {
+				return withExitCode(2, fmt.Errorf("--seeds, --parallel, --top-logprobs and --max-tokens must be positive, --batch 0 or at least 8 (as numerics.batch_size)"))
 			}
 			if !(maxRatio > 0) {
 				return withExitCode(2, fmt.Errorf("--max-ratio %v: expected a ratio > 0", maxRatio))
