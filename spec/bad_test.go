@@ -77,10 +77,10 @@ var badSpecs = []struct {
 		"equivalence-calibration.yaml:14:15: numerics.batch_size: expected 0 (no under-load pass) or at least 8 sequences at once, got 1 (the one-at-a-time pass always runs)",
 		"equivalence-calibration.yaml:15:20: numerics.prompt_logprobs: removed: every config now scores the same teacher-forced sequences (prompt and continuation), so there is nothing to switch",
 		"equivalence-calibration.yaml:20:11: checks[0].twin: twin \"nccl-again\" launches exactly like base \"nccl\": a rerun of the same allreduce is bit-identical and calibrates nothing; give the twin another summation order (e.g. env NCCL_ALGO: Tree)",
-		"equivalence-calibration.yaml:25:16: checks[1].max_ratio: max_ratio needs a twin or an oracle to calibrate against (without them the bound is max_distance)",
-		"equivalence-calibration.yaml:26:24: checks[1].bitwise_tolerance: bitwise_tolerance needs a twin or an oracle to calibrate against (without them the bound is max_distance)",
+		"equivalence-calibration.yaml:25:16: checks[1].max_ratio: max_ratio needs a twin or an oracle to calibrate against (with twin: none the bound is max_distance)",
+		"equivalence-calibration.yaml:26:24: checks[1].bitwise_tolerance: bitwise_tolerance needs a twin or an oracle to calibrate against (with twin: none the bound is max_distance)",
 		"equivalence-calibration.yaml:31:11: checks[2].twin: twin \"custom-ar\" is also the check's base or head; it must be a third config",
-		"equivalence-calibration.yaml:32:19: checks[2].max_distance: max_distance is the uncalibrated fallback; with a twin or oracle the bound is max_ratio",
+		"equivalence-calibration.yaml:32:19: checks[2].max_distance: max_distance is the uncalibrated bound of `twin: none`; with a twin or oracle (derived when neither is written) the bound is max_ratio",
 		"equivalence-calibration.yaml:38:16: checks[3].max_ratio: 0 fails every candidate that differs at all; for an exact comparison set bitwise_tolerance: 0",
 	}},
 	{"equivalence-without-numerics", []string{

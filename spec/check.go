@@ -102,6 +102,12 @@ type Check struct {
 	// Oracle (equivalence): a higher-precision or fixed-order reference config; with it every
 	// distance is measured from the oracle.
 	Oracle string `json:"oracle,omitempty"`
+	// TwinDerived (equivalence): Twin was not written; reckon derived it from Base (see
+	// DeriveTwin) and launches it once per base, so that the check is calibrated by default.
+	TwinDerived bool `json:"twin_derived,omitempty"`
+	// NoTwin (equivalence): `twin: none` was written: no twin is derived and the check is
+	// judged against the uncalibrated bound (max_distance), said so in every report.
+	NoTwin bool `json:"no_twin,omitempty"`
 	// BitwiseTolerance (equivalence, with twin or oracle): the near-bitwise budget on |Δ logprob|
 	// when the trusted configs agree to within it. Nil: the gate's default.
 	BitwiseTolerance *float64 `json:"bitwise_tolerance,omitempty"`

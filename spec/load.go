@@ -279,9 +279,25 @@ func (b *builder) engine(m *mapping) Engine {
 	if d, ok := m.duration("stop_grace"); ok {
 		e.StopGrace = d
 	}
+	if n, ok := m.get("version"); ok {
+		// `version: 0.12` is a YAML number: its text is the release.
+		var v string
+		switch t := n.(type) {
+		case *ast.StringNode, *ast.FloatNode, *ast.IntegerNode:
+			v = t.GetToken().Value
+		}
+		if !versionPattern.MatchString(v) {
+			m.bad(n, "version", "expected an engine release such as 0.12.0, 0.4.10 or 0.0.0.dev1+g5dd2c243e, got %s", describe(n))
+		}
+		e.Version = v
+	}
 	m.done()
 	return e
 }
+
+// versionPattern is an engine release: major.minor[.patch] with an optional PEP 440 suffix
+// (rcN, .postN, .devN, +local).
+var versionPattern = regexp.MustCompile(`^v?\d+\.\d+(?:\.\d+)?(?:[.-]?(?:a|b|rc|post|dev)\d*)*(?:\+[0-9A-Za-z.]+)?$`)
 
 // command reads a command list (engine.command, configs[].command): the program and its fixed
 // arguments; left out, the command is inherited (what says from where).
@@ -312,6 +328,7 @@ var managedFlags = map[string]string{
 	"--host": "the harness picks host and port", "--port": "the harness picks host and port",
 	"--mem-fraction-static": "use mem_fraction_static", "--gpu-memory-utilization": "use mem_fraction_static",
 	"--cuda-graph-max-bs": "use cuda_graph_max_bs", "--max-cudagraph-capture-size": "use cuda_graph_max_bs",
+	"--cuda-graph-max-bs-decode": "use cuda_graph_max_bs", "--cuda-graph-sizes": "use cuda_graph_max_bs",
 	"--disable-custom-all-reduce": "use disable_custom_all_reduce: true",
 	"--speculative-algorithm":     "use speculative", "--speculative-draft-model-path": "use speculative",
 	"--speculative-eagle-topk": "use speculative", "--speculative-num-draft-tokens": "use speculative",
@@ -699,7 +716,14 @@ func (b *builder) check(m *mapping, s *Spec) *Check {
 			m.bad(v, "head", "a config compared with itself (%q) always passes; name another config", c.Head)
 		}
 		c.TopK, _ = m.integer("top_k", 1)
-		c.Twin = b.refStr(m, "twin", "config", false)
+		if v, ok := m.get("twin"); ok {
+			if sn, isStr := v.(*ast.StringNode); isStr && sn.Value == twinNone {
+				c.NoTwin = true
+			}
+		}
+		if !c.NoTwin {
+			c.Twin = b.refStr(m, "twin", "config", false)
+		}
 		c.Oracle = b.refStr(m, "oracle", "config", false)
 		for _, k := range []struct{ key, name string }{{"twin", c.Twin}, {"oracle", c.Oracle}} {
 			if k.name != "" && (k.name == c.Base || k.name == c.Head) {
@@ -711,7 +735,12 @@ func (b *builder) check(m *mapping, s *Spec) *Check {
 			v, _ := m.get("oracle")
 			m.bad(v, "oracle", "twin and oracle are the same config %q; name one of them", c.Oracle)
 		}
-		calibrated := c.Twin != "" || c.Oracle != ""
+		if c.NoTwin && c.Oracle != "" {
+			v, _ := m.get("twin")
+			m.bad(v, "twin", "twin: none asks for the uncalibrated bound, but an oracle is named; leave one of them out")
+		}
+		// Without twin or oracle reckon derives a twin (link), so only `twin: none` is uncalibrated.
+		calibrated := !c.NoTwin
 		c.MaxRatio = m.numberIn("max_ratio", 0, math.MaxFloat64, "a ratio > 0")
 		c.BitwiseTolerance = m.numberIn("bitwise_tolerance", 0, math.MaxFloat64, "a tolerance >= 0")
 		c.MaxDistance = m.numberIn("max_distance", 0, math.MaxFloat64, "a distance >= 0")
@@ -721,11 +750,11 @@ func (b *builder) check(m *mapping, s *Spec) *Check {
 		}
 		for _, key := range []string{"max_ratio", "bitwise_tolerance"} {
 			if v, ok := m.get(key); ok && !calibrated {
-				m.bad(v, key, "%s needs a twin or an oracle to calibrate against (without them the bound is max_distance)", key)
+				m.bad(v, key, "%s needs a twin or an oracle to calibrate against (with twin: none the bound is max_distance)", key)
 			}
 		}
 		if v, ok := m.get("max_distance"); ok && calibrated {
-			m.bad(v, "max_distance", "max_distance is the uncalibrated fallback; with a twin or oracle the bound is max_ratio")
+			m.bad(v, "max_distance", "max_distance is the uncalibrated bound of `twin: none`; with a twin or oracle (derived when neither is written) the bound is max_ratio")
 		}
 		c.MaxAbsLogprobDelta = m.numberIn("max_abs_logprob_delta", 0, math.MaxFloat64, "a tolerance >= 0")
 		c.MeanAbsLogprobDelta = m.numberIn("mean_abs_logprob_delta", 0, math.MaxFloat64, "a tolerance >= 0")
@@ -943,6 +972,9 @@ func (b *builder) link(s *Spec) {
 			b.checkPower(s, c)
 		}
 	}
+	// Derived twins: after the floors took "every config", so that reckon's own configs get
+	// only what the equivalence checks need of them.
+	b.deriveTwins(s, configs)
 	// Implied expect checks, unless an explicit one already says the same.
 	for _, cfg := range s.Configs {
 		if cfg.Expect.IsZero() || cfg.Name == "" {

@@ -11,6 +11,7 @@ import (
 type Launch struct {
 	Config                 string       `json:"config"`            // the config's name
 	Kind                   string       `json:"kind"`              // EngineSGLang or EngineVLLM
+	EngineVersion          string       `json:"engine_version,omitempty"` // engine.version ("" = ask the engine)
 	Command                []string     `json:"command,omitempty"` // nil: the adapter's default command
 	Model                  string       `json:"model"`
 	TPSize                 int          `json:"tp_size"`                       // >= 1
@@ -77,6 +78,7 @@ func (s *Spec) Resolved(name string) (Launch, error) {
 	l := Launch{
 		Config:                 c.Name,
 		Kind:                   e.Kind,
+		EngineVersion:          e.Version,
 		Command:                append([]string(nil), e.Command...),
 		Model:                  e.Model,
 		TPSize:                 e.TPSize,

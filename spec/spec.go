@@ -42,6 +42,9 @@ type Spec struct {
 	// Checks are the verdicts, in file order, followed by the expect checks implied by
 	// configs[].expect. Names are unique.
 	Checks []*Check `json:"checks"`
+	// DerivedTwins are the configs reckon added as twins of equivalence checks that name none
+	// (also in Configs, with DerivedFrom set).
+	DerivedTwins []DerivedTwin `json:"derived_twins,omitempty"`
 	// File is the path the spec was read from (or the name given to Parse).
 	File string `json:"file"`
 }
@@ -74,6 +77,11 @@ type Engine struct {
 	ReadyTimeout Duration `json:"ready_timeout"`
 	// StopGrace is the time between SIGTERM and SIGKILL when stopping (default 10s).
 	StopGrace Duration `json:"stop_grace"`
+	// Version is the engine release the spec is written for (e.g. "0.12.0"): the adapters build
+	// version-dependent flags for it. Empty: reckon asks the engine's command for its version
+	// before the first launch (`vllm --version`, sglang.__version__), else assumes the newest.
+	// Either way the version the running engine reports is compared with it.
+	Version string `json:"version,omitempty"`
 }
 
 // Config is one way of launching the engine. Unset fields inherit the engine's.
@@ -105,6 +113,9 @@ type Config struct {
 	Expect Expect `json:"expect,omitzero"`
 	// Line is the config's line in the spec file (for messages).
 	Line int `json:"line"`
+	// DerivedFrom is set on a config reckon added itself: the twin of an equivalence check that
+	// names no twin or oracle (DerivedFrom is its base). See Check.TwinDerived.
+	DerivedFrom string `json:"derived_from,omitempty"`
 }
 
 // Expect is what a config's engine report must show. Empty fields expect nothing.

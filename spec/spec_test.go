@@ -126,8 +126,13 @@ func TestParseFullSpec(t *testing.T) {
 	if s.Name != "default" || s.File != "test.yaml" {
 		t.Errorf("name/file = %q/%q", s.Name, s.File)
 	}
-	if diff := cmp.Diff([]string{"nccl", "custom-ar", "eagle3", "graph-bs-8"}, s.ConfigNames()); diff != "" {
+	// nccl-twin is the twin reckon derives for "equivalence custom-ar vs nccl", which names none.
+	if diff := cmp.Diff([]string{"nccl", "custom-ar", "eagle3", "graph-bs-8", "nccl-twin"}, s.ConfigNames()); diff != "" {
 		t.Errorf("configs (-want +got):\n%s", diff)
+	}
+	wantTwins := []DerivedTwin{{Config: "nccl-twin", Base: "nccl", Reason: "nccl with NCCL_ALGO=Tree (NCCL summing in another order)"}}
+	if diff := cmp.Diff(wantTwins, s.DerivedTwins); diff != "" {
+		t.Errorf("derived twins (-want +got):\n%s", diff)
 	}
 	wantEngine := Engine{
 		Kind: "sglang", Command: []string{"bin/refengine", "serve"}, Model: "fixtures/models/tiny.json",
@@ -168,7 +173,7 @@ func TestParseFullSpec(t *testing.T) {
 		t.Errorf("check names (-want +got):\n%s", diff)
 	}
 	floorAll, _ := s.Check("floor available_gpu_mem_gib <= 2.5")
-	if diff := cmp.Diff(s.ConfigNames(), floorAll.Configs); diff != "" {
+	if diff := cmp.Diff(s.ConfigNames()[:4], floorAll.Configs); diff != "" {
 		t.Errorf("a floor without configs applies to all (-want +got):\n%s", diff)
 	}
 	eq, _ := s.Check("equivalence custom-ar vs nccl")
