@@ -9,10 +9,10 @@ import (
 // Launch is the effective launch settings of one config: the engine's base settings with the
 // config's overrides applied. The suites hand it to the engine adapter.
 type Launch struct {
-	Config                 string       `json:"config"`            // the config's name
-	Kind                   string       `json:"kind"`              // EngineSGLang or EngineVLLM
+	Config                 string       `json:"config"`                   // the config's name
+	Kind                   string       `json:"kind"`                     // EngineSGLang or EngineVLLM
 	EngineVersion          string       `json:"engine_version,omitempty"` // engine.version ("" = ask the engine)
-	Command                []string     `json:"command,omitempty"` // nil: the adapter's default command
+	Command                []string     `json:"command,omitempty"`        // nil: the adapter's default command
 	Model                  string       `json:"model"`
 	TPSize                 int          `json:"tp_size"`                       // >= 1
 	MemFractionStatic      *float64     `json:"mem_fraction_static,omitempty"` // nil: engine default
