@@ -162,7 +162,7 @@ func (s *ProbeSpeculative) Ran() (bool, string) {
 		return false, fmt.Sprintf("vLLM's vllm:spec_decode_num_drafts_total did not rise during the probe's %d requests (%d output tokens); vLLM before about 0.14 does not speculate requests that ask for logprobs (is_spec_decode_unsupported)",
 			s.Requests, s.OutputTokens)
 	}
-	why := "no evidence: no request reported spec_verify_ct and /metrics had no vllm:spec_decode_* counters"
+	why := "no evidence of speculative decoding: no request reported meta_info.spec_verify_ct and no vllm:spec_decode_* counter delta was read"
 	if s.MetricsNote != "" {
 		why += " (" + s.MetricsNote + ")"
 	}

@@ -140,11 +140,14 @@ func (t *specTally) finish(ctx context.Context, c *client.Client) *wire.ProbeSpe
 		case err != nil:
 			s.MetricsNote = "after the probe: " + bounded(err.Error(), maxErrorBody)
 		case len(after) == 0 && len(t.before) == 0:
-			s.MetricsNote = "/metrics has no vllm:spec_decode_* counters (the server runs no speculative decoding, or is not vLLM)"
+			s.MetricsNote = "/metrics has no vllm:spec_decode_* series (no speculative decoding configured, or not vLLM)"
 		default:
 			d := func(name string) float64 { return math.Max(0, after[name]-t.before[name]) }
 			s.Metrics = &wire.SpecMetricsDelta{Drafts: d(metricDrafts), DraftTokens: d(metricDraftTokens), AcceptedTokens: d(metricAcceptedTokens)}
 		}
+	}
+	if !t.metricsTried && s.Requests > 0 {
+		s.MetricsNote = "/metrics not read: the server answers /generate (SGLang), whose evidence is meta_info.spec_verify_ct"
 	}
 	switch {
 	case s.VerifyRequests > 0:
