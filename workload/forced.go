@@ -36,6 +36,11 @@ func ForcedSequences(p *wire.NumericsProbe) (map[string][]int, error) {
 // when batch > 1, in waves of batch concurrent requests (the last wave filled up by wrapping
 // around the prompt list; the extra answers are dropped), so that the engine runs them as one big
 // batch. It fills ForcedFrom, BatchSize and each prompt's ForcedTokens, Forced and ForcedBatched.
+//
+// SGLang's input_token_logprobs are read in either layout (current: a leading null entry; old,
+// ~0.2-0.3: none, the first forced token's id being the one sent), decided by shape; any other
+// shape is an error naming the lengths. Ids SGLang reports clipped to 0 keep the forced id and
+// are listed in the prompt's Clipped (In "forced"); a 400 answer is an error, never retried.
 func ScoreForced(ctx context.Context, c *client.Client, probe *wire.NumericsProbe, seqs map[string][]int, from string, topK, batch int) error {
 	if len(probe.Prompts) == 0 {
 		return errors.New("teacher forcing: the probe has no prompts")
