@@ -1,5 +1,7 @@
 package wire
 
+import "fmt"
+
 // NumericsProbe is the file the numerics probe writes per config (see workload) and the
 // equivalence check reads (see gate): for each prompt, the free-running greedy output with top-k
 // logprobs, and the teacher-forced scores of one token sequence shared by every config of the
@@ -15,8 +17,11 @@ type NumericsProbe struct {
 	// ForcedFrom names the config whose greedy continuations form the teacher-forced sequences.
 	ForcedFrom string `json:"forced_from,omitempty"`
 	// BatchSize is how many forced sequences were sent at once in the under-load pass (0: none).
-	BatchSize int              `json:"batch_size,omitempty"`
-	Prompts   []NumericsPrompt `json:"prompts"`
+	BatchSize int `json:"batch_size,omitempty"`
+	// Speculative records the evidence of whether speculative decoding ran for the probe's
+	// greedy requests (see ProbeSpeculative.Ran); the probe records it, the gate judges it.
+	Speculative *ProbeSpeculative `json:"speculative,omitempty"`
+	Prompts     []NumericsPrompt  `json:"prompts"`
 }
 
 // NumericsSchema is the value of NumericsProbe.Schema for this version of the contract.
@@ -41,6 +46,127 @@ type NumericsPrompt struct {
 	Forced []TokenLogprob `json:"forced,omitempty"`
 	// ForcedBatched: the same scores with the sequence sent among BatchSize concurrent ones.
 	ForcedBatched []TokenLogprob `json:"forced_batched,omitempty"`
+	// Spec is the speculative-decoding evidence SGLang reported for this prompt's greedy request
+	// (absent when it reported none).
+	Spec *PromptSpec `json:"spec,omitempty"`
+	// Clipped lists the token ids the server reported as another id (SGLang reports ids >=
+	// vocab_size-1 as 0); the probe kept the id it sent.
+	Clipped []ClippedID `json:"clipped_ids,omitempty"`
+}
+
+// PromptSpec is one greedy request's speculative-decoding counters from SGLang's meta_info.
+type PromptSpec struct {
+	// CompletionTokens is meta_info.completion_tokens.
+	CompletionTokens int `json:"completion_tokens"`
+	// VerifySteps is meta_info.spec_verify_ct.
+	VerifySteps int `json:"verify_steps"`
+	// AcceptLength is meta_info.spec_accept_length, when sent.
+	AcceptLength *float64 `json:"accept_length,omitempty"`
+	// AcceptedTokens is meta_info.spec_accept_token_num, when sent.
+	AcceptedTokens *int `json:"accepted_tokens,omitempty"`
+	// DraftTokens is meta_info.spec_draft_token_num, when sent.
+	DraftTokens *int `json:"draft_tokens,omitempty"`
+}
+
+// ClippedID is a token the server named by another id than the one it was given.
+type ClippedID struct {
+	// In is the sequence: "prompt" (PromptTokens), "output" (Output) or "forced" (ForcedTokens).
+	In string `json:"in"`
+	// Index is the position in that sequence.
+	Index int `json:"index"`
+	// Token is the id sent (or, for output, output_ids' id), which the probe kept.
+	Token int `json:"token"`
+	// Reported is the id the server's logprobs named.
+	Reported int `json:"reported"`
+}
+
+// Sources of ProbeSpeculative evidence.
+const (
+	// SpecSourceSGLang: per-request meta_info spec_verify_ct (and spec_accept_token_num, ...).
+	SpecSourceSGLang = "sglang_meta_info"
+	// SpecSourceVLLM: the vllm:spec_decode_* counters of /metrics, read before and after.
+	SpecSourceVLLM = "vllm_metrics"
+	// SpecSourceNone: neither source was available.
+	SpecSourceNone = "none"
+)
+
+// ProbeSpeculative summarises the speculative-decoding evidence of a probe's greedy requests.
+type ProbeSpeculative struct {
+	// Source is the evidence used: SpecSourceSGLang, SpecSourceVLLM or SpecSourceNone.
+	Source string `json:"source"`
+	// Requests is how many greedy generation requests the probe sent (one per prompt).
+	Requests int `json:"requests"`
+	// OutputTokens is the tokens those requests generated (completion_tokens summed).
+	OutputTokens int `json:"output_tokens"`
+	// VerifyRequests is how many of them reported spec_verify_ct (SGLang).
+	VerifyRequests int `json:"verify_requests,omitempty"`
+	// VerifySteps is spec_verify_ct summed over those requests (SGLang).
+	VerifySteps int `json:"verify_steps,omitempty"`
+	// VerifiedTokens is completion_tokens summed over the requests that reported spec_verify_ct.
+	VerifiedTokens int `json:"verified_tokens,omitempty"`
+	// AcceptedTokens is spec_accept_token_num summed, when any request sent it (SGLang).
+	AcceptedTokens *int `json:"accepted_tokens,omitempty"`
+	// DraftTokens is spec_draft_token_num summed, when any request sent it (SGLang).
+	DraftTokens *int `json:"draft_tokens,omitempty"`
+	// Metrics are the vLLM counters' increase over the probe (vLLM), when /metrics had them.
+	Metrics *SpecMetricsDelta `json:"metrics,omitempty"`
+	// MetricsNote says why the vLLM counters are absent (e.g. /metrics answered 404, or had no
+	// vllm:spec_decode_* series).
+	MetricsNote string `json:"metrics_note,omitempty"`
+}
+
+// SpecMetricsDelta is the increase of vLLM's speculative-decoding counters (summed over their
+// label sets) between a /metrics read before the probe's first request and one after its last.
+// The counters are server-wide: other traffic during the probe would be counted too.
+type SpecMetricsDelta struct {
+	// Drafts is vllm:spec_decode_num_drafts_total's increase.
+	Drafts float64 `json:"drafts"`
+	// DraftTokens is vllm:spec_decode_num_draft_tokens_total's increase.
+	DraftTokens float64 `json:"draft_tokens"`
+	// AcceptedTokens is vllm:spec_decode_num_accepted_tokens_total's increase.
+	AcceptedTokens float64 `json:"accepted_tokens"`
+}
+
+// Ran says whether speculative decoding demonstrably ran for the probe's greedy requests, with
+// the reason. SGLang: a request's first token comes from prefill and every verify step yields at
+// least one token, so without acceptance completion_tokens = 1 + spec_verify_ct; it ran when any
+// draft token was accepted (spec_accept_token_num > 0) or the requests that reported
+// spec_verify_ct produced more tokens than 1 + their verify steps. vLLM: the drafts counter rose.
+// It is false, with the reason, otherwise, and "no evidence" when neither source exists.
+func (s *ProbeSpeculative) Ran() (bool, string) {
+	if s == nil {
+		return false, "no evidence: the probe recorded no speculative-decoding summary"
+	}
+	switch s.Source {
+	case SpecSourceSGLang:
+		if s.AcceptedTokens != nil && *s.AcceptedTokens > 0 {
+			return true, fmt.Sprintf("SGLang accepted %d draft tokens over %d verify steps in %d of %d requests (spec_accept_token_num)",
+				*s.AcceptedTokens, s.VerifySteps, s.VerifyRequests, s.Requests)
+		}
+		if s.VerifySteps > 0 && s.VerifiedTokens > s.VerifySteps+s.VerifyRequests {
+			return true, fmt.Sprintf("SGLang produced %d tokens in %d verify steps over %d requests (one prefill token each): more than one token per step (spec_verify_ct)",
+				s.VerifiedTokens, s.VerifySteps, s.VerifyRequests)
+		}
+		if s.VerifySteps == 0 {
+			return false, fmt.Sprintf("SGLang reported spec_verify_ct = 0 for all %d requests that sent it (%d output tokens): no verify step ran", s.VerifyRequests, s.VerifiedTokens)
+		}
+		return false, fmt.Sprintf("SGLang produced %d tokens in %d verify steps over %d requests: no more than one token per step, so no draft token was accepted", s.VerifiedTokens, s.VerifySteps, s.VerifyRequests)
+	case SpecSourceVLLM:
+		if s.Metrics == nil {
+			return false, "no evidence: vLLM /metrics counters were not read"
+		}
+		if s.Metrics.Drafts > 0 {
+			return true, fmt.Sprintf("vLLM ran %g drafts (%g draft tokens, %g accepted) during the probe's %d requests (%d output tokens)",
+				s.Metrics.Drafts, s.Metrics.DraftTokens, s.Metrics.AcceptedTokens, s.Requests, s.OutputTokens)
+		}
+		return false, fmt.Sprintf("vLLM's vllm:spec_decode_num_drafts_total did not rise during the probe's %d requests (%d output tokens); vLLM before about 0.14 does not speculate requests that ask for logprobs (is_spec_decode_unsupported)",
+			s.Requests, s.OutputTokens)
+	}
+	why := "no evidence of speculative decoding: no request reported meta_info.spec_verify_ct and no vllm:spec_decode_* counter delta was read"
+	if s.MetricsNote != "" {
+		why += " (" + s.MetricsNote + ")"
+	}
+	return false, why
 }
 
 // TokenLogprob is one position: the chosen token, its logprob, and the top-k alternatives.

@@ -1,5 +1,11 @@
 package wire
 
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+)
+
 // GenerateRequest is the body of SGLang's native POST /generate (the subset reckon uses).
 type GenerateRequest struct {
 	Text           string         `json:"text,omitempty"`
@@ -37,8 +43,20 @@ type GenerateMeta struct {
 	InputTokenLogprobs  [][]any        `json:"input_token_logprobs,omitempty"`
 	OutputTopLogprobs   [][][]any      `json:"output_top_logprobs,omitempty"`
 	E2ELatency          float64        `json:"e2e_latency,omitempty"`
-	SpecVerifyCount     int            `json:"spec_verify_ct,omitempty"`
-	Extra               map[string]any `json:"-"`
+	// SpecVerifyCount is spec_verify_ct: the verify steps speculative decoding ran for this
+	// request. SGLang sends it whenever the server runs speculative decoding; SpecVerifyReported
+	// says whether the answer had it (decoding sets it; 0 alone cannot tell).
+	SpecVerifyCount int `json:"spec_verify_ct,omitempty"`
+	// SpecVerifyReported is true when the decoded answer carried spec_verify_ct (not sent).
+	SpecVerifyReported bool `json:"-"`
+	// SpecAcceptLength is spec_accept_length (SGLang 0.4 and later): the request's output tokens
+	// per verify step.
+	SpecAcceptLength *float64 `json:"spec_accept_length,omitempty"`
+	// SpecAcceptTokenNum is spec_accept_token_num: draft tokens the target accepted.
+	SpecAcceptTokenNum *int `json:"spec_accept_token_num,omitempty"`
+	// SpecDraftTokenNum is spec_draft_token_num: draft tokens proposed for verification.
+	SpecDraftTokenNum *int           `json:"spec_draft_token_num,omitempty"`
+	Extra             map[string]any `json:"-"`
 	// InputTopLogprobs are the top-k candidates of each prompt position (from logprob_start_len),
 	// as SGLang returns them with top_logprobs_num; the first position has none (null or []).
 	InputTopLogprobs [][][]any `json:"input_top_logprobs,omitempty"`
@@ -64,4 +82,45 @@ type MemoryUsage struct {
 	KVCache       float64 `json:"kvcache"`
 	TokenCapacity int     `json:"token_capacity"`
 	CUDAGraph     float64 `json:"cuda_graph"`
+}
+
+// UnmarshalJSON decodes a meta_info object, noting whether spec_verify_ct was present and
+// accepting the speculative counters as any integral JSON number (3 or 3.0).
+func (m *GenerateMeta) UnmarshalJSON(data []byte) error {
+	type plain GenerateMeta
+	// The outer fields shadow plain's of the same JSON name, so one pass decodes everything.
+	var v struct {
+		plain
+		SpecVerifyCt       *float64 `json:"spec_verify_ct"`
+		SpecAcceptTokenNum *float64 `json:"spec_accept_token_num"`
+		SpecDraftTokenNum  *float64 `json:"spec_draft_token_num"`
+	}
+	if err := json.Unmarshal(data, &v); err != nil {
+		return err
+	}
+	*m = GenerateMeta(v.plain)
+	count := func(name string, f *float64) (*int, error) {
+		if f == nil {
+			return nil, nil
+		}
+		if *f < 0 || *f != math.Trunc(*f) || *f > math.MaxInt32 {
+			return nil, fmt.Errorf("meta_info.%s: %v is not a count", name, *f)
+		}
+		n := int(*f)
+		return &n, nil
+	}
+	ct, err := count("spec_verify_ct", v.SpecVerifyCt)
+	if err != nil {
+		return err
+	}
+	if ct != nil {
+		m.SpecVerifyCount, m.SpecVerifyReported = *ct, true
+	}
+	if m.SpecAcceptTokenNum, err = count("spec_accept_token_num", v.SpecAcceptTokenNum); err != nil {
+		return err
+	}
+	if m.SpecDraftTokenNum, err = count("spec_draft_token_num", v.SpecDraftTokenNum); err != nil {
+		return err
+	}
+	return nil
 }

@@ -36,6 +36,11 @@ func ForcedSequences(p *wire.NumericsProbe) (map[string][]int, error) {
 // when batch > 1, in waves of batch concurrent requests (the last wave filled up by wrapping
 // around the prompt list; the extra answers are dropped), so that the engine runs them as one big
 // batch. It fills ForcedFrom, BatchSize and each prompt's ForcedTokens, Forced and ForcedBatched.
+//
+// SGLang's input_token_logprobs are read in either layout (current: a leading null entry; old,
+// ~0.2-0.3: none, the first forced token's id being the one sent), decided by shape; any other
+// shape is an error naming the lengths. Ids SGLang reports clipped to 0 keep the forced id and
+// are listed in the prompt's Clipped (In "forced"); a 400 answer is an error, never retried.
 func ScoreForced(ctx context.Context, c *client.Client, probe *wire.NumericsProbe, seqs map[string][]int, from string, topK, batch int) error {
 	if len(probe.Prompts) == 0 {
 		return errors.New("teacher forcing: the probe has no prompts")
@@ -45,16 +50,17 @@ func ScoreForced(ctx context.Context, c *client.Client, probe *wire.NumericsProb
 			return fmt.Errorf("teacher forcing: prompt %q: no forced sequence from %s (its probe lacks this prompt or it has fewer than 2 tokens)", pr.ID, from)
 		}
 	}
-	st := &probeState{useGenerate: true, tokensAsIDs: true}
+	st := &probeState{useGenerate: true}
 	for i := range probe.Prompts {
 		pr := &probe.Prompts[i]
 		seq := seqs[pr.ID]
-		sc, err := scoreSequence(ctx, c, st, seq, topK)
+		sc, clipped, err := scoreSequence(ctx, c, st, seq, topK)
 		if err != nil {
-			return fmt.Errorf("teacher forcing: prompt %q: %w", pr.ID, err)
+			return fmt.Errorf("teacher forcing: prompt %d (%q): %w", i, pr.ID, err)
 		}
 		pr.ForcedTokens = append([]int(nil), seq...)
 		pr.Forced = sc
+		pr.Clipped = append(dropClipped(pr.Clipped, "forced"), clipped...)
 	}
 	probe.ForcedFrom = from
 	if batch <= 1 {
@@ -71,7 +77,7 @@ func ScoreForced(ctx context.Context, c *client.Client, probe *wire.NumericsProb
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				results[j], errs[j] = scoreSequence(ctx, c, st.clone(), seqs[probe.Prompts[idx].ID], topK)
+				results[j], _, errs[j] = scoreSequence(ctx, c, st.clone(), seqs[probe.Prompts[idx].ID], topK)
 			}()
 		}
 		wg.Wait()
@@ -90,10 +96,23 @@ func ScoreForced(ctx context.Context, c *client.Client, probe *wire.NumericsProb
 // clone copies what the state has learnt, for use by one concurrent request.
 func (st *probeState) clone() *probeState { c := *st; return &c }
 
+// dropClipped removes the entries of one sequence from a clipped-id list (a rescoring replaces
+// them).
+func dropClipped(cs []wire.ClippedID, in string) []wire.ClippedID {
+	out := cs[:0:0]
+	for _, c := range cs {
+		if c.In != in {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 // scoreSequence returns the logprobs of seq's tokens 1..n-1 given their prefixes, with top-k
-// candidates: SGLang's /generate with logprob_start_len 0 where it answers, else an echo
-// completion (vLLM). The scored tokens must be seq's own.
-func scoreSequence(ctx context.Context, c *client.Client, st *probeState, seq []int, topK int) ([]wire.TokenLogprob, error) {
+// candidates: SGLang's /generate with logprob_start_len 0 where it answers (in the current or the
+// old input_token_logprobs layout, see alignInput), else an echo completion (vLLM). The scored
+// tokens must be seq's own, except for ids SGLang reports clipped to 0, which are returned.
+func scoreSequence(ctx context.Context, c *client.Client, st *probeState, seq []int, topK int) ([]wire.TokenLogprob, []wire.ClippedID, error) {
 	one := 1
 	temp := 0.0
 	if st.useGenerate {
@@ -104,31 +123,36 @@ func scoreSequence(ctx context.Context, c *client.Client, st *probeState, seq []
 		switch {
 		case err == nil:
 			m := resp.MetaInfo
-			if len(m.InputTokenLogprobs) != len(seq) {
-				return nil, fmt.Errorf("/generate scored %d input positions for a %d-token sequence", len(m.InputTokenLogprobs), len(seq))
-			}
-			if topK > 0 && len(m.InputTopLogprobs) != len(m.InputTokenLogprobs) {
-				return nil, fmt.Errorf("/generate returned %d input_top_logprobs for %d positions (asked for top %d)", len(m.InputTopLogprobs), len(m.InputTokenLogprobs), topK)
-			}
-			out, err := triples("input", m.InputTokenLogprobs, m.InputTopLogprobs, 1)
+			entries, tops, err := alignInput(m.InputTokenLogprobs, m.InputTopLogprobs, m.PromptTokens, seq)
 			if err != nil {
-				return nil, err
+				return nil, nil, fmt.Errorf("scoring (/generate) a %d-token sequence: %w", len(seq), err)
 			}
-			return out, sameTokens(out, seq)
+			if topK > 0 && len(tops) != len(entries) {
+				return nil, nil, fmt.Errorf("scoring (/generate): %d input_top_logprobs for %d positions (asked for top %d)", len(tops), len(entries), topK)
+			}
+			out, err := triples("input", entries, tops, 1)
+			if err != nil {
+				return nil, nil, fmt.Errorf("scoring (/generate): %w", err)
+			}
+			clipped, err := sameTokens(out, seq)
+			if err != nil {
+				return nil, nil, fmt.Errorf("scoring (/generate): %w", err)
+			}
+			return out, clipped, nil
 		case errors.As(err, &ae) && (ae.StatusCode == 404 || ae.StatusCode == 405):
 			st.useGenerate = false
 		default:
-			return nil, fmt.Errorf("scoring (/generate): %w", err)
+			return nil, nil, fmt.Errorf("scoring (/generate): %w", err)
 		}
 	}
 	k := topK
 	resp, err := st.complete(ctx, c, wire.CompletionRequest{Prompt: client.PromptTokens(seq), MaxTokens: &one, Temperature: &temp, Logprobs: &k, Echo: true})
 	if err != nil {
-		return nil, fmt.Errorf("scoring (echo): %w", err)
+		return nil, nil, fmt.Errorf("scoring (echo): %w", err)
 	}
 	ch := resp.Choices[0]
 	if ch.Logprobs == nil || len(ch.Logprobs.Tokens) < len(seq) {
-		return nil, fmt.Errorf("scoring (echo): the server returned logprobs for fewer than the %d forced tokens", len(seq))
+		return nil, nil, fmt.Errorf("scoring (echo): the server returned logprobs for fewer than the %d forced tokens", len(seq))
 	}
 	vocab := map[string]int{}
 	learn(vocab, ch.Logprobs.Tokens[:len(seq)], seq)
@@ -136,19 +160,25 @@ func scoreSequence(ctx context.Context, c *client.Client, st *probeState, seq []
 	for i := 1; i < len(seq); i++ {
 		e, err := position(vocab, ch.Logprobs, i, seq[i])
 		if err != nil {
-			return nil, fmt.Errorf("scoring (echo): %w", err)
+			return nil, nil, fmt.Errorf("scoring (echo): %w", err)
 		}
 		out = append(out, e)
 	}
-	return out, nil
+	return out, nil, nil
 }
 
-// sameTokens checks that scored position i+1 is seq[i+1].
-func sameTokens(scored []wire.TokenLogprob, seq []int) error {
+// sameTokens checks that scored position i+1 is seq[i+1]. A position SGLang names as token 0
+// for a nonzero forced id is its id clipping (ids >= vocab_size-1 are reported as 0; the logprob
+// is the forced token's): the forced id is put back and the position returned.
+func sameTokens(scored []wire.TokenLogprob, seq []int) ([]wire.ClippedID, error) {
+	ids := make([]int, len(scored)+1)
+	ids[0] = seq[0]
 	for i, e := range scored {
-		if e.Token != seq[i+1] {
-			return fmt.Errorf("position %d: the server scored token %d, the forced sequence has %d", i+1, e.Token, seq[i+1])
-		}
+		ids[i+1] = e.Token
 	}
-	return nil
+	clipped, err := keepSent("forced", ids, seq, scored, 1)
+	if err != nil {
+		return nil, fmt.Errorf("the server scored another token than the forced sequence's: %w", err)
+	}
+	return clipped, nil
 }

@@ -28,6 +28,10 @@ type forcedServer struct {
 	// waitAfter: the first requests (the one-at-a-time pass) do not wait.
 	waitAfter int
 	wrongTok  bool
+	// oldLayout answers in SGLang ~0.3's layout (no leading null); clipFrom > 0 reports ids >=
+	// clipFrom as 0, as SGLang does for ids >= vocab_size-1.
+	oldLayout bool
+	clipFrom  int
 
 	mu       sync.Mutex
 	inflight int
@@ -76,8 +80,15 @@ func (fs *forcedServer) handler(t *testing.T) http.Handler {
 					tok++
 				}
 				lp := forcedLP(tok, i)
-				in = append(in, []any{lp, tok, nil})
-				tops = append(tops, [][]any{{lp, tok, nil}, {lp - 1, tok + 1, nil}})
+				named := tok
+				if fs.clipFrom > 0 && tok >= fs.clipFrom {
+					named = 0
+				}
+				in = append(in, []any{lp, named, nil})
+				tops = append(tops, [][]any{{lp, named, nil}, {lp - 1, tok + 1, nil}})
+			}
+			if fs.oldLayout {
+				in, tops = in[1:], tops[1:]
 			}
 			json.NewEncoder(w).Encode(map[string]any{"text": "x", "meta_info": map[string]any{
 				"input_token_logprobs": in, "input_top_logprobs": tops,
@@ -183,4 +194,51 @@ func TestScoreForcedErrors(t *testing.T) {
 	if _, err := ForcedSequences(bad); err == nil || !strings.Contains(err.Error(), "no known id") {
 		t.Errorf("unknown output id: %v", err)
 	}
+}
+
+// Old SGLang (no leading null in input_token_logprobs) scores the same as the current layout.
+func TestScoreForcedOldSGLangLayout(t *testing.T) {
+	fs := &forcedServer{oldLayout: true}
+	srv := httptest.NewServer(fs.handler(t))
+	defer srv.Close()
+	p, seqs := forcedProbe(2)
+	if err := ScoreForced(context.Background(), client.New(srv.URL, client.Options{Timeout: 10 * time.Second}), p, seqs, "nccl", 2, 0); err != nil {
+		t.Fatal(err)
+	}
+	f := p.Prompts[1].Forced
+	if len(f) != 3 || f[0].Token != 3 || f[0].Logprob != forcedLP(3, 1) || f[2].Token != 20 || f[2].Logprob != forcedLP(20, 3) {
+		t.Errorf("forced scores %+v", f)
+	}
+}
+
+// A forced token SGLang names as 0 (its id clipping) keeps the forced id and is recorded.
+func TestScoreForcedClippedID(t *testing.T) {
+	fs := &forcedServer{clipFrom: 20}
+	srv := httptest.NewServer(fs.handler(t))
+	defer srv.Close()
+	p, seqs := forcedProbe(1)
+	if err := ScoreForced(context.Background(), client.New(srv.URL, client.Options{Timeout: 10 * time.Second}), p, seqs, "nccl", 2, 0); err != nil {
+		t.Fatal(err)
+	}
+	pr := p.Prompts[0]
+	if pr.Forced[2].Token != 20 || pr.Forced[2].Logprob != forcedLP(20, 3) {
+		t.Errorf("forced scores %+v", pr.Forced)
+	}
+	if len(pr.Clipped) != 1 || pr.Clipped[0] != (wire.ClippedID{In: "forced", Index: 3, Token: 20, Reported: 0}) {
+		t.Errorf("clipped %+v", pr.Clipped)
+	}
+}
+
+// A layout that is neither current nor old is an error naming the lengths.
+func TestScoreForcedBadLayout(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `{"text":"x","meta_info":{"prompt_tokens":4,"input_token_logprobs":[[-1,2,null],[-2,10,null]],"output_token_logprobs":[[-0.1,5,null]]}}`)
+	}))
+	defer srv.Close()
+	p, seqs := forcedProbe(1)
+	err := ScoreForced(context.Background(), client.New(srv.URL, client.Options{Timeout: 10 * time.Second}), p, seqs, "nccl", 2, 0)
+	if err == nil || !strings.Contains(err.Error(), "2 entries (0 with a null logprob, first null: false) for 4 prompt tokens") || !strings.Contains(err.Error(), `prompt 0 ("p0")`) {
+		t.Fatalf("want a layout error, got %v", err)
+	}
+	t.Logf("error: %v", err)
 }

@@ -25,6 +25,16 @@ const UnknownToken = -1
 // prompt_token_ids (return_token_ids is requested); otherwise texts are mapped to ids seen
 // elsewhere in the answers, and ids that cannot be known are UnknownToken with the text kept.
 // The caller sets Config (and Engine) on the returned probe.
+//
+// Every greedy answer must carry a logprob for each generated token (SGLang: as many
+// output_token_logprobs as meta_info.completion_tokens and output_ids; vLLM: as many
+// logprobs.tokens as usage.completion_tokens); a shorter list is an error, never a shortened
+// sequence. A 400 answer is reported as the error it is, not retried.
+//
+// The probe records, and does not judge, whether speculative decoding ran for its greedy
+// requests (NumericsProbe.Speculative): SGLang's per-request meta_info.spec_verify_ct and
+// friends, or, for servers without /generate (vLLM), the increase of /metrics'
+// vllm:spec_decode_* counters from just before its first completion request to after its last.
 func RunNumericsProbe(ctx context.Context, c *client.Client, prompts []Prompt, maxTokens, topK int) (*wire.NumericsProbe, error) {
 	if len(prompts) == 0 {
 		return nil, fmt.Errorf("numerics probe: no prompts")
@@ -39,7 +49,7 @@ func RunNumericsProbe(ctx context.Context, c *client.Client, prompts []Prompt, m
 		return nil, fmt.Errorf("numerics probe: finding the served model: %w", err)
 	}
 	probe := &wire.NumericsProbe{Schema: wire.NumericsSchema, TopK: topK}
-	st := &probeState{useGenerate: true, tokensAsIDs: true}
+	st := &probeState{useGenerate: true, spec: &specTally{}}
 	for i, p := range prompts {
 		id := p.ID
 		if id == "" {
@@ -47,33 +57,32 @@ func RunNumericsProbe(ctx context.Context, c *client.Client, prompts []Prompt, m
 		}
 		np, err := probeOne(ctx, c, p, maxTokens, topK, st)
 		if err != nil {
-			return nil, fmt.Errorf("numerics probe: prompt %q: %w", id, err)
+			return nil, fmt.Errorf("numerics probe: prompt %d (%q): %w", i, id, err)
 		}
 		np.ID = id
 		probe.Prompts = append(probe.Prompts, *np)
 	}
+	probe.Speculative = st.spec.finish(ctx, c)
 	return probe, nil
 }
 
 // probeState remembers what the server turned out to support.
 type probeState struct {
-	useGenerate bool // SGLang's /generate answers (not 404/405)
-	tokensAsIDs bool // return_tokens_as_token_ids is accepted (not rejected with 400)
+	useGenerate bool       // SGLang's /generate answers (not 404/405)
+	spec        *specTally // the probe's speculative evidence (nil when scoring)
 }
 
-// complete sends a probe completion, asking for token ids as logprob keys (vLLM) and retrying
-// without that field once if the server rejects it.
+// complete sends a probe completion, asking for token ids (return_token_ids) and for token ids as
+// logprob keys (return_tokens_as_token_ids). A 400 is returned as a *rejectedError: vLLM ignores
+// fields it does not know, so the request was invalid for another reason and is not retried.
 func (st *probeState) complete(ctx context.Context, c *client.Client, req wire.CompletionRequest) (*wire.CompletionResponse, error) {
 	req.ReturnTokenIDs = true
-	req.ReturnTokensAsTokenIDs = st.tokensAsIDs
+	req.ReturnTokensAsTokenIDs = true
 	resp, err := c.Complete(ctx, req)
-	var ae *client.APIError
-	if st.tokensAsIDs && errors.As(err, &ae) && ae.StatusCode == 400 {
-		st.tokensAsIDs = false
-		req.ReturnTokensAsTokenIDs = false
-		return c.Complete(ctx, req)
+	if err != nil {
+		return nil, asRejected(err)
 	}
-	return resp, err
+	return resp, nil
 }
 
 func probeOne(ctx context.Context, c *client.Client, p Prompt, maxTokens, topK int, st *probeState) (*wire.NumericsPrompt, error) {
@@ -89,18 +98,23 @@ func probeOne(ctx context.Context, c *client.Client, p Prompt, maxTokens, topK i
 	// Greedy generation: SGLang's native /generate reports the top-k candidates with their token
 	// ids; servers without it (vLLM) answer 404 and the OpenAI endpoint is used from then on.
 	var genOut []wire.TokenLogprob
+	var fromGen *generated
+	var spec *wire.PromptSpec
 	if *useGenerate {
-		out, promptLP, promptIDs, err := greedyViaGenerate(ctx, c, p, maxTokens, topK)
+		g, err := greedyViaGenerate(ctx, c, p, maxTokens, topK)
 		var ae *client.APIError
 		switch {
-		case err == nil && promptLP != nil:
-			np := &wire.NumericsPrompt{Prompt: p.Text, Output: out, PromptLogprobs: promptLP, PromptTokens: promptIDs}
-			if np.Prompt == "" {
-				np.Prompt = fmt.Sprint(p.TokenIDs)
-			}
-			return np, nil
 		case err == nil:
-			genOut = out
+			fromGen = g
+			spec = st.spec.addSGLang(&g.meta)
+			if g.promptLP != nil {
+				np := &wire.NumericsPrompt{Prompt: p.Text, Output: g.out, PromptLogprobs: g.promptLP, PromptTokens: g.promptIDs, Spec: spec, Clipped: g.clipped}
+				if np.Prompt == "" {
+					np.Prompt = fmt.Sprint(p.TokenIDs)
+				}
+				return np, nil
+			}
+			genOut = g.out
 		case errors.As(err, &ae) && (ae.StatusCode == 404 || ae.StatusCode == 405):
 			*useGenerate = false
 		default:
@@ -108,16 +122,19 @@ func probeOne(ctx context.Context, c *client.Client, p Prompt, maxTokens, topK i
 		}
 	}
 	mt := maxTokens
-	var gen *wire.CompletionResponse
-	var err error
-	if genOut == nil {
-		gen, err = st.complete(ctx, c, wire.CompletionRequest{Prompt: prompt, MaxTokens: &mt, Temperature: &temp, Logprobs: &k})
+	if fromGen != nil {
+		np, err := teacherForced(ctx, c, st, p, prompt, topK, vocab, genOut)
 		if err != nil {
-			return nil, fmt.Errorf("greedy generation: %w", err)
+			return nil, err
 		}
+		np.Spec = spec
+		np.Clipped = append(fromGen.clipped, np.Clipped...)
+		return np, nil
 	}
-	if gen == nil {
-		return teacherForced(ctx, c, st, p, prompt, topK, vocab, genOut)
+	st.spec.beforeOpenAI(ctx, c)
+	gen, err := st.complete(ctx, c, wire.CompletionRequest{Prompt: prompt, MaxTokens: &mt, Temperature: &temp, Logprobs: &k})
+	if err != nil {
+		return nil, fmt.Errorf("greedy generation: %w", err)
 	}
 	gch := gen.Choices[0]
 	if gch.Logprobs == nil {
@@ -126,6 +143,17 @@ func probeOne(ctx context.Context, c *client.Client, p Prompt, maxTokens, topK i
 	if len(gch.TokenIDs) > 0 && len(gch.TokenIDs) != len(gch.Logprobs.Tokens) {
 		return nil, fmt.Errorf("greedy generation: %d token_ids for %d logprob tokens", len(gch.TokenIDs), len(gch.Logprobs.Tokens))
 	}
+	generatedN := len(gch.TokenIDs)
+	if gen.Usage != nil {
+		generatedN = gen.Usage.CompletionTokens
+	}
+	switch {
+	case gen.Usage == nil && len(gch.TokenIDs) == 0:
+		return nil, fmt.Errorf("greedy generation: the answer has neither usage.completion_tokens nor token_ids, so the %d logprob tokens cannot be checked for completeness", len(gch.Logprobs.Tokens))
+	case len(gch.Logprobs.Tokens) != generatedN:
+		return nil, fmt.Errorf("greedy generation: logprobs for %d tokens but usage.completion_tokens is %d: the server did not return a logprob for every generated token", len(gch.Logprobs.Tokens), generatedN)
+	}
+	st.spec.addOpenAI(generatedN)
 	learn(vocab, gch.Logprobs.Tokens, gch.TokenIDs)
 	return teacherForced(ctx, c, st, p, prompt, topK, vocab, nil, gch)
 }
@@ -186,15 +214,27 @@ func teacherForced(ctx context.Context, c *client.Client, st *probeState, p Prom
 	return out, nil
 }
 
+// generated is what greedyViaGenerate read from one /generate answer.
+type generated struct {
+	// out is the greedy continuation; promptLP the prompt's teacher-forced entries (nil when
+	// the answer lacks them or their top-k); promptIDs the prompt's ids (nil when not listed).
+	out, promptLP []wire.TokenLogprob
+	promptIDs     []int
+	meta          wire.GenerateMeta
+	clipped       []wire.ClippedID
+}
+
 // greedyViaGenerate asks SGLang's /generate for a greedy continuation with top-k logprobs, whose
-// entries are [logprob, token_id, text-or-null] triples.
+// entries are [logprob, token_id, text-or-null] triples. The answer must carry one
+// output_token_logprobs entry per generated token (meta_info.completion_tokens, and output_ids
+// when sent): anything else is an error naming both counts and the known cause.
 //
-// It also asks for the prompt's logprobs (logprob_start_len 0); when the server returns them with
-// their top-k candidates (input_top_logprobs, as SGLang does), promptLP holds the teacher-forced
-// entries and the echo pass is not needed; otherwise promptLP is nil.
-//
-// promptIDs are the prompt's token ids when the answer lists them (input_token_logprobs).
-func greedyViaGenerate(ctx context.Context, c *client.Client, p Prompt, maxTokens, topK int) (out, promptLP []wire.TokenLogprob, promptIDs []int, err error) {
+// It also asks for the prompt's logprobs (logprob_start_len 0), checking their layout (see
+// alignInput); when the server returns them with their top-k candidates (input_top_logprobs, as
+// SGLang does), promptLP holds the teacher-forced entries and the echo pass is not needed.
+// promptIDs are the prompt's token ids when the answer lists them (input_token_logprobs); when
+// the prompt was sent as ids, those are kept where the server reported a clipped id.
+func greedyViaGenerate(ctx context.Context, c *client.Client, p Prompt, maxTokens, topK int) (*generated, error) {
 	temp := 0.0
 	mt := maxTokens
 	zero := 0
@@ -205,25 +245,75 @@ func greedyViaGenerate(ctx context.Context, c *client.Client, p Prompt, maxToken
 	}
 	resp, err := c.Generate(ctx, req)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
 	m := resp.MetaInfo
-	if len(m.OutputTokenLogprobs) == 0 {
-		return nil, nil, nil, fmt.Errorf("/generate returned no output_token_logprobs (asked for return_logprob)")
+	g := &generated{meta: m}
+	if err := outputComplete(resp, topK); err != nil {
+		return nil, err
 	}
-	out, err = triples("output", m.OutputTokenLogprobs, m.OutputTopLogprobs, 0)
+	g.out, err = triples("output", m.OutputTokenLogprobs, m.OutputTopLogprobs, 0)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
-	promptIDs = inputIDs(m.InputTokenLogprobs)
-	// Prompt positions 1.. (the first prompt token has no logprob), only with their top-k.
-	if topK > 0 && len(m.InputTokenLogprobs) > 1 && len(m.InputTopLogprobs) == len(m.InputTokenLogprobs) {
-		promptLP, err = triples("input", m.InputTokenLogprobs, m.InputTopLogprobs, 1)
-		if err != nil {
-			return nil, nil, nil, err
+	if len(resp.OutputIDs) > 0 {
+		ids := make([]int, len(g.out))
+		for i, e := range g.out {
+			ids[i] = e.Token
+		}
+		if g.clipped, err = keepSent("output", ids, resp.OutputIDs, g.out, 0); err != nil {
+			return nil, fmt.Errorf("output_ids against output_token_logprobs: %w", err)
 		}
 	}
-	return out, promptLP, promptIDs, nil
+	if len(m.InputTokenLogprobs) == 0 {
+		return g, nil
+	}
+	entries, tops, err := alignInput(m.InputTokenLogprobs, m.InputTopLogprobs, m.PromptTokens, p.TokenIDs)
+	if err != nil {
+		return nil, err
+	}
+	g.promptIDs = inputIDs(entries)
+	// Prompt positions 1.. (the first prompt token has no logprob), only with their top-k.
+	if topK > 0 && len(entries) > 1 && len(tops) == len(entries) {
+		g.promptLP, err = triples("input", entries, tops, 1)
+		if err != nil {
+			return nil, err
+		}
+	}
+	if g.promptIDs != nil && len(p.TokenIDs) > 0 {
+		clipped, err := keepSent("prompt", g.promptIDs, p.TokenIDs, g.promptLP, 1)
+		if err != nil {
+			return nil, err
+		}
+		g.clipped = append(g.clipped, clipped...)
+	}
+	return g, nil
+}
+
+// outputComplete checks that a /generate answer has a logprob (and, with top-k, a top-k list)
+// for every generated token.
+func outputComplete(resp *wire.GenerateResponse, topK int) error {
+	m := resp.MetaInfo
+	n := len(m.OutputTokenLogprobs)
+	if n == 0 {
+		return fmt.Errorf("/generate returned no output_token_logprobs (asked for return_logprob) for %d completion tokens", m.CompletionTokens)
+	}
+	short := func(what string, got, want int, of string) error {
+		if got < want {
+			return fmt.Errorf("/generate returned %s for %d of %d generated tokens (%s): known cause: %s", what, got, want, of, knownTruncation)
+		}
+		return fmt.Errorf("/generate returned %s for %d tokens but %s is %d", what, got, of, want)
+	}
+	if n != m.CompletionTokens {
+		return short("output_token_logprobs", n, m.CompletionTokens, "meta_info.completion_tokens")
+	}
+	if len(resp.OutputIDs) > 0 && len(resp.OutputIDs) != n {
+		return short("output_token_logprobs", n, len(resp.OutputIDs), "len(output_ids)")
+	}
+	if topK > 0 && len(m.OutputTopLogprobs) != n {
+		return short("output_top_logprobs", len(m.OutputTopLogprobs), n, "output_token_logprobs")
+	}
+	return nil
 }
 
 // inputIDs are the token ids of SGLang input_token_logprobs entries, nil when any is unreadable.

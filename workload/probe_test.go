@@ -201,39 +201,39 @@ func TestNumericsProbeTokenIDNames(t *testing.T) {
 	}
 }
 
-// A strict server that rejects the unknown field: the probe retries without it.
-func TestNumericsProbeRetriesWithoutTokenIDNames(t *testing.T) {
-	rejected := 0
+// A 400 is a real validation error (vLLM ignores unknown fields): the probe reports it, with the
+// server's message cut to a bounded length, and sends nothing more.
+func TestNumericsProbe400IsAnError(t *testing.T) {
+	sent := 0
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/v1/models" {
+		switch r.URL.Path {
+		case "/v1/models":
 			io.WriteString(w, `{"data":[{"id":"v"}]}`)
-			return
-		}
-		if r.URL.Path != "/v1/completions" {
-			http.NotFound(w, r)
-			return
-		}
-		var req wire.CompletionRequest
-		_ = json.NewDecoder(r.Body).Decode(&req)
-		if req.ReturnTokensAsTokenIDs {
-			rejected++
+		case "/v1/completions":
+			sent++
 			w.WriteHeader(400)
-			io.WriteString(w, `{"error":{"message":"extra fields not permitted","type":"BadRequestError"}}`)
-			return
+			fmt.Fprintf(w, `{"object":"error","message":"logprobs: requested 20 logprobs, max allowed is 5 (--max-logprobs) %s","type":"BadRequestError","code":400}`, strings.Repeat("x", 4000))
+		default:
+			http.NotFound(w, r)
 		}
-		if !req.Echo {
-			io.WriteString(w, `{"choices":[{"index":0,"text":" b","logprobs":{"tokens":[" b"],"token_logprobs":[-1],"top_logprobs":[{" b":-1}]},"token_ids":[2]}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`)
-			return
-		}
-		io.WriteString(w, `{"choices":[{"index":0,"text":"a b","logprobs":{"tokens":["a"," b"],"token_logprobs":[null,-1],"top_logprobs":[null,{" b":-1}]},"token_ids":[2],"prompt_token_ids":[1]}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`)
 	}))
 	defer srv.Close()
 	_, err := RunNumericsProbe(context.Background(), client.New(srv.URL, client.Options{}), []Prompt{{Text: "a"}, {Text: "a"}}, 1, 1)
-	if err != nil {
-		t.Fatal(err)
+	if err == nil {
+		t.Fatal("a 400 was accepted")
 	}
-	if rejected != 1 {
-		t.Errorf("the field was sent %d times after a rejection, want exactly once", rejected)
+	msg := err.Error()
+	t.Logf("error: %.300s", msg)
+	for _, want := range []string{"prompt 0", "HTTP 400", "max allowed is 5", "real validation error", "not retried", "more bytes"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error lacks %q: %s", want, msg)
+		}
+	}
+	if len(msg) > 1500 {
+		t.Errorf("error is %d bytes: the body is not bounded", len(msg))
+	}
+	if sent != 1 {
+		t.Errorf("%d completion requests after a 400, want 1 (no retry)", sent)
 	}
 }
 
