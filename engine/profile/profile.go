@@ -37,6 +37,9 @@ import (
 // MaxTraceBytes is the largest trace read, uncompressed; a larger one is refused.
 const MaxTraceBytes = 512 << 20
 
+// maxTraceBytes is MaxTraceBytes, lowered by tests.
+var maxTraceBytes int64 = MaxTraceBytes
+
 // MaxKernelNames is how many distinct counted kernel names a FileCounts keeps.
 const MaxKernelNames = 64
 
@@ -233,7 +236,7 @@ func (l *limitReader) Read(p []byte) (int, error) {
 	n, err := l.r.Read(p)
 	l.n += int64(n)
 	if l.n > l.max {
-		return n, fmt.Errorf("trace file %s: more than %d MiB uncompressed, refusing to read it (%w)", l.name, l.max>>20, ErrTooLarge)
+		return n, fmt.Errorf("trace file %s: more than %d bytes (%d MiB) uncompressed, refusing to read it (%w)", l.name, l.max, l.max>>20, ErrTooLarge)
 	}
 	return n, err
 }
@@ -248,9 +251,10 @@ type event struct {
 
 // Parse reads one Chrome trace from r (name is used in counts and errors): the object form
 // {"traceEvents": [...], "distributedInfo": {"rank": R}, ...} or a bare array of events.
-// Bad JSON is an error naming the file and the byte offset (in the uncompressed stream).
+// Bad JSON is an error naming the file, the byte offset (in the uncompressed stream) of the
+// value that failed, and what was expected there.
 func Parse(ctx context.Context, r io.Reader, name string) (*FileCounts, error) {
-	lr := &limitReader{r: r, max: MaxTraceBytes, name: name}
+	lr := &limitReader{r: r, max: maxTraceBytes, name: name}
 	dec := json.NewDecoder(lr)
 	fc := &FileCounts{Path: name, Rank: -1, Kernels: []string{}}
 	seen := map[string]bool{}
@@ -258,11 +262,9 @@ func Parse(ctx context.Context, r io.Reader, name string) (*FileCounts, error) {
 		if errors.Is(err, ErrTooLarge) {
 			return err
 		}
-		var se *json.SyntaxError
+		// The offset of the value that failed (the decoder's own SyntaxError offsets are
+		// relative to its buffer, not to the file).
 		off := dec.InputOffset()
-		if errors.As(err, &se) {
-			off = se.Offset
-		}
 		if errors.Is(err, io.EOF) {
 			err = io.ErrUnexpectedEOF
 		}
