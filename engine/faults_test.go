@@ -84,6 +84,7 @@ func runFaultEngine(variant string) {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/health", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+	mux.HandleFunc("/v1/models", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(`{"object":"list","data":[]}`)) })
 	go func() { _ = http.Serve(l, mux) }()
 	fmt.Println("[2026-11-29 10:00:03] The server is fired up and ready to roll!")
 	select {}

@@ -43,16 +43,29 @@ const (
 type ReadyMode int
 
 const (
-	// ReadyBoth (the default) needs the adapter's ready log line and a 200 from its health
-	// path. Old SGLang answered /health before its warmup finished; the line comes after.
-	ReadyBoth ReadyMode = iota
+	// ReadyHTTP (the default) needs a 200 from the adapter's health path and then a 200 from
+	// GET ModelsPath (/v1/models, which both engines serve). The adapter's ready log line is
+	// recorded (Instance.ReadyLineSeen) but never required: engines launched with
+	// --log-level warning (SGLang) or VLLM_LOGGING_LEVEL=WARNING / --uvicorn-log-level warning
+	// (vLLM) print no ready line at all. Current SGLang answers /health 503 while starting and
+	// runs a one-token generation once up; vLLM serves HTTP only after its engine is initialised.
+	ReadyHTTP ReadyMode = iota
+	// ReadyBoth needs the adapter's ready log line and a 200 from its health path. Old SGLang
+	// answered /health before its warmup finished; the line comes after.
+	ReadyBoth
 	// ReadyHealth needs only a 200 from the health path.
 	ReadyHealth
 	// ReadyLogLine needs only the ready log line.
 	ReadyLogLine
-	// ReadyEither takes whichever comes first.
+	// ReadyEither takes whichever of the health 200 and the ready line comes first.
 	ReadyEither
 )
+
+// ModelsPath is the OpenAI-compatible model list both engines serve; ReadyHTTP needs its 200.
+const ModelsPath = "/v1/models"
+
+// readyProbeTimeout is the deadline of one readiness HTTP request.
+const readyProbeTimeout = 5 * time.Second
 
 // LaunchOptions configures Launch.
 type LaunchOptions struct {
@@ -70,7 +83,7 @@ type LaunchOptions struct {
 	PortRetries int
 	// Logger receives lifecycle events (default logrus.StandardLogger()).
 	Logger logrus.FieldLogger
-	// Ready selects the readiness signals (default ReadyBoth).
+	// Ready selects the readiness signals (default ReadyHTTP).
 	Ready ReadyMode
 	// HealthInterval is the health polling period (default DefaultHealthInterval).
 	HealthInterval time.Duration
@@ -201,6 +214,17 @@ func (i *Instance) Config() LaunchConfig { return i.cfg }
 // Adapter is the adapter the engine was launched with.
 func (i *Instance) Adapter() Adapter { return i.adapter }
 
+// ReadyLineSeen reports whether the adapter's ready log line has appeared in the engine's
+// output so far (corroboration of HTTP readiness; false when the engine logs at WARNING).
+func (i *Instance) ReadyLineSeen() bool {
+	select {
+	case <-i.readyLine:
+		return true
+	default:
+		return false
+	}
+}
+
 // Report parses the engine log written so far.
 func (i *Instance) Report() (*Report, error) {
 	f, err := os.Open(i.logPath)
@@ -304,7 +328,7 @@ func Launch(ctx context.Context, a Adapter, opts LaunchOptions) (*Instance, erro
 		}
 		err = inst.waitReady(ctx, opts)
 		if err == nil {
-			opts.Logger.WithFields(logrus.Fields{"engine": a.Name(), "pid": inst.pid, "url": inst.BaseURL()}).Info("engine ready")
+			opts.Logger.WithFields(logrus.Fields{"engine": a.Name(), "pid": inst.pid, "url": inst.BaseURL(), "ready_line": inst.ReadyLineSeen()}).Info("engine ready")
 			go func() {
 				select {
 				case <-ctx.Done():
@@ -807,9 +831,14 @@ func (i *Instance) waitReady(ctx context.Context, opts LaunchOptions) error {
 	defer timer.Stop()
 	tick := time.NewTicker(opts.HealthInterval)
 	defer tick.Stop()
-	client := &http.Client{Timeout: 5 * time.Second}
+	client := &http.Client{Timeout: readyProbeTimeout}
 	healthPath := i.adapter.HealthPath()
-	healthOK, lineOK := false, false
+	needModels := opts.Ready == ReadyHTTP
+	healthOK, modelsOK, lineOK := healthPath == "", false, false
+	healthState, modelsState := "not polled yet", "not polled yet"
+	if healthPath == "" {
+		healthState = "no health path"
+	}
 	readyLine := (<-chan struct{})(i.readyLine)
 	fail := func(op string, cause error) *LaunchError {
 		return &LaunchError{Op: op, Cause: cause, Argv: i.argv, LogPath: i.logPath, ExitCode: -1}
@@ -817,14 +846,16 @@ func (i *Instance) waitReady(ctx context.Context, opts LaunchOptions) error {
 	for {
 		var ready bool
 		switch opts.Ready {
+		case ReadyBoth:
+			ready = lineOK && healthOK
 		case ReadyHealth:
-			ready = healthOK || (healthPath == "" && lineOK)
+			ready = (healthOK && healthPath != "") || (healthPath == "" && lineOK)
 		case ReadyLogLine:
 			ready = lineOK
 		case ReadyEither:
-			ready = healthOK || lineOK
-		default:
-			ready = lineOK && (healthOK || healthPath == "")
+			ready = (healthOK && healthPath != "") || lineOK
+		default: // ReadyHTTP
+			ready = healthOK && modelsOK
 		}
 		if ready {
 			return nil
@@ -833,7 +864,13 @@ func (i *Instance) waitReady(ctx context.Context, opts LaunchOptions) error {
 		case <-ctx.Done():
 			return fail("canceled", fmt.Errorf("waiting for the engine to become ready: %w", ctx.Err()))
 		case <-timer.C:
-			return fail("ready timeout", fmt.Errorf("not ready after %s (health %s 200: %v; ready line seen: %v)", opts.ReadyTimeout, healthPath, healthOK, lineOK))
+			var b strings.Builder
+			fmt.Fprintf(&b, "not ready after %s (GET %s: %s", opts.ReadyTimeout, healthPath, healthState)
+			if needModels {
+				fmt.Fprintf(&b, "; GET %s: %s", ModelsPath, modelsState)
+			}
+			fmt.Fprintf(&b, "; ready line seen: %v)", lineOK)
+			return fail("ready timeout", errors.New(b.String()))
 		case <-i.addrInUse:
 			return fail("port", fmt.Errorf("port %d: %w", i.cfg.Port, ErrPortInUse))
 		case <-i.exited:
@@ -851,25 +888,35 @@ func (i *Instance) waitReady(ctx context.Context, opts LaunchOptions) error {
 		case <-readyLine:
 			lineOK, readyLine = true, nil
 		case <-tick.C:
-			if healthPath != "" && !healthOK {
-				healthOK = probe(ctx, client, i.BaseURL()+healthPath)
+			if opts.Ready == ReadyLogLine {
+				continue
+			}
+			if !healthOK {
+				healthOK, healthState = probe(ctx, client, i.BaseURL()+healthPath)
+			}
+			if needModels && healthOK && !modelsOK {
+				modelsOK, modelsState = probe(ctx, client, i.BaseURL()+ModelsPath)
 			}
 		}
 	}
 }
 
-func probe(ctx context.Context, c *http.Client, url string) bool {
+// probe sends one GET with its own deadline and reports whether it answered 200, and what it
+// answered ("200", "503 Service Unavailable", "error: ...") for the timeout message.
+func probe(ctx context.Context, c *http.Client, url string) (bool, string) {
+	ctx, cancel := context.WithTimeout(ctx, readyProbeTimeout)
+	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return false
+		return false, "error: " + err.Error()
 	}
 	resp, err := c.Do(req)
 	if err != nil {
-		return false
+		return false, "error: " + err.Error()
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64*1024))
 	_ = resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
+	return resp.StatusCode == http.StatusOK, resp.Status
 }
 
 // Stop stops the engine's whole process tree: SIGTERM, up to the stop grace for every

@@ -363,21 +363,35 @@ func TestWaitGPUMemoryReleased(t *testing.T) {
 	}
 }
 
-// TestReadinessModes: a healthy /health without the ready line is not ready under the default
-// (both signals), and is under ReadyHealth.
+// TestReadinessModes: under the default (ReadyHTTP) a healthy /health and /v1/models make the
+// engine ready without its ready line; ReadyBoth still waits for the line; ReadyHealth does not.
 func TestReadinessModes(t *testing.T) {
 	o := opts(t, "noline")
+	inst, err := engine.Launch(context.Background(), sglangAdapter(), o)
+	if err != nil {
+		t.Fatalf("default readiness without the ready line: %v", err)
+	}
+	if inst.ReadyLineSeen() {
+		t.Error("ReadyLineSeen = true, but the engine never printed it")
+	}
+	if err := inst.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	assertGroupGone(t, inst.Pid(), "after Stop")
+
+	o = opts(t, "noline")
+	o.Ready = engine.ReadyBoth
 	o.ReadyTimeout = 1500 * time.Millisecond
-	_, err := engine.Launch(context.Background(), sglangAdapter(), o)
+	_, err = engine.Launch(context.Background(), sglangAdapter(), o)
 	var le *engine.LaunchError
-	if !errors.As(err, &le) || le.Op != "ready timeout" || !strings.Contains(err.Error(), "200: true; ready line seen: false") {
-		t.Fatalf("default readiness: err = %v, want a ready timeout naming the missing line", err)
+	if !errors.As(err, &le) || le.Op != "ready timeout" || !strings.Contains(err.Error(), "GET /health: 200 OK; ready line seen: false") {
+		t.Fatalf("ReadyBoth: err = %v, want a ready timeout naming the missing line", err)
 	}
 	assertGroupGone(t, pidFromLog(t, o.LogPath), "after the readiness timeout")
 
 	o = opts(t, "noline")
 	o.Ready = engine.ReadyHealth
-	inst, err := engine.Launch(context.Background(), sglangAdapter(), o)
+	inst, err = engine.Launch(context.Background(), sglangAdapter(), o)
 	if err != nil {
 		t.Fatalf("ReadyHealth: %v", err)
 	}
@@ -385,6 +399,57 @@ func TestReadinessModes(t *testing.T) {
 		t.Fatal(err)
 	}
 	assertGroupGone(t, inst.Pid(), "after Stop")
+}
+
+// TestReadyByHTTP: the default readiness needs /health 200 and then /v1/models 200; the ready
+// line neither suffices nor is needed, and is recorded when it comes.
+func TestReadyByHTTP(t *testing.T) {
+	t.Run("silent engine", func(t *testing.T) {
+		o := opts(t, "silent")
+		inst, err := engine.Launch(context.Background(), sglangAdapter(), o)
+		if err != nil {
+			t.Fatalf("Launch of an engine that logs nothing: %v", err)
+		}
+		if inst.ReadyLineSeen() {
+			t.Error("ReadyLineSeen = true for an engine that printed nothing")
+		}
+		if err := inst.Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		assertGroupGone(t, inst.Pid(), "after Stop")
+		if b, _ := os.ReadFile(o.LogPath); len(b) != 0 {
+			t.Errorf("the silent engine wrote %q", b)
+		}
+	})
+	t.Run("line seen", func(t *testing.T) {
+		inst, err := engine.Launch(context.Background(), sglangAdapter(), opts(t, "ok"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = inst.Stop(context.Background()) }()
+		deadline := time.Now().Add(5 * time.Second)
+		for !inst.ReadyLineSeen() && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond) // the line may be pumped just after HTTP answered
+		}
+		if !inst.ReadyLineSeen() {
+			t.Error("ReadyLineSeen = false, but the engine printed its ready line")
+		}
+	})
+	for mode, want := range map[string]string{
+		"health503": "GET /health: 503 Service Unavailable; GET /v1/models: not polled yet; ready line seen: true",
+		"nomodels":  "GET /health: 200 OK; GET /v1/models: 500 Internal Server Error; ready line seen: true",
+	} {
+		t.Run(mode, func(t *testing.T) {
+			o := opts(t, mode)
+			o.ReadyTimeout = 1500 * time.Millisecond
+			_, err := engine.Launch(context.Background(), sglangAdapter(), o)
+			var le *engine.LaunchError
+			if !errors.As(err, &le) || le.Op != "ready timeout" || !strings.Contains(err.Error(), want) {
+				t.Fatalf("err = %v, want a ready timeout saying %q", err, want)
+			}
+			assertGroupGone(t, pidFromLog(t, o.LogPath), "after the readiness timeout")
+		})
+	}
 }
 
 // TestLogTailEscapesControlCharacters: the tail that error messages print holds no raw control

@@ -24,7 +24,7 @@ import (
 )
 
 const (
-	envProc    = "RECKON_TESTPROC" // mode: ok | crash | hang | addr-in-use-once | taken
+	envProc    = "RECKON_TESTPROC" // mode: ok | noline | silent | health503 | nomodels | crash | hang | addr-in-use-once | taken | ctrl | version | version-hang
 	envChild   = "RECKON_TESTPROC_CHILD"
 	envMarker  = "RECKON_TESTPROC_MARKER"
 	envHarness = "RECKON_TESTHARNESS" // log path for the harness mode
@@ -94,6 +94,25 @@ func runChild() {
 
 func runTestproc(mode string) {
 	signal.Ignore(syscall.SIGTERM)
+	switch mode {
+	case "version": // a version command: warnings first, then the version
+		fmt.Fprintln(os.Stderr, "INFO 06-14 04:58:29 [__init__.py:216] Automatically detected platform cuda.")
+		fmt.Println("0.5.3.post1")
+		os.Exit(0)
+	case "version-none":
+		fmt.Println("usage: engine [--help]")
+		os.Exit(0)
+	case "version-fail":
+		fmt.Println("ModuleNotFoundError: No module named 'sglang'")
+		os.Exit(1)
+	case "version-hang":
+		spawnChild(1)
+		select {}
+	case "silent": // an engine logging at WARNING: no line at all
+		if devnull, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0); err == nil {
+			os.Stdout = devnull
+		}
+	}
 	host, port := argValue("--host"), argValue("--port")
 	if host == "" {
 		host = "127.0.0.1"
@@ -134,7 +153,20 @@ func runTestproc(mode string) {
 		os.Exit(1)
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("/health", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+	mux.HandleFunc("/health", func(w http.ResponseWriter, _ *http.Request) {
+		if mode == "health503" { // still starting, forever
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	})
+	mux.HandleFunc("/v1/models", func(w http.ResponseWriter, _ *http.Request) {
+		if mode == "nomodels" {
+			http.Error(w, "model not loaded", http.StatusInternalServerError)
+			return
+		}
+		_, _ = w.Write([]byte(`{"object":"list","data":[{"id":"fake-model","object":"model"}]}`))
+	})
 	go func() { _ = http.Serve(l, mux) }()
 	fmt.Println("[2026-11-29 10:00:02] KV Cache is allocated. dtype: torch.bfloat16, #tokens: 1,024, K size: 0.50 GB, V size: 0.50 GB")
 	if mode != "noline" { // noline: healthy HTTP server, but the ready line never comes

@@ -39,12 +39,82 @@ func (*Adapter) HealthPath() string { return "/health" }
 // ReadyLine reports whether line is SGLang's ready signal.
 func (*Adapter) ReadyLine(line string) bool { return strings.Contains(line, ReadyText) }
 
+// GraphMaxBSDecodeSince is the first release (major, minor, patch) given
+// --cuda-graph-max-bs-decode instead of --cuda-graph-max-bs. The decode spelling replaced the
+// old one in SGLang's own tests and docs with sgl-project/sglang PR #29591 (2026-06-29), and
+// the old one now logs "'--cuda-graph-max-bs is deprecated, use --cuda-graph-max-bs-decode'";
+// v0.5.15 (docker image lmsysorg/sglang:v0.5.15-cu129) is the earliest release seen launched
+// with the new flag (a third-party report of 2026-07). Earlier releases keep the old spelling,
+// which every release accepts so far, so a threshold set too late costs only a warning.
+var GraphMaxBSDecodeSince = [3]int{0, 5, 15}
+
+// speculativeNames maps reckon's spellings (spec/ accepts EAGLE, EAGLE3, NEXTN, MTP,
+// STANDALONE, NGRAM, MEDUSA) to SGLang's --speculative-algorithm choices. MTP is SGLang's
+// NEXTN (DeepSeek-style multi-token prediction); SGLang has no MEDUSA.
+var speculativeNames = map[string]string{
+	"EAGLE":      "EAGLE",
+	"EAGLE3":     "EAGLE3",
+	"NEXTN":      "NEXTN",
+	"MTP":        "NEXTN",
+	"STANDALONE": "STANDALONE",
+	"NGRAM":      "NGRAM",
+}
+
+// SpeculativeAlgorithms lists reckon's spellings of the speculative algorithms SGLang accepts,
+// sorted: EAGLE, EAGLE3, MTP, NEXTN, NGRAM, STANDALONE.
+func SpeculativeAlgorithms() []string {
+	return []string{"EAGLE", "EAGLE3", "MTP", "NEXTN", "NGRAM", "STANDALONE"}
+}
+
+// SpeculativeAlgorithm returns SGLang's --speculative-algorithm value for reckon's spelling
+// alg (case-insensitive), or an error naming the accepted list.
+func SpeculativeAlgorithm(alg string) (string, error) {
+	if v, ok := speculativeNames[strings.ToUpper(strings.TrimSpace(alg))]; ok {
+		return v, nil
+	}
+	return "", fmt.Errorf("sglang: speculative algorithm %q: SGLang does not accept it; expected one of %s", alg, strings.Join(SpeculativeAlgorithms(), ", "))
+}
+
+// SpeculativeAlgorithms lists reckon's spellings of the speculative algorithms SGLang accepts.
+func (*Adapter) SpeculativeAlgorithms() []string { return SpeculativeAlgorithms() }
+
+// isDefaultForm reports whether argv launches SGLang as `PYTHON -m sglang.launch_server`.
+func isDefaultForm(argv []string) bool {
+	for k := 0; k+1 < len(argv); k++ {
+		if argv[k] == "-m" && argv[k+1] == "sglang.launch_server" {
+			return true
+		}
+	}
+	return false
+}
+
+// VersionCommand returns the argv that prints SGLang's version: for the default
+// `python3 -m sglang.launch_server` form (or c.Command of that form, with its interpreter)
+// `python3 -c "import sglang; print(sglang.__version__)"`, otherwise the command plus
+// --version (the reference engine: `bin/refengine [--engine-version V] --version`).
+func (*Adapter) VersionCommand(c core.LaunchConfig) []string {
+	argv := DefaultCommand
+	if len(c.Command) > 0 {
+		argv = c.Command
+	}
+	if isDefaultForm(argv) {
+		return []string{argv[0], "-c", "import sglang; print(sglang.__version__)"}
+	}
+	return append(append([]string{}, argv...), "--version")
+}
+
 // Command returns the launch_server argv for c: the command (c.Command or DefaultCommand),
 // then --model-path, --tp-size, --host, --port, --disable-custom-all-reduce,
-// --cuda-graph-max-bs, --mem-fraction-static, the --speculative-* flags and c.ExtraArgs.
+// --cuda-graph-max-bs-decode (c.EngineVersion newest, a main-branch build or at least
+// GraphMaxBSDecodeSince; --cuda-graph-max-bs before), --mem-fraction-static, the
+// --speculative-* flags (the algorithm mapped by SpeculativeAlgorithm) and c.ExtraArgs.
 func (*Adapter) Command(c core.LaunchConfig) ([]string, error) {
 	if err := validate(c); err != nil {
 		return nil, err
+	}
+	ver, err := core.ParseVersion(c.EngineVersion)
+	if err != nil {
+		return nil, fmt.Errorf("sglang: %w", err)
 	}
 	argv := append([]string{}, DefaultCommand...)
 	if len(c.Command) > 0 {
@@ -66,13 +136,21 @@ func (*Adapter) Command(c core.LaunchConfig) ([]string, error) {
 		argv = append(argv, "--disable-custom-all-reduce")
 	}
 	if c.CUDAGraphMaxBS > 0 {
-		argv = append(argv, "--cuda-graph-max-bs", strconv.Itoa(c.CUDAGraphMaxBS))
+		flag := "--cuda-graph-max-bs"
+		if ver.AtLeast(GraphMaxBSDecodeSince[0], GraphMaxBSDecodeSince[1], GraphMaxBSDecodeSince[2]) {
+			flag = "--cuda-graph-max-bs-decode"
+		}
+		argv = append(argv, flag, strconv.Itoa(c.CUDAGraphMaxBS))
 	}
 	if c.MemFractionStatic > 0 {
 		argv = append(argv, "--mem-fraction-static", strconv.FormatFloat(c.MemFractionStatic, 'f', -1, 64))
 	}
 	if s := c.Speculative; s != nil {
-		argv = append(argv, "--speculative-algorithm", s.Algorithm)
+		alg, err := SpeculativeAlgorithm(s.Algorithm)
+		if err != nil {
+			return nil, err
+		}
+		argv = append(argv, "--speculative-algorithm", alg)
 		if s.DraftModelPath != "" {
 			argv = append(argv, "--speculative-draft-model-path", s.DraftModelPath)
 		}

@@ -21,7 +21,7 @@ func TestCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{"python3", "-m", "sglang.launch_server", "--model-path", "meta-llama/Llama-3.1-70B", "--tp-size", "8",
-		"--host", "127.0.0.1", "--port", "30001", "--disable-custom-all-reduce", "--cuda-graph-max-bs", "32",
+		"--host", "127.0.0.1", "--port", "30001", "--disable-custom-all-reduce", "--cuda-graph-max-bs-decode", "32",
 		"--mem-fraction-static", "0.85", "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "d/eagle3",
 		"--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4", "--trust-remote-code"}
 	if d := cmp.Diff(want, got); d != "" {
@@ -34,6 +34,68 @@ func TestCommand(t *testing.T) {
 	}
 	if d := cmp.Diff([]string{"bin/refengine", "--model-path", "tiny", "--port", "1234"}, got); d != "" {
 		t.Errorf("override argv (-want +got):\n%s", d)
+	}
+}
+
+func TestCommandGraphFlagByVersion(t *testing.T) {
+	for ver, want := range map[string]string{
+		"":                      "--cuda-graph-max-bs-decode",
+		"0.0.0.dev1+g5dd2c243e": "--cuda-graph-max-bs-decode",
+		"0.5.15":                "--cuda-graph-max-bs-decode",
+		"0.6.0":                 "--cuda-graph-max-bs-decode",
+		"0.5.3.post1":           "--cuda-graph-max-bs",
+		"0.4.10":                "--cuda-graph-max-bs",
+		"0.3.6":                 "--cuda-graph-max-bs",
+	} {
+		got, err := New().Command(core.LaunchConfig{Model: "m", CUDAGraphMaxBS: 16, EngineVersion: ver})
+		if err != nil {
+			t.Fatalf("%q: %v", ver, err)
+		}
+		if d := cmp.Diff([]string{"python3", "-m", "sglang.launch_server", "--model-path", "m", want, "16"}, got); d != "" {
+			t.Errorf("version %q (-want +got):\n%s", ver, d)
+		}
+	}
+	if _, err := New().Command(core.LaunchConfig{Model: "m", EngineVersion: "soon"}); err == nil || !strings.Contains(err.Error(), `"soon"`) {
+		t.Errorf("bad version: err = %v", err)
+	}
+}
+
+func TestSpeculativeAlgorithms(t *testing.T) {
+	for alg, want := range map[string]string{"EAGLE": "EAGLE", "eagle3": "EAGLE3", "NEXTN": "NEXTN", "MTP": "NEXTN", "STANDALONE": "STANDALONE", "NGRAM": "NGRAM"} {
+		got, err := New().Command(core.LaunchConfig{Model: "m", Speculative: &core.Speculative{Algorithm: alg}})
+		if err != nil {
+			t.Fatalf("%s: %v", alg, err)
+		}
+		if d := cmp.Diff([]string{"python3", "-m", "sglang.launch_server", "--model-path", "m", "--speculative-algorithm", want}, got); d != "" {
+			t.Errorf("%s (-want +got):\n%s", alg, d)
+		}
+	}
+	_, err := New().Command(core.LaunchConfig{Model: "m", Speculative: &core.Speculative{Algorithm: "MEDUSA"}})
+	if err == nil || !strings.Contains(err.Error(), "MEDUSA") || !strings.Contains(err.Error(), "EAGLE, EAGLE3, MTP, NEXTN, NGRAM, STANDALONE") {
+		t.Errorf("MEDUSA: err = %v, want an error naming the accepted list", err)
+	}
+	if d := cmp.Diff(SpeculativeAlgorithms(), New().SpeculativeAlgorithms()); d != "" {
+		t.Error(d)
+	}
+	for _, alg := range SpeculativeAlgorithms() {
+		if _, err := SpeculativeAlgorithm(alg); err != nil {
+			t.Errorf("listed %s rejected: %v", alg, err)
+		}
+	}
+}
+
+func TestVersionCommand(t *testing.T) {
+	a := New()
+	for _, c := range []struct {
+		cmd, want []string
+	}{
+		{nil, []string{"python3", "-c", "import sglang; print(sglang.__version__)"}},
+		{[]string{"/venv/bin/python", "-m", "sglang.launch_server"}, []string{"/venv/bin/python", "-c", "import sglang; print(sglang.__version__)"}},
+		{[]string{"bin/refengine", "--engine-version", "0.4"}, []string{"bin/refengine", "--engine-version", "0.4", "--version"}},
+	} {
+		if d := cmp.Diff(c.want, a.VersionCommand(core.LaunchConfig{Command: c.cmd, Model: "m", ExtraArgs: []string{"--x"}})); d != "" {
+			t.Errorf("%v (-want +got):\n%s", c.cmd, d)
+		}
 	}
 }
 

@@ -32,19 +32,81 @@ func (*Adapter) Name() string { return Name }
 // initialised, so the first 200 means ready.
 func (*Adapter) HealthPath() string { return "/health" }
 
-// ReadyLine reports whether line is one of vLLM's ready signals ("Starting vLLM API server",
-// uvicorn's "Application startup complete").
+// ReadyLine reports whether line is one of vLLM's ready signals: "Starting vLLM server on"
+// (0.22 and later), "Starting vLLM API server" (earlier: "Starting vLLM API server [0] on
+// http://..."), uvicorn's "Application startup complete". Readiness is decided over HTTP;
+// the line only corroborates.
 func (*Adapter) ReadyLine(line string) bool {
-	return strings.Contains(line, "Starting vLLM API server") || strings.Contains(line, "Application startup complete")
+	return strings.Contains(line, "Starting vLLM server on") || strings.Contains(line, "Starting vLLM API server") ||
+		strings.Contains(line, "Application startup complete")
+}
+
+// MaxCaptureSizeSince is the first release (major, minor, patch) given
+// --max-cudagraph-capture-size N; earlier releases get --cuda-graph-sizes N (one value: capture
+// sizes 1, 2, 4 and multiples of 8 up to N) and reject the new flag (argparse exit 2).
+// Current vllm/engine/arg_utils.py registers --max-cudagraph-capture-size; the boundary
+// (≈ v0.11) is inferred from releases, not from a tag (shared/reference/real-engines-2026.md
+// §5.1, §9).
+var MaxCaptureSizeSince = [3]int{0, 11, 0}
+
+// speculativeMethods maps reckon's spellings (spec/ accepts EAGLE, EAGLE3, NEXTN, MTP,
+// STANDALONE, NGRAM, MEDUSA) to the "method" of vLLM's --speculative-config. NEXTN
+// (DeepSeek-style next-n prediction) is vLLM's mtp; a STANDALONE draft model is draft_model.
+// MEDUSA is not in the set reckon supports for vLLM.
+var speculativeMethods = map[string]string{
+	"EAGLE":      "eagle",
+	"EAGLE3":     "eagle3",
+	"MTP":        "mtp",
+	"NEXTN":      "mtp",
+	"NGRAM":      "ngram",
+	"STANDALONE": "draft_model",
+}
+
+// SpeculativeAlgorithms lists reckon's spellings of the speculative algorithms vLLM accepts,
+// sorted: EAGLE, EAGLE3, MTP, NEXTN, NGRAM, STANDALONE.
+func SpeculativeAlgorithms() []string {
+	return []string{"EAGLE", "EAGLE3", "MTP", "NEXTN", "NGRAM", "STANDALONE"}
+}
+
+// SpeculativeMethod returns vLLM's --speculative-config "method" for reckon's spelling alg
+// (case-insensitive), or an error naming the accepted list.
+func SpeculativeMethod(alg string) (string, error) {
+	if v, ok := speculativeMethods[strings.ToUpper(strings.TrimSpace(alg))]; ok {
+		return v, nil
+	}
+	return "", fmt.Errorf("vllm: speculative algorithm %q: vLLM does not accept it; expected one of %s", alg, strings.Join(SpeculativeAlgorithms(), ", "))
+}
+
+// SpeculativeAlgorithms lists reckon's spellings of the speculative algorithms vLLM accepts.
+func (*Adapter) SpeculativeAlgorithms() []string { return SpeculativeAlgorithms() }
+
+// VersionCommand returns the argv that prints vLLM's version: the command (c.Command or
+// DefaultCommand) with a trailing "serve" removed, plus --version: `vllm --version`,
+// `bin/refengine vllm --engine-version 0.12 --version`.
+func (*Adapter) VersionCommand(c core.LaunchConfig) []string {
+	argv := DefaultCommand
+	if len(c.Command) > 0 {
+		argv = c.Command
+	}
+	argv = append([]string{}, argv...)
+	if n := len(argv); n > 1 && argv[n-1] == "serve" {
+		argv = argv[:n-1]
+	}
+	return append(argv, "--version")
 }
 
 // Command returns the `vllm serve` argv for c: the command (c.Command or DefaultCommand),
 // the model as positional argument, --tensor-parallel-size, --host, --port,
-// --disable-custom-all-reduce, --max-cudagraph-capture-size, --gpu-memory-utilization,
-// --speculative-config '{json}' and c.ExtraArgs.
+// --disable-custom-all-reduce, --max-cudagraph-capture-size (c.EngineVersion at least
+// MaxCaptureSizeSince or newest; --cuda-graph-sizes before), --gpu-memory-utilization,
+// --speculative-config '{json}' (method mapped by SpeculativeMethod) and c.ExtraArgs.
 func (*Adapter) Command(c core.LaunchConfig) ([]string, error) {
 	if err := validate(c); err != nil {
 		return nil, err
+	}
+	ver, err := core.ParseVersion(c.EngineVersion)
+	if err != nil {
+		return nil, fmt.Errorf("vllm: %w", err)
 	}
 	argv := append([]string{}, DefaultCommand...)
 	if len(c.Command) > 0 {
@@ -66,7 +128,11 @@ func (*Adapter) Command(c core.LaunchConfig) ([]string, error) {
 		argv = append(argv, "--disable-custom-all-reduce")
 	}
 	if c.CUDAGraphMaxBS > 0 {
-		argv = append(argv, "--max-cudagraph-capture-size", strconv.Itoa(c.CUDAGraphMaxBS))
+		flag := "--max-cudagraph-capture-size"
+		if !ver.AtLeast(MaxCaptureSizeSince[0], MaxCaptureSizeSince[1], MaxCaptureSizeSince[2]) {
+			flag = "--cuda-graph-sizes"
+		}
+		argv = append(argv, flag, strconv.Itoa(c.CUDAGraphMaxBS))
 	}
 	if c.MemFractionStatic > 0 {
 		argv = append(argv, "--gpu-memory-utilization", strconv.FormatFloat(c.MemFractionStatic, 'f', -1, 64))
@@ -84,7 +150,11 @@ func (*Adapter) Command(c core.LaunchConfig) ([]string, error) {
 // speculativeConfig renders vLLM's --speculative-config JSON. vLLM's num_speculative_tokens is
 // the draft depth, SGLang's num steps; when only the number of draft tokens is given it is used.
 func speculativeConfig(s *core.Speculative) (string, error) {
-	cfg := map[string]any{"method": strings.ToLower(strings.TrimSpace(s.Algorithm))}
+	method, err := SpeculativeMethod(s.Algorithm)
+	if err != nil {
+		return "", err
+	}
+	cfg := map[string]any{"method": method}
 	if s.DraftModelPath != "" {
 		cfg["model"] = s.DraftModelPath
 	}

@@ -36,9 +36,60 @@ func TestCommand(t *testing.T) {
 	}
 }
 
+func TestCommandGraphFlagByVersion(t *testing.T) {
+	for ver, want := range map[string]string{
+		"": "--max-cudagraph-capture-size", "0.22.1": "--max-cudagraph-capture-size", "0.12.0": "--max-cudagraph-capture-size",
+		"0.11.0": "--max-cudagraph-capture-size", "0.10.2": "--cuda-graph-sizes", "0.10.2rc2.dev47+g1234abc": "--cuda-graph-sizes",
+	} {
+		got, err := New().Command(core.LaunchConfig{Model: "m", CUDAGraphMaxBS: 64, EngineVersion: ver})
+		if err != nil {
+			t.Fatalf("%q: %v", ver, err)
+		}
+		if d := cmp.Diff([]string{"vllm", "serve", "m", want, "64"}, got); d != "" {
+			t.Errorf("version %q (-want +got):\n%s", ver, d)
+		}
+	}
+	if _, err := New().Command(core.LaunchConfig{Model: "m", EngineVersion: "x.y"}); err == nil || !strings.Contains(err.Error(), `"x.y"`) {
+		t.Errorf("bad version: err = %v", err)
+	}
+}
+
+func TestSpeculativeMethods(t *testing.T) {
+	for alg, want := range map[string]string{"EAGLE": "eagle", "EAGLE3": "eagle3", "MTP": "mtp", "nextn": "mtp", "NGRAM": "ngram", "STANDALONE": "draft_model"} {
+		got, err := New().Command(core.LaunchConfig{Model: "m", Speculative: &core.Speculative{Algorithm: alg, NumSteps: 2}})
+		if err != nil {
+			t.Fatalf("%s: %v", alg, err)
+		}
+		js := `{"method":"` + want + `","num_speculative_tokens":2}`
+		if d := cmp.Diff([]string{"vllm", "serve", "m", "--speculative-config", js}, got); d != "" {
+			t.Errorf("%s (-want +got):\n%s", alg, d)
+		}
+	}
+	_, err := New().Command(core.LaunchConfig{Model: "m", Speculative: &core.Speculative{Algorithm: "MEDUSA"}})
+	if err == nil || !strings.Contains(err.Error(), "MEDUSA") || !strings.Contains(err.Error(), "EAGLE, EAGLE3, MTP, NEXTN, NGRAM, STANDALONE") {
+		t.Errorf("MEDUSA: err = %v, want an error naming the accepted list", err)
+	}
+	if d := cmp.Diff(SpeculativeAlgorithms(), New().SpeculativeAlgorithms()); d != "" {
+		t.Error(d)
+	}
+}
+
+func TestVersionCommand(t *testing.T) {
+	a := New()
+	for _, c := range []struct{ cmd, want []string }{
+		{nil, []string{"vllm", "--version"}},
+		{[]string{"bin/refengine", "vllm", "--engine-version", "0.12", "serve"}, []string{"bin/refengine", "vllm", "--engine-version", "0.12", "--version"}},
+		{[]string{"/venv/bin/vllm"}, []string{"/venv/bin/vllm", "--version"}},
+	} {
+		if d := cmp.Diff(c.want, a.VersionCommand(core.LaunchConfig{Command: c.cmd, Model: "m"})); d != "" {
+			t.Errorf("%v (-want +got):\n%s", c.cmd, d)
+		}
+	}
+}
+
 func TestReadyLine(t *testing.T) {
 	a := New()
-	for _, l := range []string{"(APIServer pid=1) INFO 08-19 14:58:41 [api_server.py:1818] Starting vLLM API server 0 on http://0.0.0.0:8000", "INFO:     Application startup complete."} {
+	for _, l := range []string{"(APIServer pid=1) INFO 06-14 04:58:29 [api_server.py:583] Starting vLLM server on http://0.0.0.0:8000", "(APIServer pid=1) INFO 08-19 14:58:41 [api_server.py:1818] Starting vLLM API server 0 on http://0.0.0.0:8000", "INFO:     Application startup complete."} {
 		if !a.ReadyLine(l) {
 			t.Errorf("%q not recognised as ready", l)
 		}

@@ -11,23 +11,25 @@ var (
 	arFlagRE     = regexp.MustCompile(`disable_custom_all_reduce['"]?\s*[=:]\s*True`)
 	arRegisterRE = regexp.MustCompile(`Registering (\d+) cuda graph addresses`)
 	arBackendsRE = regexp.MustCompile(`Using \[([^\]]*)\] all-reduce backends(?:.*?for group '([^']*)')?`)
-	arGenericRE  = regexp.MustCompile(`(?i)all-?reduce backend\s*(?:[:=]|is|:=)?\s*["']?(custom|nccl)\b`)
 )
 
 // AllReduceTracker decides the effective allreduce backend from log records.
 //
-// Evidence that custom allreduce is off (any rank): a "Custom allreduce is disabled
-// because/due to ..." warning (the reason is kept), disable_custom_all_reduce=True in the
-// printed arguments, a backend list without CUSTOM, or an explicit "allreduce backend: nccl".
-// Evidence that it is on: "Registering N cuda graph addresses", a backend list with CUSTOM, or
-// "allreduce backend: custom". Off-evidence wins; with no evidence the backend is unknown.
+// Only lines real engines print count. Evidence that custom allreduce is off (any rank): a
+// "Custom allreduce is disabled because/due to ..." warning, also in its "CustomAllReduceV2 is
+// disabled ..." spelling (the reason is kept), disable_custom_all_reduce=True in the printed
+// arguments, or a vLLM "Using [...] all-reduce backends" list without CUSTOM. Evidence that it
+// is on: "Registering N cuda graph addresses" (SGLang v1 and vLLM custom allreduce with CUDA
+// graphs) or a backend list with CUSTOM. Off-evidence wins; with no evidence the backend is
+// unknown (current SGLang's CustomAllReduceV2 logs nothing either way: the profiler trace, see
+// package engine/profile, is the evidence there). No release prints an "allreduce backend: X"
+// line, so such a line is not evidence.
 type AllReduceTracker struct {
 	reason     string
 	disabled   bool
 	flagOff    bool
 	listNoCust string
 	custom     bool
-	explicit   string
 }
 
 // Record feeds one record (a Segment's text).
@@ -63,9 +65,6 @@ func (t *AllReduceTracker) Record(text string) {
 			}
 		}
 	}
-	if m := arGenericRE.FindStringSubmatch(text); m != nil {
-		t.explicit = strings.ToLower(m[1])
-	}
 }
 
 // Result returns the backend ("custom", "nccl" or "unknown") and the reason custom allreduce
@@ -78,9 +77,7 @@ func (t *AllReduceTracker) Result() (string, *string) {
 		return AllReduceNCCL, String("disabled by flag (disable_custom_all_reduce=True)")
 	case t.listNoCust != "":
 		return AllReduceNCCL, String(t.listNoCust)
-	case t.explicit == AllReduceNCCL:
-		return AllReduceNCCL, String("engine reports allreduce backend nccl")
-	case t.custom || t.explicit == AllReduceCustom:
+	case t.custom:
 		return AllReduceCustom, nil
 	}
 	return AllReduceUnknown, nil

@@ -213,8 +213,11 @@ func TestAllReduceTracker(t *testing.T) {
 		{[]string{"Using ['CUSTOM', 'SYMM_MEM', 'PYNCCL'] all-reduce backends (in dispatch order) for group 'tp:0' out of potential backends"}, AllReduceCustom, ""},
 		{[]string{"Using ['PYNCCL'] all-reduce backends (in dispatch order) for group 'tp:0' out of potential backends: ['CUSTOM', 'PYNCCL']"}, AllReduceNCCL, "all-reduce backends ['PYNCCL'] do not include CUSTOM"},
 		{[]string{"Registering 3492 cuda graph addresses"}, AllReduceCustom, ""},
-		{[]string{"Allreduce backend: custom (one-shot), topology=pcie, tp_size=8"}, AllReduceCustom, ""},
-		{[]string{"Allreduce backend: nccl (ring), topology=pcie, tp_size=8"}, AllReduceNCCL, "engine reports allreduce backend nccl"},
+		// No release prints "Allreduce backend: X" (only the old reference engine did): not evidence.
+		{[]string{"Allreduce backend: custom (one-shot), topology=pcie, tp_size=8"}, AllReduceUnknown, ""},
+		{[]string{"Allreduce backend: nccl (ring), topology=pcie, tp_size=8"}, AllReduceUnknown, ""},
+		{[]string{"CustomAllReduceV2 is disabled because it's not supported on more than two PCIe-only GPUs. To silence this warning, specify disable_custom_all_reduce=True explicitly."},
+			AllReduceNCCL, "it's not supported on more than two PCIe-only GPUs"},
 		// Off-evidence wins over on-evidence (another group or rank fell back).
 		{[]string{"Registering 12 cuda graph addresses", "Custom allreduce is disabled because it's not supported on more than two PCIe-only GPUs."}, AllReduceNCCL, "it's not supported on more than two PCIe-only GPUs"},
 		{[]string{"server_args=ServerArgs(disable_custom_all_reduce=False)", "Using Flash Attention backend."}, AllReduceUnknown, ""},

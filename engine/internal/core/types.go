@@ -75,7 +75,9 @@ type LogError struct {
 
 // Speculative describes speculative decoding settings for a launch.
 type Speculative struct {
-	// Algorithm is the algorithm as SGLang spells it, e.g. "EAGLE3", "EAGLE", "NGRAM".
+	// Algorithm is reckon's spelling of the algorithm: EAGLE, EAGLE3, NEXTN, MTP, STANDALONE,
+	// NGRAM or MEDUSA (case-insensitive). Each adapter maps it to its engine's name and rejects
+	// the ones its engine lacks (see Adapter.SpeculativeAlgorithms).
 	Algorithm string
 	// DraftModelPath is the draft model (path or hub id); empty when the algorithm needs none.
 	DraftModelPath string
@@ -112,6 +114,10 @@ type LaunchConfig struct {
 	ExtraArgs []string
 	// Env is added to the engine's environment.
 	Env map[string]string
+	// EngineVersion is the engine release the flags are built for, e.g. "0.12.0",
+	// "0.5.3.post1" or "0.0.0.dev1+g5dd2c243e" (a main-branch build); "" assumes the newest.
+	// engine.DetectVersion finds it.
+	EngineVersion string
 }
 
 // Adapter knows one engine kind's command line, readiness and log grammar.
@@ -126,4 +132,10 @@ type Adapter interface {
 	ReadyLine(line string) bool
 	// ParseLog reads a whole log into a Report.
 	ParseLog(r io.Reader) (*Report, error)
+	// VersionCommand returns the argv that prints the engine's version (last version-looking
+	// token of its output) for a launch configured as c.
+	VersionCommand(c LaunchConfig) []string
+	// SpeculativeAlgorithms lists reckon's spellings of the speculative algorithms this engine
+	// accepts (upper case, e.g. EAGLE3); Command rejects the others.
+	SpeculativeAlgorithms() []string
 }

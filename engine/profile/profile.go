@@ -1,0 +1,428 @@
+// Package profile reads torch-profiler Chrome trace files (what SGLang's /start_profile and
+// vLLM's /start_profile + /stop_profile write, one per rank, usually gzip-compressed) and
+// counts the allreduce kernels that actually ran, by implementation: NCCL or a custom
+// allreduce (SGLang's and vLLM's cross_device_reduce kernels and their kin). It is the
+// evidence for the effective allreduce backend where the log says nothing (current SGLang's
+// CustomAllReduceV2 logs neither "on" nor, at TP2 over PCIe, "off").
+//
+// Only complete kernel events count: cat "kernel" (any case) and ph "X". A kernel whose name
+// starts with "nccl" (any case) is NCCL: an NCCL allreduce when its name contains "AllReduce"
+// (ncclDevKernel_AllReduce_Sum_bf16_RING_LL(...), older ncclKernel_AllReduce_RING_LL_Sum_half),
+// another collective otherwise (AllGather, ReduceScatter, Broadcast, SendRecv, and NCCL's
+// ncclDevKernel_Generic, whose collective the name does not say). A kernel not from NCCL whose
+// name contains cross_device_reduce, all_reduce or allreduce (any case, so AllReduce too) is a
+// custom allreduce. Everything else is ignored.
+//
+// The package never judges; Summary.Verdict reports what ran.
+package profile
+
+import (
+	"bufio"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// MaxTraceBytes is the largest trace read, uncompressed; a larger one is refused.
+const MaxTraceBytes = 512 << 20
+
+// maxTraceBytes is MaxTraceBytes, lowered by tests.
+var maxTraceBytes int64 = MaxTraceBytes
+
+// MaxKernelNames is how many distinct counted kernel names a FileCounts keeps.
+const MaxKernelNames = 64
+
+// maxCollectFiles bounds how many trace files CollectTraces returns.
+const maxCollectFiles = 4096
+
+// Verdicts of Summary.Verdict (the same words as the engine report's allreduce field).
+const (
+	VerdictCustom  = "custom"
+	VerdictNCCL    = "nccl"
+	VerdictUnknown = "unknown"
+)
+
+// Kind is what a kernel is, for counting.
+type Kind int
+
+// Kernel kinds.
+const (
+	// Ignored kernels are neither allreduce nor NCCL.
+	Ignored Kind = iota
+	// NCCLAllReduce is an NCCL allreduce kernel.
+	NCCLAllReduce
+	// CustomAllReduce is a custom (non-NCCL) allreduce kernel.
+	CustomAllReduce
+	// OtherCollective is any other NCCL kernel.
+	OtherCollective
+)
+
+// Classify says what the kernel called name is (see the package comment for the rules).
+func Classify(name string) Kind {
+	lower := strings.ToLower(strings.TrimSpace(name))
+	// Demangled C++ names may start with a return type: "void vllm::cross_device_reduce...".
+	if strings.HasPrefix(lower, "nccl") {
+		if strings.Contains(lower, "allreduce") {
+			return NCCLAllReduce
+		}
+		return OtherCollective
+	}
+	if strings.Contains(lower, "cross_device_reduce") || strings.Contains(lower, "all_reduce") || strings.Contains(lower, "allreduce") {
+		return CustomAllReduce
+	}
+	return Ignored
+}
+
+// FileCounts is what one trace file holds.
+type FileCounts struct {
+	// Path is the trace file.
+	Path string `json:"path"`
+	// Rank is distributedInfo.rank, else the N of a "-TP-N" file name (SGLang's), else -1.
+	Rank int `json:"rank"`
+	// NCCLAllReduce counts NCCL allreduce kernels.
+	NCCLAllReduce int `json:"nccl_allreduce"`
+	// CustomAllReduce counts custom allreduce kernels.
+	CustomAllReduce int `json:"custom_allreduce"`
+	// OtherCollectives counts the other NCCL kernels.
+	OtherCollectives int `json:"other_collectives"`
+	// Kernels are the distinct names of the counted kernels, in first-seen order, at most
+	// MaxKernelNames (KernelsTruncated then says more were seen).
+	Kernels          []string `json:"kernels"`
+	KernelsTruncated bool     `json:"kernels_truncated,omitempty"`
+	// Events is the number of trace events read.
+	Events int `json:"events"`
+}
+
+// Summary adds up the files of one profiling window.
+type Summary struct {
+	// Files are the per-file counts, in the order given.
+	Files []FileCounts `json:"files"`
+	// NCCLAllReduce, CustomAllReduce and OtherCollectives are the totals over Files.
+	NCCLAllReduce    int `json:"nccl_allreduce"`
+	CustomAllReduce  int `json:"custom_allreduce"`
+	OtherCollectives int `json:"other_collectives"`
+}
+
+// Verdict is the allreduce implementation that ran: "custom" when any custom allreduce kernel
+// ran on any rank (engines with custom allreduce on still fall back to NCCL for tensors too
+// large for it, so NCCL kernels beside custom ones do not mean it was off), "nccl" when only
+// NCCL allreduce kernels ran, "unknown" when no allreduce kernel ran in the window (nothing
+// was profiled, TP 1, or a kernel name this package does not know).
+func (s *Summary) Verdict() string {
+	switch {
+	case s.CustomAllReduce > 0:
+		return VerdictCustom
+	case s.NCCLAllReduce > 0:
+		return VerdictNCCL
+	}
+	return VerdictUnknown
+}
+
+// Ranks is the number of distinct ranks the files come from (files of unknown rank count one
+// each).
+func (s *Summary) Ranks() int {
+	seen := map[int]bool{}
+	n := 0
+	for _, f := range s.Files {
+		if f.Rank < 0 {
+			n++
+			continue
+		}
+		if !seen[f.Rank] {
+			seen[f.Rank] = true
+			n++
+		}
+	}
+	return n
+}
+
+// String is one line, e.g. "122 custom / 0 NCCL allreduce kernels on 4 ranks".
+func (s *Summary) String() string {
+	r := s.Ranks()
+	unit := "ranks"
+	if r == 1 {
+		unit = "rank"
+	}
+	out := fmt.Sprintf("%d custom / %d NCCL allreduce kernels on %d %s", s.CustomAllReduce, s.NCCLAllReduce, r, unit)
+	if s.OtherCollectives > 0 {
+		out += fmt.Sprintf(" (%d other NCCL collective kernels)", s.OtherCollectives)
+	}
+	return out
+}
+
+// Add adds one file's counts.
+func (s *Summary) Add(f FileCounts) {
+	s.Files = append(s.Files, f)
+	s.NCCLAllReduce += f.NCCLAllReduce
+	s.CustomAllReduce += f.CustomAllReduce
+	s.OtherCollectives += f.OtherCollectives
+}
+
+// ParseFiles parses every file and adds them up; the first error stops it (ctx too).
+func ParseFiles(ctx context.Context, paths []string) (*Summary, error) {
+	s := &Summary{Files: []FileCounts{}}
+	for _, p := range paths {
+		fc, err := ParseFile(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		s.Add(*fc)
+	}
+	return s, nil
+}
+
+// ParseFile parses one trace file: JSON, or gzip-compressed JSON (by its magic bytes, whatever
+// its name). A file larger than MaxTraceBytes uncompressed is refused.
+func ParseFile(ctx context.Context, path string) (*FileCounts, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("trace file: %w", err)
+	}
+	defer f.Close()
+	br := bufio.NewReaderSize(f, 1<<16)
+	var r io.Reader = br
+	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			return nil, fmt.Errorf("trace file %s: gzip: %w", path, err)
+		}
+		defer zr.Close()
+		r = zr
+	}
+	fc, err := Parse(ctx, r, path)
+	if err != nil {
+		return nil, err
+	}
+	if fc.Rank < 0 {
+		fc.Rank = rankFromName(path)
+	}
+	return fc, nil
+}
+
+var tpRankRE = regexp.MustCompile(`(?i)[-_.]TP[-_]?(\d+)[-_.]`)
+
+func rankFromName(path string) int {
+	if m := tpRankRE.FindStringSubmatch(filepath.Base(path)); m != nil {
+		if n, err := strconv.Atoi(m[1]); err == nil {
+			return n
+		}
+	}
+	return -1
+}
+
+// ErrTooLarge is the cause of Parse's error for a trace over MaxTraceBytes uncompressed.
+var ErrTooLarge = errors.New("trace larger than the limit")
+
+// limitReader fails once more than max bytes were read.
+type limitReader struct {
+	r    io.Reader
+	n    int64
+	max  int64
+	name string
+}
+
+func (l *limitReader) Read(p []byte) (int, error) {
+	n, err := l.r.Read(p)
+	l.n += int64(n)
+	if l.n > l.max {
+		return n, fmt.Errorf("trace file %s: more than %d bytes (%d MiB) uncompressed, refusing to read it (%w)", l.name, l.max, l.max>>20, ErrTooLarge)
+	}
+	return n, err
+}
+
+// event is the part of a trace event the counts need. ts, dur, args and the rest are not
+// decoded, so their types (a string "ts" in some exporters) do not matter.
+type event struct {
+	Ph   string `json:"ph"`
+	Cat  string `json:"cat"`
+	Name string `json:"name"`
+}
+
+// Parse reads one Chrome trace from r (name is used in counts and errors): the object form
+// {"traceEvents": [...], "distributedInfo": {"rank": R}, ...} or a bare array of events.
+// Bad JSON is an error naming the file, the byte offset (in the uncompressed stream) of the
+// value that failed, and what was expected there.
+func Parse(ctx context.Context, r io.Reader, name string) (*FileCounts, error) {
+	lr := &limitReader{r: r, max: maxTraceBytes, name: name}
+	dec := json.NewDecoder(lr)
+	fc := &FileCounts{Path: name, Rank: -1, Kernels: []string{}}
+	seen := map[string]bool{}
+	fail := func(what string, err error) error {
+		if errors.Is(err, ErrTooLarge) {
+			return err
+		}
+		// The offset of the value that failed (the decoder's own SyntaxError offsets are
+		// relative to its buffer, not to the file).
+		off := dec.InputOffset()
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return fmt.Errorf("trace file %s: at byte %d: %s: %w", name, off, what, err)
+	}
+	events := func() error {
+		tok, err := dec.Token()
+		if err != nil {
+			return fail(`expected the "traceEvents" array`, err)
+		}
+		if d, ok := tok.(json.Delim); !ok || d != '[' {
+			return fail(`expected the "traceEvents" array`, fmt.Errorf("got %v", tok))
+		}
+		return eventsAfterOpen(ctx, dec, fc, seen, fail)
+	}
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, fail("expected a Chrome trace (a JSON object or array)", err)
+	}
+	switch tok {
+	case json.Delim('['): // a bare array of events
+		if err := eventsAfterOpen(ctx, dec, fc, seen, fail); err != nil {
+			return nil, err
+		}
+	case json.Delim('{'):
+		sawEvents := false
+		for dec.More() {
+			kt, err := dec.Token()
+			if err != nil {
+				return nil, fail("expected a key of the trace object", err)
+			}
+			key, _ := kt.(string)
+			switch key {
+			case "traceEvents":
+				if err := events(); err != nil {
+					return nil, err
+				}
+				sawEvents = true
+			case "distributedInfo":
+				var di struct {
+					Rank *json.Number `json:"rank"`
+				}
+				if err := dec.Decode(&di); err != nil {
+					return nil, fail(`expected "distributedInfo" to be an object with a numeric "rank"`, err)
+				}
+				if di.Rank != nil {
+					if n, err := di.Rank.Int64(); err == nil && n >= 0 {
+						fc.Rank = int(n)
+					}
+				}
+			default:
+				var skip json.RawMessage
+				if err := dec.Decode(&skip); err != nil {
+					return nil, fail(fmt.Sprintf("expected the value of %q", key), err)
+				}
+			}
+		}
+		if _, err := dec.Token(); err != nil {
+			return nil, fail("expected the end of the trace object", err)
+		}
+		if !sawEvents {
+			return nil, fmt.Errorf("trace file %s: no \"traceEvents\" array: not a Chrome trace", name)
+		}
+	default:
+		return nil, fail("expected a Chrome trace (a JSON object or array)", fmt.Errorf("got %v", tok))
+	}
+	// Trailing garbage after the trace.
+	if _, err := dec.Token(); err != io.EOF {
+		if err == nil {
+			err = errors.New("more JSON after the trace")
+		}
+		return nil, fail("expected the end of the file", err)
+	}
+	return fc, nil
+}
+
+// eventsAfterOpen reads a bare event array whose '[' was consumed.
+func eventsAfterOpen(ctx context.Context, dec *json.Decoder, fc *FileCounts, seen map[string]bool, fail func(string, error) error) error {
+	for dec.More() {
+		if fc.Events%4096 == 0 {
+			if err := ctx.Err(); err != nil {
+				return fmt.Errorf("trace file %s: %w", fc.Path, err)
+			}
+		}
+		var ev event
+		if err := dec.Decode(&ev); err != nil {
+			return fail(fmt.Sprintf("expected trace event %d (an object with string ph, cat, name)", fc.Events), err)
+		}
+		fc.Events++
+		count(fc, seen, ev)
+	}
+	if _, err := dec.Token(); err != nil {
+		return fail("expected the end of the event array", err)
+	}
+	return nil
+}
+
+func count(fc *FileCounts, seen map[string]bool, ev event) {
+	if ev.Ph != "X" || !strings.EqualFold(ev.Cat, "kernel") {
+		return
+	}
+	switch Classify(ev.Name) {
+	case NCCLAllReduce:
+		fc.NCCLAllReduce++
+	case CustomAllReduce:
+		fc.CustomAllReduce++
+	case OtherCollective:
+		fc.OtherCollectives++
+	default:
+		return
+	}
+	if seen[ev.Name] {
+		return
+	}
+	if len(fc.Kernels) >= MaxKernelNames {
+		fc.KernelsTruncated = true
+		return
+	}
+	seen[ev.Name] = true
+	fc.Kernels = append(fc.Kernels, ev.Name)
+}
+
+// CollectTraces returns the trace files (names ending in .json or .json.gz, e.g. SGLang's
+// {id}-TP-{rank}.trace.json.gz and vLLM's {worker}.{ms}.pt.trace.json.gz) under dir, at any
+// depth, modified at or after since (zero: any time), sorted by path. Symlinks are not
+// followed. At most 4096 files; more is an error.
+func CollectTraces(dir string, since time.Time) ([]string, error) {
+	var out []string
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if path == dir {
+				return err
+			}
+			return nil // an unreadable subdirectory: skip it
+		}
+		if d.IsDir() || !d.Type().IsRegular() {
+			return nil
+		}
+		name := strings.ToLower(d.Name())
+		if !strings.HasSuffix(name, ".json") && !strings.HasSuffix(name, ".json.gz") {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return nil // removed meanwhile
+		}
+		if !since.IsZero() && info.ModTime().Before(since) {
+			return nil
+		}
+		if len(out) >= maxCollectFiles {
+			return fmt.Errorf("more than %d trace files", maxCollectFiles)
+		}
+		out = append(out, path)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("collect traces in %s: %w", dir, err)
+	}
+	sort.Strings(out)
+	return out, nil
+}
