@@ -68,20 +68,20 @@ type Engine struct {
 	// CustomForced: REFENGINE_FORCE_CUSTOM_AR=1 put the custom allreduce where the rule refused it.
 	CustomForced bool
 	// FileSeed is the model file's weight seed (WeightSeed differs with --weight-seed).
-	FileSeed uint64
-	CustomMaxBytes       int64
-	ContextLen           int
-	MaxRunning           int
-	GraphBytes           int64 // graph reserve, target + draft
-	GraphTarget          int64
-	GraphDraft           int64
-	Interconnect         interconnect.Model
-	started              time.Time
-	ready                atomic.Bool
-	served               atomic.Int64
-	fatal                chan error
-	fatalOnce            sync.Once
-	getenv               func(string) string
+	FileSeed       uint64
+	CustomMaxBytes int64
+	ContextLen     int
+	MaxRunning     int
+	GraphBytes     int64 // graph reserve, target + draft
+	GraphTarget    int64
+	GraphDraft     int64
+	Interconnect   interconnect.Model
+	started        time.Time
+	ready          atomic.Bool
+	served         atomic.Int64
+	fatal          chan error
+	fatalOnce      sync.Once
+	getenv         func(string) string
 	// v is the vLLM dialect's state (stats, histograms); nil in the SGLang dialect.
 	v *vllmState
 	// prof is the torch profiler (/start_profile, /stop_profile).

@@ -22,7 +22,6 @@ const (
 	DialectVLLM   Dialect = "vllm"
 )
 
-
 // vLLM's defaults where they differ from the SGLang dialect's. vLLM V1 picks max_num_seqs and
 // max_num_batched_tokens by device size; these are its values for the API server on a device
 // under 70 GiB, which the modelled device is.
