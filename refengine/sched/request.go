@@ -25,7 +25,11 @@ type Request struct {
 	TopLogprobs int
 	// PromptLogprobs asks for teacher-forced logprobs of the prompt tokens (echo).
 	PromptLogprobs bool
-	Ctx            context.Context
+	// NoSpec decodes the request one token per step without speculation even when the server
+	// speculates (vLLM before ~0.14 does so for requests with logprobs); its tokens do not move
+	// the speculative counters.
+	NoSpec bool
+	Ctx    context.Context
 
 	out chan Event
 }
@@ -62,8 +66,11 @@ type Event struct {
 	StopAt                         int
 	PromptTokens, CompletionTokens int
 	Err                            error
-	// SpecVerifies counts the verification steps of a speculative request.
-	SpecVerifies int
+	// SpecVerifies counts the verification steps of a speculative request; SpecDraftTokens the
+	// draft tokens proposed to them and SpecAcceptedDrafts those the target accepted.
+	SpecVerifies       int
+	SpecDraftTokens    int
+	SpecAcceptedDrafts int
 }
 
 // Events is the channel on which the request's events arrive; it is closed after the Done event.

@@ -33,6 +33,9 @@ type Config struct {
 	KVBytesPerToken int64   // to convert leaked bytes into pages
 	Spec            *SpecConfig
 	Logf            func(format string, args ...any) // rank-0 log line printer
+	// OnStep, when set, is called after every forward step (prefill or decode batch) on the
+	// scheduler's goroutine (a profiler's num_steps counts these).
+	OnStep func()
 }
 
 // SpecConfig configures speculative decoding (topk 1: a chain of draft tokens).
@@ -126,6 +129,8 @@ type seq struct {
 	text      []byte
 	promptLP  []Position
 	verifies  int
+	drafted   int // draft tokens proposed to this request's verify steps
+	accepted  int // of which the target accepted
 	done      bool
 }
 
@@ -273,6 +278,9 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		s.mu.Unlock()
 		if err := s.step(ctx); err != nil {
 			return err
+		}
+		if s.cfg.OnStep != nil {
+			s.cfg.OnStep()
 		}
 	}
 }
@@ -519,13 +527,27 @@ func (s *Scheduler) decode() error {
 		return nil
 	}
 	committed := 0
+	plain := members
 	if s.cfg.Spec != nil {
-		c, err := s.specDecode(members)
-		if err != nil {
-			return err
+		var spec []*seq
+		plain = nil
+		for _, q := range members {
+			if q.req.NoSpec {
+				plain = append(plain, q)
+			} else {
+				spec = append(spec, q)
+			}
 		}
-		committed = c
-	} else {
+		if len(spec) > 0 {
+			c, err := s.specDecode(spec)
+			if err != nil {
+				return err
+			}
+			committed = c
+		}
+	}
+	if len(plain) > 0 {
+		members := plain
 		batch := make([]tp.SeqInput, len(members))
 		for i, q := range members {
 			if err := s.grow(q, len(q.tokens)); err != nil {
@@ -649,6 +671,8 @@ func (s *Scheduler) specDecode(members []*seq) (int, error) {
 			q.draftLen = len(q.tokens) - 1
 		}
 		q.verifies++
+		q.drafted += k
+		q.accepted += matched
 		committed += accepted
 		s.winAccept[0] += accepted
 		s.winAccept[1]++
@@ -843,6 +867,8 @@ func (s *Scheduler) send(q *seq, ev Event) {
 	ev.PromptTokens = q.promptLen
 	ev.CompletionTokens = q.generated
 	ev.SpecVerifies = q.verifies
+	ev.SpecDraftTokens = q.drafted
+	ev.SpecAcceptedDrafts = q.accepted
 	q.req.out <- ev
 	close(q.req.out)
 }

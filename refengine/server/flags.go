@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -15,7 +16,13 @@ import (
 type Options struct {
 	// Dialect is the engine the process speaks: DialectSGLang (flags, logs, HTTP API of SGLang)
 	// or DialectVLLM (vLLM's). The engine underneath is the same.
-	Dialect           Dialect
+	Dialect Dialect
+	// Persona is the release of the dialect's engine that the process imitates (--engine-version;
+	// the newest by default).
+	Persona *Persona
+	// Warnings are lines the command line itself earned (a deprecated flag), printed at start-up
+	// as the engine's argument parsing prints them.
+	Warnings          []string
 	ModelPath         string
 	ServedModelName   string
 	TPSize            int
@@ -37,7 +44,14 @@ type Options struct {
 	RandomSeed        int64
 	DecodeLogInterval int
 	Topology          string
-	LogLevel          string
+	// LogLevel is SGLang's --log-level (also uvicorn's there); vLLM's engine lines follow
+	// VLLM_LOGGING_LEVEL instead.
+	LogLevel string
+	// UvicornLogLevel is vLLM's --uvicorn-log-level.
+	UvicornLogLevel string
+	// ProfilerDir is where the torch profiler writes traces, from vLLM's --profiler-config
+	// (0.22); "" when not set there (the environment may still set it).
+	ProfilerDir string
 	// Interconnect overrides of the topology's default modelled constants (0 = default).
 	LinkGBps, BusGBps, LatencyUs, TransferUs float64
 
@@ -79,13 +93,36 @@ type Options struct {
 	NonDefaultArgs [][2]string
 }
 
+// sglangSpecAlgorithms are the --speculative-algorithm names SGLang accepts (server_args.py
+// choices; SpeculativeAlgorithm in spec_info.py). The reference engine drafts every one of them
+// with the draft model it derives from the target.
+var sglangSpecAlgorithms = []string{"EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM"}
+
+// graphFlag is the name of the flag that sets the largest captured decode batch in the
+// persona's release.
+func (o *Options) graphFlag() string {
+	switch {
+	case o.Dialect == DialectVLLM && o.Persona != nil && !o.Persona.MaxCaptureSizeFlag:
+		return "--cuda-graph-sizes"
+	case o.Dialect == DialectVLLM:
+		return "--max-cudagraph-capture-size"
+	case o.Persona != nil && o.Persona.GraphFlagDecode:
+		return "--cuda-graph-max-bs-decode"
+	}
+	return "--cuda-graph-max-bs"
+}
+
 // errUsage marks a command-line error (exit code 2).
 var errUsage = errors.New("usage")
 
 // ParseFlags parses the engine's command line in the SGLang dialect (the default). Errors name
 // the flag and what was expected. ParseVLLMFlags reads vLLM's `vllm serve` command line.
 func ParseFlags(args []string, stderr io.Writer) (*Options, error) {
-	o := &Options{Dialect: DialectSGLang}
+	persona, args, err := personaOf(DialectSGLang, args)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errUsage, err)
+	}
+	o := &Options{Dialect: DialectSGLang, Persona: persona}
 	fs := flag.NewFlagSet("refengine", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.ModelPath, "model-path", "fixtures/models/tiny.json", "model config JSON (shape and seed of the generated weights)")
@@ -102,15 +139,21 @@ func ParseFlags(args []string, stderr io.Writer) (*Options, error) {
 	fs.IntVar(&o.MaxTotalTokens, "max-total-tokens", 0, "cap on the KV pool size in tokens (0 = from the memory plan)")
 	fs.IntVar(&o.ContextLength, "context-length", 0, "context length (0 = the model's max_position_embeddings)")
 	fs.IntVar(&o.PageSize, "page-size", 16, "KV cache page size in tokens")
-	fs.IntVar(&o.CUDAGraphMaxBS, "cuda-graph-max-bs", 64, "largest decode batch with a (modelled) graph; sizes the graph reserve")
+	legacyGraphBS := 0
+	if persona.GraphFlagDecode {
+		fs.IntVar(&o.CUDAGraphMaxBS, "cuda-graph-max-bs-decode", 64, "largest decode batch with a (modelled) graph; sizes the graph reserve")
+		fs.IntVar(&legacyGraphBS, "cuda-graph-max-bs", 0, "deprecated alias of --cuda-graph-max-bs-decode")
+	} else {
+		fs.IntVar(&o.CUDAGraphMaxBS, "cuda-graph-max-bs", 64, "largest decode batch with a (modelled) graph; sizes the graph reserve")
+	}
 	fs.BoolVar(&o.DisableCUDAGraph, "disable-cuda-graph", false, "no graph reserve")
 	fs.BoolVar(&o.SkipWarmup, "skip-server-warmup", false, "declare ready without the warmup request")
 	fs.BoolVar(&o.DisableCustomAR, "disable-custom-all-reduce", false, "disable the custom (one-shot) allreduce and fall back to NCCL (ring; tree with NCCL_ALGO=Tree)")
 	fs.BoolVar(&o.Deterministic, "enable-deterministic-inference", false, "batch-invariant allreduce (each token row reduced on its own)")
 	fs.Int64Var(&o.RandomSeed, "random-seed", 0, "seed for sampling (requests without a seed)")
 	fs.IntVar(&o.DecodeLogInterval, "decode-log-interval", 40, "decode steps between Decode batch log lines")
-	fs.StringVar(&o.LogLevel, "log-level", "info", "accepted for compatibility")
-	fs.StringVar(&o.SpecAlgorithm, "speculative-algorithm", "", "EAGLE3 or EAGLE (draft model derived from the target)")
+	fs.StringVar(&o.LogLevel, "log-level", "info", "lowest level of the lines printed: debug, info, warning, error or critical (warning and above drop every INFO line, the ready line included)")
+	fs.StringVar(&o.SpecAlgorithm, "speculative-algorithm", "", "EAGLE, EAGLE3, NEXTN, STANDALONE or NGRAM (the draft model is always derived from the target)")
 	fs.StringVar(&o.SpecDraftModelPath, "speculative-draft-model-path", "", "accepted; the draft is always derived from the target")
 	fs.IntVar(&o.SpecNumSteps, "speculative-num-steps", 3, "draft steps per round")
 	fs.IntVar(&o.SpecEagleTopK, "speculative-eagle-topk", 1, "draft branching (only 1 is supported)")
@@ -135,6 +178,20 @@ func ParseFlags(args []string, stderr io.Writer) (*Options, error) {
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("%w: unexpected argument %q (all settings are --flags)", errUsage, fs.Arg(0))
+	}
+	if persona.GraphFlagDecode {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if set["cuda-graph-max-bs"] {
+			// sglang server_args.py: the old name still works, with a warning.
+			o.Warnings = append(o.Warnings, "'--cuda-graph-max-bs is deprecated, use --cuda-graph-max-bs-decode'")
+			if !set["cuda-graph-max-bs-decode"] {
+				o.CUDAGraphMaxBS = legacyGraphBS
+			}
+		}
+	}
+	if _, err := ParseLevel(o.LogLevel); err != nil {
+		return nil, fmt.Errorf("%w: --log-level: %w", errUsage, err)
 	}
 	if err := ef.finish(o); err != nil {
 		return nil, fmt.Errorf("%w: %w", errUsage, err)
@@ -218,15 +275,13 @@ func (o *Options) validate() error {
 		return fmt.Errorf("--mem-fraction-static %v: expected a number in (0, 1]", o.MemFractionStatic)
 	}
 	if o.MaxRunning < 1 || o.ChunkedPrefill < 1 || o.PageSize < 1 || o.CUDAGraphMaxBS < 1 || o.MaxPrefillTokens < 1 {
-		return errors.New("--max-running-requests, --chunked-prefill-size, --max-prefill-tokens, --page-size and --cuda-graph-max-bs must be positive")
+		return fmt.Errorf("--max-running-requests, --chunked-prefill-size, --max-prefill-tokens, --page-size and %s must be positive", o.graphFlag())
 	}
 	if o.Topology != "nvlink" && o.Topology != "pcie" {
 		return fmt.Errorf("--topology %q: expected nvlink or pcie", o.Topology)
 	}
-	switch strings.ToUpper(o.SpecAlgorithm) {
-	case "", "EAGLE", "EAGLE3", "NONE":
-	default:
-		return fmt.Errorf("--speculative-algorithm %q: expected EAGLE3 or EAGLE", o.SpecAlgorithm)
+	if o.Dialect != DialectVLLM && !slices.Contains(append([]string{"", "NONE"}, sglangSpecAlgorithms...), strings.ToUpper(o.SpecAlgorithm)) {
+		return fmt.Errorf("--speculative-algorithm %q: invalid choice (choose from %s)", o.SpecAlgorithm, strings.Join(sglangSpecAlgorithms, ", "))
 	}
 	if strings.EqualFold(o.SpecAlgorithm, "none") {
 		o.SpecAlgorithm = ""

@@ -39,15 +39,23 @@ func (e *Engine) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/chat/completions", e.chatCompletions) // chat.go
 	mux.HandleFunc("POST /generate", e.generate)
 	mux.HandleFunc("GET /get_server_info", e.serverInfo)
-	mux.HandleFunc("GET /server_info", e.serverInfo)
 	mux.HandleFunc("GET /get_model_info", e.modelInfo)
-	mux.HandleFunc("GET /model_info", e.modelInfo)
 	mux.HandleFunc("GET /flush_cache", e.flushCache)
 	mux.HandleFunc("POST /flush_cache", e.flushCache)
 	mux.HandleFunc("GET /metrics", e.metrics)
+	mux.HandleFunc("GET /start_profile", e.sglangStartProfile)
+	mux.HandleFunc("POST /start_profile", e.sglangStartProfile)
+	mux.HandleFunc("GET /stop_profile", e.sglangStopProfile)
+	mux.HandleFunc("POST /stop_profile", e.sglangStopProfile)
 	known := map[string]string{"/health": "GET", "/health_generate": "GET", "/v1/models": "GET", "/v1/completions": "POST",
-		"/v1/chat/completions": "POST", "/generate": "POST", "/get_server_info": "GET", "/server_info": "GET", "/get_model_info": "GET", "/model_info": "GET",
-		"/flush_cache": "GET, POST", "/metrics": "GET"}
+		"/v1/chat/completions": "POST", "/generate": "POST", "/get_server_info": "GET", "/get_model_info": "GET",
+		"/flush_cache": "GET, POST", "/metrics": "GET", "/start_profile": "GET, POST", "/stop_profile": "GET, POST"}
+	if !e.Opts.Persona.ServerInfoOnlyOld {
+		// Newer releases serve the new names too (the old ones are deprecated aliases).
+		mux.HandleFunc("GET /server_info", e.serverInfo)
+		mux.HandleFunc("GET /model_info", e.modelInfo)
+		known["/server_info"], known["/model_info"] = "GET", "GET"
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if allow, ok := known[r.URL.Path]; ok {
 			w.Header().Set("Allow", allow)
@@ -116,7 +124,9 @@ func (e *Engine) flushCache(w http.ResponseWriter, _ *http.Request) {
 	fmt.Fprintln(w, "Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting requests, the operation will not be performed.)")
 }
 
-// ServerInfo is what /get_server_info reports (also used by tests).
+// ServerInfo is what /server_info (/get_server_info) reports (also used by tests): the server
+// arguments, version, KV capacity, memory usage and internal_states as SGLang reports them, and
+// under "refengine" the facts only the reference engine knows (refengineFacts).
 func (e *Engine) ServerInfo() map[string]any {
 	st := e.Sched.Stats()
 	p := e.Plans[0]
@@ -141,58 +151,32 @@ func (e *Engine) ServerInfo() map[string]any {
 	internal := map[string]any{
 		"memory_usage":                          mem,
 		"max_total_num_tokens":                  e.Alloc.CapacityTokens(),
-		"allreduce_backend":                     e.Backend,
 		"last_gen_throughput":                   st.LastGenThroughput,
 		"avg_spec_accept_length":                nil,
 		"effective_max_running_requests_per_dp": e.MaxRunning,
 		"token_usage":                           st.TokenUsage(),
 		"num_running_reqs":                      st.Running,
 		"num_queue_reqs":                        st.Queued,
-		"modelled_comm_time_s":                  st.CommTime.Seconds(),
-		"fault_delay_s":                         st.FaultDelay.Seconds(),
-		"generation_tokens_total":               st.GenerationTokensTotal,
-	}
-	// Engagement of the allreduce paths (vLLM-style checks: was the custom path used, did its
-	// largest message stay within its buffer, did a fault actually alter results).
-	gs := e.Group.Stats()
-	engagement := map[string]any{
-		"nccl_algorithm":                     string(e.NCCLAlgorithm),
-		"custom_allreduce_calls":             gs.CustomCalls,
-		"nccl_allreduce_calls":               gs.RingCalls + gs.TreeCalls,
-		"nccl_ring_calls":                    gs.RingCalls,
-		"nccl_tree_calls":                    gs.TreeCalls,
-		"custom_allreduce_max_message_bytes": gs.MaxCustomBytes,
-		"faulted_calls":                      gs.FaultedCalls,
-	}
-	for k, v := range engagement {
-		internal[k] = v
 	}
 	info := map[string]any{
 		"model_path": e.Opts.ModelPath, "served_model_name": e.modelName(), "tp_size": e.Opts.TPSize,
 		"host": e.Opts.Host, "port": e.Opts.Port, "dtype": e.Opts.DType, "mem_fraction_static": e.Opts.MemFractionStatic,
-		"device_memory": e.Opts.DeviceMemory, "topology": e.Opts.Topology,
 		"max_running_requests": e.MaxRunning, "chunked_prefill_size": e.Opts.ChunkedPrefill,
 		"max_prefill_tokens": e.Opts.MaxPrefillTokens, "context_length": e.ContextLen, "page_size": e.Opts.PageSize,
 		"cuda_graph_max_bs": e.Opts.CUDAGraphMaxBS, "disable_cuda_graph": e.Opts.DisableCUDAGraph,
 		"disable_custom_all_reduce": e.Opts.DisableCustomAR, "random_seed": e.Opts.RandomSeed,
-		"enable_deterministic_inference": e.Opts.Deterministic,
-		"speculative_algorithm":          nil, "version": Version,
-		"allreduce_backend": e.Backend, "custom_allreduce_disabled_reason": nilIfEmpty(e.CustomDisabledReason),
-		"custom_allreduce_max_bytes": e.CustomMaxBytes,
-		"interconnect":               e.Interconnect.Describe(),
-		"memory_usage":               mem, "max_total_num_tokens": e.Alloc.CapacityTokens(),
+		"enable_deterministic_inference": e.Opts.Deterministic, "log_level": e.Opts.LogLevel,
+		"speculative_algorithm": nil, "version": e.Opts.Persona.Version,
+		"memory_usage": mem, "max_total_num_tokens": e.Alloc.CapacityTokens(),
 		"last_gen_throughput": st.LastGenThroughput,
-		"faults": map[string]any{"allreduce_error": e.Opts.FaultAllReduceError, "allreduce_scale": e.Opts.FaultAllReduceScale,
-			"allreduce_drop_rank_above": sizeOrNil(e.Opts.FaultDropRank, e.Opts.FaultDropRankAbove),
-			"allreduce_stale_above":     sizeOrNil(e.Opts.FaultStale, e.Opts.FaultStaleAbove),
-			"allreduce_min_batch":       e.Opts.FaultMinBatch, "reserve_mb": e.Opts.FaultReserveMB,
-			"slowdown": e.Opts.FaultSlowdown, "crash_after": e.Opts.FaultCrashAfter, "hang_startup": e.Opts.FaultHangStartup,
-			"leak_mb_per_request": e.Opts.FaultLeakMBPerReq},
-		"weight_seed":     e.WeightSeed,
-		"internal_states": []map[string]any{internal},
+		"internal_states":     []map[string]any{internal},
+		"refengine":           e.refengineFacts(st),
 	}
-	for k, v := range engagement {
-		info[k] = v
+	if e.Opts.Persona.GraphFlagDecode {
+		// sglang server_args: the decode batch limit has its own name; the old one stays unset
+		// (the real run's /get_server_info had cuda_graph_max_bs = None).
+		info["cuda_graph_max_bs_decode"] = e.Opts.CUDAGraphMaxBS
+		info["cuda_graph_max_bs"] = nil
 	}
 	if e.Opts.SpecAlgorithm != "" {
 		al := st.AvgAcceptLength()
@@ -204,6 +188,47 @@ func (e *Engine) ServerInfo() map[string]any {
 		internal["avg_spec_accept_length"] = al
 	}
 	return info
+}
+
+// refengineFacts are what the reference engine knows about itself and no release reports: the
+// persona, the modelled device and interconnect, the memory plan, the allreduce backend in effect
+// and the engagement counters of the allreduce paths (was the custom path used, did its largest
+// message stay within its buffer, did a fault alter results), the faults and the weight seed.
+func (e *Engine) refengineFacts(st sched.Stats) map[string]any {
+	p := e.Plans[0]
+	gs := e.Group.Stats()
+	return map[string]any{
+		"persona": e.Opts.Persona.Name, "dialect": string(e.Opts.Dialect), "refengine_version": Version,
+		"device_memory": e.Opts.DeviceMemory, "topology": e.Opts.Topology, "interconnect": e.Interconnect.Describe(),
+		"allreduce_backend": e.Backend, "custom_allreduce_rule": e.CustomARRule,
+		"custom_allreduce_disabled_reason":   nilIfEmpty(e.CustomDisabledReason),
+		"custom_allreduce_forced":            e.CustomForced,
+		"custom_allreduce_max_bytes":         e.CustomMaxBytes,
+		"nccl_algorithm":                     string(e.NCCLAlgorithm),
+		"custom_allreduce_calls":             gs.CustomCalls,
+		"nccl_allreduce_calls":               gs.RingCalls + gs.TreeCalls,
+		"nccl_ring_calls":                    gs.RingCalls,
+		"nccl_tree_calls":                    gs.TreeCalls,
+		"custom_allreduce_max_message_bytes": gs.MaxCustomBytes,
+		"faulted_calls":                      gs.FaultedCalls,
+		"modelled_comm_time_s":               st.CommTime.Seconds(),
+		"fault_delay_s":                      st.FaultDelay.Seconds(),
+		"generation_tokens_total":            st.GenerationTokensTotal,
+		"memory_plan": map[string]any{
+			"device": p.DeviceBytes, "fraction": e.Opts.MemFractionStatic, "static": p.Static, "weights": p.Weights,
+			"custom_allreduce": p.CustomAR, "graph_reserve": p.GraphReserve, "activations": p.Activations,
+			"fault_reserve": p.FaultReserve, "kv_cache": e.kvBytes(0), "available": e.available(0),
+		},
+		"faults": map[string]any{"allreduce_error": e.Opts.FaultAllReduceError, "allreduce_scale": e.Opts.FaultAllReduceScale,
+			"allreduce_drop_rank_above": sizeOrNil(e.Opts.FaultDropRank, e.Opts.FaultDropRankAbove),
+			"allreduce_stale_above":     sizeOrNil(e.Opts.FaultStale, e.Opts.FaultStaleAbove),
+			"allreduce_min_batch":       e.Opts.FaultMinBatch, "reserve_mb": e.Opts.FaultReserveMB,
+			"slowdown": e.Opts.FaultSlowdown, "crash_after": e.Opts.FaultCrashAfter, "hang_startup": e.Opts.FaultHangStartup,
+			"leak_mb_per_request": e.Opts.FaultLeakMBPerReq},
+		"weight_seed":     e.WeightSeed,
+		"model_file_seed": e.FileSeed,
+		"profiling":       e.prof.active(),
+	}
 }
 
 // sizeOrNil is a fault's size threshold in bytes, or nil when the fault is off.
@@ -493,6 +518,8 @@ type result struct {
 	stop     string
 	stopAt   int
 	verifies int
+	drafted  int // draft tokens proposed to the request's verify steps
+	accepted int // of which the target accepted
 	err      error
 }
 
@@ -509,6 +536,7 @@ func collect(r *sched.Request) *result {
 			}
 		case ev.Done:
 			res.reason, res.stop, res.stopAt, res.err, res.verifies = ev.FinishReason, ev.MatchedStop, ev.StopAt, ev.Err, ev.SpecVerifies
+			res.drafted, res.accepted = ev.SpecDraftTokens, ev.SpecAcceptedDrafts
 		}
 	}
 	if res.reason == "" {
@@ -711,7 +739,7 @@ func (e *Engine) generate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res := collect(rq)
-	meta := wire.GenerateMeta{ID: rid, PromptTokens: len(prompt), CompletionTokens: len(res.tokens), E2ELatency: time.Since(start).Seconds(), SpecVerifyCount: res.verifies}
+	meta := wire.GenerateMeta{ID: rid, PromptTokens: len(prompt), CompletionTokens: len(res.tokens), E2ELatency: time.Since(start).Seconds()}
 	fr := map[string]any{"type": res.reason}
 	if res.stop != "" {
 		fr["matched"] = res.stop
@@ -721,7 +749,13 @@ func (e *Engine) generate(w http.ResponseWriter, r *http.Request) {
 	}
 	meta.FinishReason = fr
 	if req.ReturnLogprob {
-		for _, p := range res.pos {
+		pos := res.pos
+		if e.specV2Truncates() && len(pos) > 1 {
+			// Spec v2: only the first output token's logprob comes back (sglang#14046); the
+			// output itself (output_ids, completion_tokens) is complete.
+			pos = pos[:1]
+		}
+		for _, p := range pos {
 			meta.OutputTokenLogprobs = append(meta.OutputTokenLogprobs, []any{p.Logprob, p.Token, nil})
 			var top [][]any
 			for _, c := range p.Top {
@@ -730,25 +764,84 @@ func (e *Engine) generate(w http.ResponseWriter, r *http.Request) {
 			meta.OutputTopLogprobs = append(meta.OutputTopLogprobs, top)
 		}
 		if inputLP {
-			start := *req.LogprobStart
-			for i := start; i < len(prompt); i++ {
-				if i == 0 {
-					meta.InputTokenLogprobs = append(meta.InputTokenLogprobs, []any{nil, prompt[0], nil})
-					meta.InputTopLogprobs = append(meta.InputTopLogprobs, nil)
-				} else if i-1 < len(res.prompt) {
-					pp := res.prompt[i-1]
-					meta.InputTokenLogprobs = append(meta.InputTokenLogprobs, []any{pp.Logprob, prompt[i], nil})
-					// As SGLang: the top-k candidates of every prompt position (null for the first).
-					top := [][]any{}
-					for _, c := range pp.Top {
-						top = append(top, []any{c.Logprob, c.Token, nil})
-					}
-					meta.InputTopLogprobs = append(meta.InputTopLogprobs, top)
-				}
-			}
+			meta.InputTokenLogprobs, meta.InputTopLogprobs = e.inputLogprobs(prompt, res.prompt, *req.LogprobStart)
 		}
 	}
-	writeJSON(w, http.StatusOK, wire.GenerateResponse{Text: res.text(), OutputIDs: res.tokens, MetaInfo: meta})
+	writeJSON(w, http.StatusOK, sglangGenerateResponse{Text: res.text(), OutputIDs: res.tokens, MetaInfo: e.specMeta(meta, res)})
+}
+
+// sglangGenerateResponse is /generate's answer: wire.GenerateResponse with the speculative
+// decoding fields of meta_info that the persona's release reports.
+type sglangGenerateResponse struct {
+	Text      string         `json:"text"`
+	OutputIDs []int          `json:"output_ids,omitempty"`
+	MetaInfo  sglangMetaInfo `json:"meta_info"`
+}
+
+// sglangMetaInfo is wire.GenerateMeta plus the speculative fields (SGLang's tokenizer manager
+// _calculate_spec_decoding_metrics): spec_verify_ct whenever the server speculates (0 included),
+// and in 0.4 and later the acceptance length and the accepted / drafted token counts.
+type sglangMetaInfo struct {
+	wire.GenerateMeta
+	SpecVerifyCount    *int     `json:"spec_verify_ct,omitempty"`
+	SpecAcceptLength   *float64 `json:"spec_accept_length,omitempty"`
+	SpecAcceptTokenNum *int     `json:"spec_accept_token_num,omitempty"`
+	SpecDraftTokenNum  *int     `json:"spec_draft_token_num,omitempty"`
+}
+
+// specMeta adds the speculative fields to meta when the server speculates.
+func (e *Engine) specMeta(meta wire.GenerateMeta, res *result) sglangMetaInfo {
+	out := sglangMetaInfo{GenerateMeta: meta}
+	if e.Opts.SpecAlgorithm == "" {
+		return out
+	}
+	v := res.verifies
+	out.SpecVerifyCount = &v
+	if e.Opts.Persona.SpecAcceptMeta && v > 0 {
+		al := float64(len(res.tokens)) / float64(v)
+		acc, drafted := res.accepted, res.drafted
+		out.SpecAcceptLength, out.SpecAcceptTokenNum, out.SpecDraftTokenNum = &al, &acc, &drafted
+	}
+	return out
+}
+
+// specV2Truncates reports whether output logprobs are cut to the first token: the persona's
+// release runs spec v2 by default, the server speculates and SGLANG_ENABLE_SPEC_V2 is not 0/false.
+func (e *Engine) specV2Truncates() bool {
+	return e.Opts.Persona.SpecV2LogprobTruncation && e.Opts.SpecAlgorithm != "" && !envFalse(e.getenv("SGLANG_ENABLE_SPEC_V2"))
+}
+
+// inputLogprobs renders input_token_logprobs / input_top_logprobs from logprob_start_len on:
+// current releases pad the first entry ([null, id, null]; scheduler: [None] +
+// input_token_logprobs[:-1]), so there are prompt_tokens-start entries and entry j is prompt
+// token start+j; old releases (InputLogprobsNoPad) start at token start+1 without a pad, so
+// there are prompt_tokens-start-1.
+func (e *Engine) inputLogprobs(prompt []int, scored []sched.Position, start int) ([][]any, [][][]any) {
+	var vals [][]any
+	var tops [][][]any
+	first := start
+	if e.Opts.Persona.InputLogprobsNoPad {
+		first = start + 1
+	}
+	for i := first; i < len(prompt); i++ {
+		if i == 0 || (i == start && !e.Opts.Persona.InputLogprobsNoPad) {
+			vals = append(vals, []any{nil, prompt[i], nil})
+			tops = append(tops, nil)
+			continue
+		}
+		if i-1 >= len(scored) {
+			break
+		}
+		pp := scored[i-1]
+		vals = append(vals, []any{pp.Logprob, prompt[i], nil})
+		// As SGLang: the top-k candidates of every prompt position (null for the first).
+		top := [][]any{}
+		for _, c := range pp.Top {
+			top = append(top, []any{c.Logprob, c.Token, nil})
+		}
+		tops = append(tops, top)
+	}
+	return vals, tops
 }
 
 // Default output lengths when a request sets none: OpenAI's completions default, and the chat

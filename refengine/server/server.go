@@ -28,7 +28,8 @@ import (
 	"github.com/reckon-ci/reckon/refengine/tp"
 )
 
-// Version is reported by /get_server_info.
+// Version is the reference engine's own version (/server_info's "refengine" object); the version
+// the engine reports as its engine's is its persona's (Persona.Version).
 const Version = "refengine-0.1"
 
 // ForceCustomAREnv forces the custom allreduce where SGLang would refuse it (PCIe, tp > 2).
@@ -57,23 +58,34 @@ type Engine struct {
 	NCCLAlgorithm collective.Algorithm
 	// WeightSeed is the seed the weights were generated from (--weight-seed or the model file's).
 	WeightSeed uint64
-	// CustomDisabledReason is set when the custom allreduce was requested but refused.
+	// CustomDisabledReason is set when the custom allreduce was requested but refused with a
+	// warning (TP2 over PCIe under v2 is refused silently and leaves it empty).
 	CustomDisabledReason string
-	CustomMaxBytes       int64
-	ContextLen           int
-	MaxRunning           int
-	GraphBytes           int64 // graph reserve, target + draft
-	GraphTarget          int64
-	GraphDraft           int64
-	Interconnect         interconnect.Model
-	started              time.Time
-	ready                atomic.Bool
-	served               atomic.Int64
-	fatal                chan error
-	fatalOnce            sync.Once
-	getenv               func(string) string
+	// CustomARRule is the custom-allreduce implementation whose rule was applied: "v1" (SGLang
+	// 0.3/0.4, vLLM, SGLang latest with SGLANG_OPT_USE_CUSTOM_ALL_REDUCE_V2=0) or "v2" (SGLang
+	// latest's CustomAllReduceV2).
+	CustomARRule string
+	// CustomForced: REFENGINE_FORCE_CUSTOM_AR=1 put the custom allreduce where the rule refused it.
+	CustomForced bool
+	// FileSeed is the model file's weight seed (WeightSeed differs with --weight-seed).
+	FileSeed       uint64
+	CustomMaxBytes int64
+	ContextLen     int
+	MaxRunning     int
+	GraphBytes     int64 // graph reserve, target + draft
+	GraphTarget    int64
+	GraphDraft     int64
+	Interconnect   interconnect.Model
+	started        time.Time
+	ready          atomic.Bool
+	served         atomic.Int64
+	fatal          chan error
+	fatalOnce      sync.Once
+	getenv         func(string) string
 	// v is the vLLM dialect's state (stats, histograms); nil in the SGLang dialect.
 	v *vllmState
+	// prof is the torch profiler (/start_profile, /stop_profile).
+	prof *profiler
 }
 
 // Build constructs the engine from opts, printing the start-up log to the logger.
@@ -82,6 +94,7 @@ func Build(opts *Options, lg *Logger, getenv func(string) string) (*Engine, erro
 		getenv = os.Getenv
 	}
 	e := &Engine{Opts: opts, Log: lg, started: time.Now(), fatal: make(chan error, 1), getenv: getenv}
+	e.prof = newProfiler(e)
 	vllm := opts.Dialect == DialectVLLM
 	// sg prints the SGLang dialect's start-up lines; the vLLM dialect prints its own (vllm_log.go)
 	// from the same numbers.
@@ -91,6 +104,16 @@ func Build(opts *Options, lg *Logger, getenv func(string) string) (*Engine, erro
 		if err := e.vllmInit(); err != nil {
 			return nil, fmt.Errorf("%w: %w", errUsage, err)
 		}
+	}
+	if opts.Persona == nil {
+		p, err := LookupPersona(opts.Dialect, "")
+		if err != nil {
+			return nil, err
+		}
+		opts.Persona = p
+	}
+	if err := e.setLogLevels(); err != nil {
+		return nil, fmt.Errorf("%w: %w", errUsage, err)
 	}
 	ncclAlg, err := collective.ParseNCCLAlgo(getenv(collective.NCCLAlgoEnv))
 	if err != nil {
@@ -114,13 +137,14 @@ func Build(opts *Options, lg *Logger, getenv func(string) string) (*Engine, erro
 	if opts.ContextLength > 0 && opts.ContextLength < e.ContextLen {
 		e.ContextLen = opts.ContextLength
 	}
+	for _, w := range opts.Warnings {
+		sg.Warn("%s", w)
+	}
 	sg.Info("%s", serverArgsLine(opts))
 	if vllm {
 		e.vllmHeader()
 	}
-	if opts.WeightSeed != 0 {
-		sg.Info("Weights are generated from seed %d (--weight-seed; the model file's seed is %d).", cfg.Seed, fileSeed)
-	}
+	e.FileSeed = fileSeed
 	topo, err := interconnect.Parse(opts.Topology)
 	if err != nil {
 		return nil, err
@@ -138,31 +162,31 @@ func Build(opts *Options, lg *Logger, getenv func(string) string) (*Engine, erro
 	if err := e.Interconnect.Validate(); err != nil {
 		return nil, fmt.Errorf("--topology: %w", err)
 	}
-	sg.Info("%s", e.Interconnect.Describe())
 	if vllm {
-		e.vlog(tagEngineCore, levelInfo, locRefengine, "%s", e.Interconnect.Describe())
 		if getenv("VLLM_BATCH_INVARIANT") == "1" {
 			opts.Deterministic = true // vLLM's batch invariance: every row reduced on its own
 		}
 	}
 
-	// Allreduce selection, as SGLang's CustomAllreduce does it.
+	// Allreduce selection, as the persona's release does it (allreduceRule).
 	n := opts.TPSize
 	H := cfg.Hidden
-	forced := false
-	custom := false
+	rule := e.allreduceRule()
+	custom, forced := false, false
 	switch {
 	case n == 1:
 	case opts.DisableCustomAR:
-	case topo == interconnect.PCIe && n > 2:
+	case topo == interconnect.PCIe && (n > 2 || rule == "v2"):
 		if getenv(ForceCustomAREnv) == "1" {
 			custom, forced = true, true
-		} else {
-			e.CustomDisabledReason = "Custom allreduce is disabled because it's not supported on more than two PCIe-only GPUs. To silence this warning, specify disable_custom_all_reduce=True explicitly."
+		} else if n > 2 {
+			e.CustomDisabledReason = customARDisabledReason(rule)
 		}
 	default:
 		custom = true
 	}
+	e.CustomARRule = rule
+	e.CustomForced = forced
 	var customARBytes int64
 	if custom {
 		e.Backend = "custom"
@@ -256,11 +280,7 @@ func Build(opts *Options, lg *Logger, getenv func(string) string) (*Engine, erro
 		p := e.Plans[r]
 		sg.Rank(r, "Init torch distributed begin.")
 		if e.CustomDisabledReason != "" {
-			sg.Rank(r, "%s", e.CustomDisabledReason)
-		}
-		if forced {
-			sg.Rank(r, "%s=1: custom allreduce forced on %d PCIe-only GPUs; IPC workspace sized for the largest prefill (%d tokens x hidden %d x 4 bytes = %.2f MB per buffer, x %d buffers) = %s",
-				ForceCustomAREnv, n, max(opts.ChunkedPrefill, opts.MaxPrefillTokens), H, float64(e.CustomMaxBytes)/(1<<20), 2*n, memplan.GiBString(customARBytes))
+			sg.RankAt(LevelWarning, r, "%s", e.CustomDisabledReason)
 		}
 		sg.Rank(r, "Init torch distributed ends. mem usage=%s", memplan.GiBString(customARBytes))
 		avail := opts.DeviceMemory - customARBytes
@@ -289,10 +309,12 @@ func Build(opts *Options, lg *Logger, getenv func(string) string) (*Engine, erro
 			avail -= kvD
 		}
 		sg.Rank(r, "Memory pool end. avail mem=%s", memplan.GiBString(avail))
-		if r == 0 && custom {
-			sg.Rank(r, "Registering %d cuda graph addresses", 2*cfg.Layers*len(bsList))
-		}
 		if !opts.DisableCUDAGraph {
+			if r == 0 && custom && rule == "v1" && opts.Persona.RegisteringLine {
+				// v1 registers the captured graphs' buffers (custom_all_reduce.py
+				// register_graph_buffers); v2 registers them without a word.
+				sg.Rank(r, "Registering %d cuda graph addresses", 2*cfg.Layers*len(bsList))
+			}
 			bs := formatInts(bsList)
 			sg.Rank(r, "Capture target %s CUDA graph begin. backend=full, num_tokens_per_req=%d, bs=%s, avail mem=%s", phase, numDraft, bs, memplan.GiBString(avail))
 			avail -= graphTarget
@@ -310,17 +332,6 @@ func Build(opts *Options, lg *Logger, getenv func(string) string) (*Engine, erro
 	}
 	e.Alloc = kvcache.NewAllocator(pages, opts.PageSize)
 	e.MaxRunning = min(opts.MaxRunning, pages)
-	p0 := e.Plans[0]
-	switch e.Backend {
-	case "custom":
-		sg.Info("Allreduce backend: custom (one-shot; tensors up to %.3f MB, larger ones use nccl %s), topology=%s, tp_size=%d", float64(e.CustomMaxBytes)/(1<<20), ncclAlg, topo, n)
-	default:
-		sg.Info("Allreduce backend: nccl (%s), topology=%s, tp_size=%d", ncclAlg, topo, n)
-	}
-	sg.Info("Memory plan per rank (modelled device %s, mem_fraction_static=%.3f): static=%s, weights=%s, custom_allreduce=%s, graph_reserve=%s, activations=%s, fault_reserve=%s, kv_cache=%s, available=%s",
-		memplan.GiBString(opts.DeviceMemory), opts.MemFractionStatic, memplan.GiBString(p0.Static), memplan.GiBString(p0.Weights),
-		memplan.GiBString(p0.CustomAR), memplan.GiBString(p0.GraphReserve), memplan.GiBString(p0.Activations),
-		memplan.GiBString(p0.FaultReserve), memplan.GiBString(e.kvBytes(0)), memplan.GiBString(e.available(0)))
 	sg.Info("max_total_num_tokens=%d, chunked_prefill_size=%d, max_prefill_tokens=%d, max_running_requests=%d, context_len=%d, available_gpu_mem=%.4f GB",
 		pages*opts.PageSize, opts.ChunkedPrefill, opts.MaxPrefillTokens, e.MaxRunning, e.ContextLen, memplan.GiB(e.available(0)))
 
@@ -338,12 +349,60 @@ func Build(opts *Options, lg *Logger, getenv func(string) string) (*Engine, erro
 		MaxRunning: e.MaxRunning, ChunkedPrefill: opts.ChunkedPrefill, ContextLen: e.ContextLen,
 		DecodeLogEvery: opts.DecodeLogInterval, CUDAGraphMaxBS: opts.CUDAGraphMaxBS, DisableGraph: opts.DisableCUDAGraph,
 		RandomSeed: opts.RandomSeed, Slowdown: opts.FaultSlowdown, LeakBytesPerReq: int64(opts.FaultLeakMBPerReq * (1 << 20)),
-		KVBytesPerToken: kvPerTok, Spec: sc, Logf: sg.Info,
+		KVBytesPerToken: kvPerTok, Spec: sc, Logf: sg.Info, OnStep: e.prof.onStep,
 	}, group, e.Alloc)
 	if vllm {
-		e.vllmStartup(loadElapsed, forced, customARBytes)
+		e.vllmStartup(loadElapsed)
 	}
 	return e, nil
+}
+
+// CustomARV2Env switches SGLang's CustomAllReduceV2 off ("0") where it is the default.
+const CustomARV2Env = "SGLANG_OPT_USE_CUSTOM_ALL_REDUCE_V2"
+
+// allreduceRule is the custom-allreduce implementation the persona's release selects: "v2" for
+// SGLang releases where CustomAllReduceV2 is the default (unless SGLANG_OPT_USE_CUSTOM_ALL_REDUCE_V2
+// is 0/false), else "v1".
+func (e *Engine) allreduceRule() string {
+	if e.Opts.Dialect == DialectSGLang && e.Opts.Persona.CustomARV2 && !envFalse(e.getenv(CustomARV2Env)) {
+		return "v2"
+	}
+	return "v1"
+}
+
+// customARDisabledReason is the warning every rank prints when the custom allreduce is refused
+// on more than two PCIe-only GPUs; v2's names its class (custom_all_reduce_utils.py formats it
+// with the implementation's name).
+func customARDisabledReason(rule string) string {
+	name := "Custom allreduce"
+	if rule == "v2" {
+		name = "CustomAllReduceV2"
+	}
+	return name + " is disabled because it's not supported on more than two PCIe-only GPUs. To silence this warning, specify disable_custom_all_reduce=True explicitly."
+}
+
+// setLogLevels applies the log levels: SGLang's --log-level (engine and uvicorn lines); vLLM's
+// VLLM_LOGGING_LEVEL (engine lines) and --uvicorn-log-level (uvicorn's).
+func (e *Engine) setLogLevels() error {
+	o := e.Opts
+	if o.Dialect == DialectVLLM {
+		main, err := ParseLevel(e.getenv("VLLM_LOGGING_LEVEL"))
+		if err != nil {
+			return fmt.Errorf("VLLM_LOGGING_LEVEL: %w", err)
+		}
+		uv, err := ParseLevel(o.UvicornLogLevel)
+		if err != nil {
+			return fmt.Errorf("--uvicorn-log-level: %w", err)
+		}
+		e.Log.SetLevels(main, uv)
+		return nil
+	}
+	lv, err := ParseLevel(o.LogLevel)
+	if err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	e.Log.SetLevels(lv, lv)
+	return nil
 }
 
 // kvBytes is rank r's really allocated KV bytes (target + draft).
@@ -424,6 +483,15 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "refengine: %v\n", err)
 		return 2
 	}
+	if wantsVersion(rest) {
+		p, _, err := personaOf(dialect, rest)
+		if err != nil {
+			fmt.Fprintf(stderr, "refengine: %v\n", err)
+			return 2
+		}
+		fmt.Fprintln(stdout, p.Version)
+		return 0
+	}
 	var opts *Options
 	if dialect == DialectVLLM {
 		opts, err = ParseVLLMFlags(rest, stderr)
@@ -436,7 +504,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		if dialect == DialectVLLM {
 			msg := strings.TrimPrefix(err.Error(), "usage: ")
-			if !strings.HasPrefix(msg, "vllm serve: error: ") {
+			if !strings.HasPrefix(msg, "vllm serve: error: ") && !strings.HasPrefix(msg, "vllm: error: ") {
 				msg = "vllm serve: error: " + msg
 			}
 			fmt.Fprintf(stderr, "%s\n%s\n", vllmUsageLine, msg)
@@ -461,7 +529,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		// SGLang's scheduler process dies with a Python traceback; print the same shape.
-		lg.Info("Scheduler hit an exception: Traceback (most recent call last):\n"+
+		lg.Error("Scheduler hit an exception: Traceback (most recent call last):\n"+
 			"  File \"refengine/server/server.go\", in Build\n"+
 			"RuntimeError: %v", err)
 		return 1
@@ -472,7 +540,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			lg.VLLMRaw(tagAPIServer, "ERROR:    [Errno 98] error while attempting to bind on address (%s, %d): address already in use (%v)", opts.Host, opts.Port, err)
 			return 1
 		}
-		lg.Info("ERROR: [Errno 98] error while attempting to bind on address (%s, %d): address already in use (%v)", opts.Host, opts.Port, err)
+		lg.Error("ERROR: [Errno 98] error while attempting to bind on address (%s, %d): address already in use (%v)", opts.Host, opts.Port, err)
 		return 1
 	}
 	if err := e.Serve(ctx, ln); err != nil {
@@ -483,13 +551,35 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // SplitDialect picks the dialect from the front of a command line: `vllm serve ...` and
 // `--dialect vllm [serve] ...` (or `--dialect=vllm`) are the vLLM dialect, `--dialect sglang ...`
-// and anything else the SGLang dialect. It returns the remaining arguments.
+// and anything else the SGLang dialect. It returns the remaining arguments. Between `vllm` and
+// `serve` it takes --engine-version V (kept in the remaining arguments); `vllm [--engine-version
+// V] --version` needs no serve.
 func SplitDialect(args []string) (Dialect, []string, error) {
 	if len(args) > 0 && args[0] == "vllm" {
-		if len(args) < 2 || args[1] != "serve" {
-			return "", nil, errors.New("vllm: expected the serve subcommand (refengine vllm serve MODEL [vLLM flags])")
+		var pre []string
+		i := 1
+		for ; i < len(args) && args[i] != "serve"; i++ {
+			a := args[i]
+			switch {
+			case a == "--version" || a == "-version" || strings.HasPrefix(a, EngineVersionFlag+"="):
+				pre = append(pre, a)
+			case a == EngineVersionFlag && i+1 < len(args):
+				pre = append(pre, a, args[i+1])
+				i++
+			default:
+				if wantsVersion(pre) {
+					return DialectVLLM, pre, nil
+				}
+				return "", nil, errors.New("vllm: expected the serve subcommand (refengine vllm [--engine-version V] serve MODEL [vLLM flags])")
+			}
 		}
-		return DialectVLLM, args[2:], nil
+		if i >= len(args) {
+			if wantsVersion(pre) {
+				return DialectVLLM, pre, nil
+			}
+			return "", nil, errors.New("vllm: expected the serve subcommand (refengine vllm [--engine-version V] serve MODEL [vLLM flags])")
+		}
+		return DialectVLLM, append(pre, args[i+1:]...), nil
 	}
 	if len(args) == 0 {
 		return DialectSGLang, args, nil
@@ -532,10 +622,10 @@ func (e *Engine) Serve(ctx context.Context, ln net.Listener) error {
 	addr := ln.Addr().(*net.TCPAddr)
 	vllm := e.Opts.Dialect == DialectVLLM
 	if !vllm {
-		e.Log.Raw("INFO:     Started server process [%d]", os.Getpid())
-		e.Log.Raw("INFO:     Waiting for application startup.")
-		e.Log.Raw("INFO:     Application startup complete.")
-		e.Log.Raw("INFO:     Uvicorn running on http://%s (Press CTRL+C to quit)", net.JoinHostPort(e.Opts.Host, fmt.Sprint(addr.Port)))
+		e.Log.Uvicorn("INFO:     Started server process [%d]", os.Getpid())
+		e.Log.Uvicorn("INFO:     Waiting for application startup.")
+		e.Log.Uvicorn("INFO:     Application startup complete.")
+		e.Log.Uvicorn("INFO:     Uvicorn running on http://%s (Press CTRL+C to quit)", net.JoinHostPort(e.Opts.Host, fmt.Sprint(addr.Port)))
 	}
 	switch {
 	case e.Opts.FaultHangStartup && vllm:
@@ -554,7 +644,7 @@ func (e *Engine) Serve(ctx context.Context, ln net.Listener) error {
 	select {
 	case <-ctx.Done():
 		if vllm {
-			e.Log.VLLMRaw(tagAPIServer, "INFO:     Shutting down")
+			e.Log.VLLMUvicorn(tagAPIServer, "INFO:     Shutting down")
 		} else {
 			e.Log.Info("Received shutdown signal; stopping (in-flight requests get up to 2 s to finish).")
 		}
@@ -563,7 +653,7 @@ func (e *Engine) Serve(ctx context.Context, ln net.Listener) error {
 		if vllm {
 			e.vllmFatal("Scheduler.Run", err)
 		} else {
-			e.Log.Info("Scheduler hit an exception: %v", err)
+			e.Log.Error("Scheduler hit an exception: %v", err)
 		}
 		schedDone <- err
 	case err := <-httpDone:
@@ -590,9 +680,9 @@ func (e *Engine) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	if failure == nil {
 		if vllm {
-			e.Log.VLLMRaw(tagAPIServer, "INFO:     Waiting for application shutdown.")
-			e.Log.VLLMRaw(tagAPIServer, "INFO:     Application shutdown complete.")
-			e.Log.VLLMRaw(tagAPIServer, "INFO:     Finished server process [%d]", os.Getpid())
+			e.Log.VLLMUvicorn(tagAPIServer, "INFO:     Waiting for application shutdown.")
+			e.Log.VLLMUvicorn(tagAPIServer, "INFO:     Application shutdown complete.")
+			e.Log.VLLMUvicorn(tagAPIServer, "INFO:     Finished server process [%d]", os.Getpid())
 		} else {
 			e.Log.Info("Shutdown complete.")
 		}
@@ -621,7 +711,7 @@ func (e *Engine) vllmWarmup(ctx context.Context, addr *net.TCPAddr) {
 func (e *Engine) warmup(ctx context.Context) {
 	if !e.Opts.SkipWarmup {
 		if err := e.generateOne(ctx); err != nil {
-			e.Log.Info("Warmup failed: %v", err)
+			e.Log.Error("Warmup failed: %v", err)
 			return
 		}
 	}
@@ -669,11 +759,11 @@ func (e *Engine) crashDue() bool {
 			e.fatal <- fmt.Errorf("fault injection: crashed after %d requests", c)
 			return
 		}
-		e.Log.Info("%s", "Scheduler hit an exception: Traceback (most recent call last):\n"+
+		e.Log.Error("%s", "Scheduler hit an exception: Traceback (most recent call last):\n"+
 			"  File \"refengine/server/server.go\", in Engine.crashDue\n"+
 			"    fault injection\n"+
 			fmt.Sprintf("RuntimeError: refengine fault injection: --fault-crash-after %d reached (%d requests served)", c, c))
-		e.Log.Info("Received sigquit from a child process. It usually means the child failed.")
+		e.Log.Error("Received sigquit from a child process. It usually means the child failed.")
 		e.fatal <- fmt.Errorf("fault injection: crashed after %d requests", c)
 	})
 	return true

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -20,11 +21,6 @@ const (
 	DialectSGLang Dialect = "sglang"
 	DialectVLLM   Dialect = "vllm"
 )
-
-// VLLMVersion is what the vLLM dialect reports as its version (/version, the start-up line): the
-// vLLM release whose log lines and API shapes it speaks, with the reference engine's own version as
-// a PEP 440 local label.
-const VLLMVersion = "0.11.0+refengine.0.1"
 
 // vLLM's defaults where they differ from the SGLang dialect's. vLLM V1 picks max_num_seqs and
 // max_num_batched_tokens by device size; these are its values for the API server on a device
@@ -42,7 +38,7 @@ const (
 // ignores: they change nothing it models.
 var (
 	vllmIgnoredString = []string{"tokenizer", "revision", "tokenizer-revision", "tokenizer-mode", "load-format", "download-dir",
-		"kv-cache-dtype", "quantization", "api-key", "uvicorn-log-level", "chat-template", "tool-call-parser", "reasoning-parser",
+		"kv-cache-dtype", "quantization", "api-key", "chat-template", "tool-call-parser", "reasoning-parser",
 		"distributed-executor-backend", "compilation-config", "generation-config", "hf-overrides", "swap-space",
 		"cpu-offload-gb", "response-role", "root-path", "logits-processor-pattern", "attention-backend"}
 	vllmIgnoredBool = []string{"trust-remote-code", "enable-prefix-caching", "no-enable-prefix-caching", "enable-chunked-prefill",
@@ -50,6 +46,48 @@ var (
 		"disable-frontend-multiprocessing", "enable-auto-tool-choice", "disable-fastapi-docs", "enable-prompt-tokens-details",
 		"async-scheduling", "no-async-scheduling", "enable-server-load-tracking"}
 )
+
+// vllmSpecMethods are the speculative "method" names vLLM accepts (vllm/config/speculative.py).
+// The reference engine drafts every one of them with the draft model it derives from the target.
+var vllmSpecMethods = []string{"eagle", "eagle3", "mtp", "ngram", "draft_model"}
+
+// parseProfilerConfig reads vLLM's --profiler-config JSON (vllm/config/profiler.py): the torch
+// profiler and its trace directory. It returns the directory.
+func parseProfilerConfig(s string) (string, error) {
+	var pc struct {
+		Profiler string `json:"profiler"`
+		Dir      string `json:"torch_profiler_dir"`
+	}
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&pc); err != nil {
+		return "", fmt.Errorf(`--profiler-config %q: %v; expected e.g. {"profiler": "torch", "torch_profiler_dir": "/tmp/traces"}`, s, err)
+	}
+	if pc.Profiler != "torch" {
+		return "", fmt.Errorf(`--profiler-config: "profiler" %q: expected "torch" (the only profiler the reference engine has)`, pc.Profiler)
+	}
+	if strings.TrimSpace(pc.Dir) == "" {
+		return "", errors.New(`--profiler-config: "torch_profiler_dir" is required with "profiler": "torch"`)
+	}
+	return pc.Dir, nil
+}
+
+// maxGraphSize reads --cuda-graph-sizes (one size, or several separated by commas or spaces)
+// and returns the largest.
+func maxGraphSize(s string) (int, error) {
+	best := 0
+	for _, f := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' }) {
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 {
+			return 0, fmt.Errorf("invalid int value: %q (expected positive batch sizes)", f)
+		}
+		best = max(best, n)
+	}
+	if best == 0 {
+		return 0, fmt.Errorf("expected at least one batch size, got %q", s)
+	}
+	return best, nil
+}
 
 // vllmUsageLine is the first line of vLLM's usage message.
 const vllmUsageLine = "usage: vllm serve [model_tag] [options]"
@@ -62,7 +100,24 @@ const vllmUsageLine = "usage: vllm serve [model_tag] [options]"
 // reference engine's own flags (--topology, --device-memory, --fault-*, ...). An unknown flag is
 // rejected as vLLM's argument parser rejects it ("unrecognized arguments").
 func ParseVLLMFlags(args []string, stderr io.Writer) (*Options, error) {
-	o := &Options{Dialect: DialectVLLM, MaxPrefillTokens: 16384, DecodeLogInterval: 0, LogLevel: "info"}
+	persona, args, err := personaOf(DialectVLLM, args)
+	if err != nil {
+		return nil, fmt.Errorf("%w: vllm: error: %w", errUsage, err)
+	}
+	o := &Options{Dialect: DialectVLLM, Persona: persona, MaxPrefillTokens: 16384, DecodeLogInterval: 0, LogLevel: "info"}
+	if !persona.MaxCaptureSizeFlag {
+		// Releases before --max-cudagraph-capture-size: argparse rejects it with its value.
+		for i, a := range args {
+			name, val, hasVal := strings.Cut(a, "=")
+			if name != "--max-cudagraph-capture-size" {
+				continue
+			}
+			if !hasVal && i+1 < len(args) {
+				val = args[i+1]
+			}
+			return nil, fmt.Errorf("%w: vllm: error: unrecognized arguments: %s", errUsage, strings.TrimSpace(name+" "+val))
+		}
+	}
 	fs := flag.NewFlagSet("vllm serve", flag.ContinueOnError)
 	// As vLLM's argument parser: --help prints the options, an error only the usage line and
 	// the error (Main prints those).
@@ -88,7 +143,17 @@ func ParseVLLMFlags(args []string, stderr io.Writer) (*Options, error) {
 	fs.IntVar(&o.ChunkedPrefill, "max-num-batched-tokens", vllmDefaultBatchedTokens, "maximum tokens per iteration (chunked prefill)")
 	fs.IntVar(&o.ContextLength, "max-model-len", 0, "context length (0 = the model's max_position_embeddings)")
 	fs.IntVar(&o.PageSize, "block-size", 16, "KV cache block size in tokens")
-	fs.IntVar(&o.CUDAGraphMaxBS, "max-cudagraph-capture-size", 0, "largest captured batch size (0 = min(2 x max-num-seqs, 512), as vLLM)")
+	graphSizes := ""
+	if persona.MaxCaptureSizeFlag {
+		fs.IntVar(&o.CUDAGraphMaxBS, "max-cudagraph-capture-size", 0, "largest captured batch size (0 = min(2 x max-num-seqs, 512), as vLLM)")
+	} else {
+		fs.StringVar(&graphSizes, "cuda-graph-sizes", "", "CUDA graph capture sizes (one size N: 1, 2, 4 and multiples of 8 up to N; several, comma-separated: those)")
+	}
+	profilerConfig := ""
+	if persona.ProfilerConfigFlag {
+		fs.StringVar(&profilerConfig, "profiler-config", "", `profiler as JSON, e.g. {"profiler": "torch", "torch_profiler_dir": "/tmp/traces"}`)
+	}
+	fs.StringVar(&o.UvicornLogLevel, "uvicorn-log-level", "info", "uvicorn's log level: debug, info, warning, error, critical or trace")
 	fs.BoolVar(&o.DisableCUDAGraph, "enforce-eager", false, "no CUDA graphs (no graph reserve)")
 	fs.BoolVar(&o.DisableCustomAR, "disable-custom-all-reduce", false, "disable the custom (one-shot) allreduce and fall back to NCCL (ring; tree with NCCL_ALGO=Tree)")
 	spec := fs.String("speculative-config", "", `speculative decoding as JSON, e.g. {"method": "eagle3", "num_speculative_tokens": 3}`)
@@ -143,7 +208,24 @@ func ParseVLLMFlags(args []string, stderr io.Writer) (*Options, error) {
 	if err := o.validateVLLM(*spec); err != nil {
 		return nil, fmt.Errorf("%w: %w", errUsage, err)
 	}
-	if !set["max-cudagraph-capture-size"] || o.CUDAGraphMaxBS == 0 {
+	if _, err := ParseLevel(o.UvicornLogLevel); err != nil {
+		return nil, fmt.Errorf("%w: vllm serve: error: argument --uvicorn-log-level: %w", errUsage, err)
+	}
+	if set["profiler-config"] {
+		dir, err := parseProfilerConfig(profilerConfig)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", errUsage, err)
+		}
+		o.ProfilerDir = dir
+	}
+	if set["cuda-graph-sizes"] {
+		bs, err := maxGraphSize(graphSizes)
+		if err != nil {
+			return nil, fmt.Errorf("%w: vllm serve: error: argument --cuda-graph-sizes: %w", errUsage, err)
+		}
+		o.CUDAGraphMaxBS = bs
+	}
+	if !(set["max-cudagraph-capture-size"] || set["cuda-graph-sizes"]) || o.CUDAGraphMaxBS == 0 {
 		o.CUDAGraphMaxBS = min(2*o.MaxRunning, vllmMaxCaptureSizeCeiling)
 	}
 	o.NonDefaultArgs = vllmNonDefaultArgs(o, set, len(positional) == 1)
@@ -215,18 +297,19 @@ func (o *Options) validateVLLM(specJSON string) error {
 	sort.Strings(keys)
 	for _, k := range keys {
 		switch k {
-		case "method", "model", "num_speculative_tokens", "draft_tensor_parallel_size", "max_model_len", "revision", "quantization":
+		case "method", "model", "num_speculative_tokens", "draft_tensor_parallel_size", "max_model_len", "revision", "quantization",
+			"prompt_lookup_max", "prompt_lookup_min":
 		default:
-			return fmt.Errorf("--speculative-config: unknown key %q (expected method, model, num_speculative_tokens, draft_tensor_parallel_size, max_model_len, revision or quantization)", k)
+			return fmt.Errorf("--speculative-config: unknown key %q (expected method, model, num_speculative_tokens, draft_tensor_parallel_size, max_model_len, revision, quantization, prompt_lookup_max or prompt_lookup_min)", k)
 		}
 	}
 	method, _ := sc["method"].(string)
-	switch strings.ToLower(method) {
-	case "eagle", "eagle3":
-	case "":
-		return errors.New(`--speculative-config: "method" is required: expected "eagle" or "eagle3"`)
-	default:
-		return fmt.Errorf(`--speculative-config: method %q is not modelled by the reference engine (it drafts with an EAGLE-style head only): expected "eagle" or "eagle3"`, method)
+	if method == "" {
+		return fmt.Errorf(`--speculative-config: "method" is required: expected one of %s`, strings.Join(vllmSpecMethods, ", "))
+	}
+	if !slices.Contains(vllmSpecMethods, strings.ToLower(method)) {
+		// vllm/config/speculative.py: SpeculativeConfig's method is a Literal of these names.
+		return fmt.Errorf(`--speculative-config: 1 validation error for SpeculativeConfig: method: Input should be %s (got %q)`, strings.Join(vllmSpecMethods, ", "), method)
 	}
 	n, ok := sc["num_speculative_tokens"].(json.Number)
 	if !ok {
@@ -286,6 +369,8 @@ func vllmNonDefaultArgs(o *Options, set map[string]bool, positional bool) [][2]s
 		{"disable-log-stats", "disable_log_stats", func() string { return pyBool(o.DisableLogStats) }},
 		{"speculative-config", "speculative_config", func() string { return pySpecConfig(o) }},
 		{"max-cudagraph-capture-size", "max_cudagraph_capture_size", func() string { return strconv.Itoa(o.CUDAGraphMaxBS) }},
+		{"cuda-graph-sizes", "cuda_graph_sizes", func() string { return "[" + strconv.Itoa(o.CUDAGraphMaxBS) + "]" }},
+		{"uvicorn-log-level", "uvicorn_log_level", func() string { return pyStr(o.UvicornLogLevel) }},
 	} {
 		if set[f.flag] {
 			add(f.key, f.val())

@@ -35,9 +35,13 @@ func (e *Engine) vllmHandler() http.Handler {
 	if e.v.devMode {
 		mux.HandleFunc("GET /server_info", e.vllmServerInfo)
 	}
+	if e.vllmProfilerDir() != "" {
+		mux.HandleFunc("POST /start_profile", e.vllmStartProfile)
+		mux.HandleFunc("POST /stop_profile", e.vllmStopProfile)
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		for _, rt := range vllmRoutes {
-			if rt[0] == r.URL.Path && (rt[0] != "/server_info" || e.v.devMode) {
+			if rt[0] == r.URL.Path && e.vllmServes(rt[0]) {
 				w.Header().Set("Allow", rt[1])
 				writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"detail": "Method Not Allowed"})
 				return
@@ -49,7 +53,7 @@ func (e *Engine) vllmHandler() http.Handler {
 }
 
 func (e *Engine) vllmVersion(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]string{"version": VLLMVersion})
+	writeJSON(w, http.StatusOK, map[string]string{"version": e.Opts.Persona.Version})
 }
 
 // vllmModelCard is one entry of vLLM's /v1/models.
@@ -69,14 +73,20 @@ func (e *Engine) vllmModels(w http.ResponseWriter, _ *http.Request) {
 }
 
 // vllmServerInfo is /server_info, served only with VLLM_SERVER_DEV_MODE=1 as in vLLM: the engine
-// config as text (vLLM's vllm_config) and, under "refengine", the same structured server info
-// as the SGLang dialect's /server_info (memory plan, allreduce backend and engagement counters).
+// config as text (vLLM's vllm_config) and, under "refengine", the SGLang dialect's /server_info
+// with its "refengine" facts merged in (memory plan, allreduce backend and engagement counters).
 func (e *Engine) vllmServerInfo(w http.ResponseWriter, _ *http.Request) {
 	o := e.Opts
 	cfg := fmt.Sprintf("model='%s', tensor_parallel_size=%d, dtype=%s, max_model_len=%d, gpu_memory_utilization=%g, block_size=%d, max_num_seqs=%d, max_num_batched_tokens=%d, disable_custom_all_reduce=%s, enforce_eager=%s, max_cudagraph_capture_size=%d, speculative_config=%s, seed=%d",
 		o.ModelPath, o.TPSize, e.dtypeName(), e.ContextLen, o.MemFractionStatic, o.PageSize, e.MaxRunning, o.ChunkedPrefill,
 		pyBool(o.DisableCustomAR), pyBool(o.DisableCUDAGraph), o.CUDAGraphMaxBS, pySpecConfig(o), o.RandomSeed)
-	writeJSON(w, http.StatusOK, map[string]any{"vllm_config": cfg, "refengine": e.ServerInfo()})
+	info := e.ServerInfo()
+	facts, _ := info["refengine"].(map[string]any)
+	delete(info, "refengine")
+	for k, v := range facts {
+		info[k] = v
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"vllm_config": cfg, "refengine": info})
 }
 
 // vllmLogprob is one entry of vLLM's prompt_logprobs.
@@ -338,7 +348,10 @@ func (e *Engine) vllmCompletions(w http.ResponseWriter, r *http.Request) {
 	for i, p := range prompts {
 		rq := &sched.Request{ID: fmt.Sprintf("%s-%d", id, i), Prompt: p, MaxNew: maxTok, Temperature: temp, TopP: topP,
 			Seed: req.Seed, IgnoreEOS: req.IgnoreEOS, MinNew: minTok, Stop: stop, Logprobs: topk >= 0, TopLogprobs: max(topk, promptK, 0),
-			PromptLogprobs: promptK >= 0, Ctx: ctx}
+			PromptLogprobs: promptK >= 0, Ctx: ctx,
+			// vllm/v1/spec_decode/utils.py is_spec_decode_unsupported (before ~0.14): a request
+			// with logprobs or prompt_logprobs is decoded without speculation.
+			NoSpec: e.Opts.Persona.SpecSkipLogprobs && (req.Logprobs != nil || req.PromptLogprobs != nil)}
 		reqs[i] = rq
 		subs[i] = submitted{idx: i, prompt: p, req: rq}
 	}

@@ -19,6 +19,7 @@ import (
 const (
 	tagAPIServer  = "APIServer"
 	tagEngineCore = "EngineCore_DP0"
+	tagWorker     = "Worker"
 	levelInfo     = "INFO"
 	levelWarning  = "WARNING"
 	levelError    = "ERROR"
@@ -106,7 +107,7 @@ func (e *Engine) dtypeName() string {
 // engine config dump.
 func (e *Engine) vllmHeader() {
 	o := e.Opts
-	e.vlog(tagAPIServer, levelInfo, "api_server.py:1839", "vLLM API server version %s", VLLMVersion)
+	e.vlog(tagAPIServer, levelInfo, "api_server.py:1839", "vLLM API server version %s", e.Opts.Persona.Version)
 	e.vlog(tagAPIServer, levelInfo, "utils.py:233", "non-default args: %s", formatNonDefaultArgs(o.NonDefaultArgs))
 	e.vlog(tagAPIServer, levelInfo, "model.py:547", "Resolved architecture: %s", archName(e.Cfg))
 	e.vlog(tagAPIServer, levelInfo, "model.py:1510", "Using max model len %d", e.ContextLen)
@@ -116,9 +117,10 @@ func (e *Engine) vllmHeader() {
 		spec = fmt.Sprintf("SpeculativeConfig(method='%s', model='%s', num_spec_tokens=%d)", strings.ToLower(o.SpecAlgorithm), o.ModelPath, o.SpecNumSteps)
 	}
 	e.vlog(tagEngineCore, levelInfo, "core.py:77", "Initializing a V1 LLM engine (v%s) with config: model='%s', speculative_config=%s, tokenizer='%s', skip_tokenizer_init=False, tokenizer_mode=auto, revision=None, trust_remote_code=False, dtype=%s, max_seq_len=%d, download_dir=None, load_format=auto, tensor_parallel_size=%d, pipeline_parallel_size=1, data_parallel_size=1, disable_custom_all_reduce=%s, quantization=None, enforce_eager=%s, kv_cache_dtype=auto, device_config=cpu, seed=%d, served_model_name=%s, enable_prefix_caching=False, chunked_prefill_enabled=True",
-		VLLMVersion, o.ModelPath, spec, o.ModelPath, e.dtypeName(), e.ContextLen, o.TPSize, pyBool(o.DisableCustomAR), pyBool(o.DisableCUDAGraph), o.RandomSeed, e.modelName())
-	if o.WeightSeed != 0 {
-		e.vlog(tagEngineCore, levelInfo, locRefengine, "Weights are generated from seed %d (--weight-seed).", o.WeightSeed)
+		e.Opts.Persona.Version, o.ModelPath, spec, o.ModelPath, e.dtypeName(), e.ContextLen, o.TPSize, pyBool(o.DisableCustomAR), pyBool(o.DisableCUDAGraph), o.RandomSeed, e.modelName())
+	if dir := e.vllmProfilerDir(); dir != "" {
+		e.vlog(tagAPIServer, levelWarning, "api_server.py:1062", "Torch profiler is enabled in the API server. This should ONLY be used for local development!")
+		e.vlog(tagEngineCore, levelInfo, "gpu_worker.py:93", "Profiling enabled. Traces will be saved to: %s", dir)
 	}
 }
 
@@ -162,7 +164,7 @@ func commaInt(n int) string {
 // vllmStartup prints the per-rank start-up lines of vLLM V1 (workers, model loading, KV cache,
 // graph capture) and the reference engine's own summary lines, from the memory plan Build made.
 // Sizes are GiB with four decimals (vLLM prints two; the engine is small).
-func (e *Engine) vllmStartup(loadElapsed float64, forced bool, customARBytes int64) {
+func (e *Engine) vllmStartup(loadElapsed float64) {
 	o := e.Opts
 	n := o.TPSize
 	backends := "['PYNCCL']"
@@ -170,6 +172,10 @@ func (e *Engine) vllmStartup(loadElapsed float64, forced bool, customARBytes int
 		backends = "['CUSTOM', 'PYNCCL']"
 	}
 	spec := o.SpecAlgorithm != ""
+	if n > 1 && o.Persona.ARBackendsLine {
+		// Printed once, by rank 0, while the workers are still tagged "Worker pid=N".
+		e.vlog(tagWorker, levelInfo, "cuda_communicator.py:245", "Using %s all-reduce backends (in dispatch order) for group 'tp:0'", backends)
+	}
 	for r := 0; r < n; r++ {
 		tag := e.rankTag(r)
 		if n > 1 {
@@ -177,13 +183,6 @@ func (e *Engine) vllmStartup(loadElapsed float64, forced bool, customARBytes int
 		}
 		if e.CustomDisabledReason != "" {
 			e.vlog(tag, levelWarning, "custom_all_reduce.py:154", "%s", e.CustomDisabledReason)
-		}
-		if forced {
-			e.vlog(tag, levelWarning, "custom_all_reduce.py:154", "%s=1: custom allreduce forced on %d PCIe-only GPUs; IPC workspace sized for the largest prefill (%d tokens x hidden %d x 4 bytes = %.2f MiB per buffer, x %d buffers) = %.4f GiB",
-				ForceCustomAREnv, n, max(o.ChunkedPrefill, o.MaxPrefillTokens), e.Cfg.Hidden, float64(e.CustomMaxBytes)/(1<<20), 2*n, memplan.GiB(customARBytes))
-		}
-		if n > 1 {
-			e.vlog(tag, levelInfo, "cuda_communicator.py:245", "Using %s all-reduce backends (in dispatch order) for group 'tp:0' out of potential backends: ['CUSTOM', 'PYNCCL'].", backends)
 		}
 		e.vlog(tag, levelInfo, "gpu_model_runner.py:2602", "Starting to load model %s...", o.ModelPath)
 		if spec {
@@ -204,28 +203,30 @@ func (e *Engine) vllmStartup(loadElapsed float64, forced bool, customARBytes int
 		sizes := vllmCaptureSizes(o.CUDAGraphMaxBS)
 		e.Log.Raw("Capturing CUDA graphs (mixed prefill-decode, PIECEWISE): 100%%|██████████| %d/%d [00:00<00:00, 999.99it/s]", len(sizes), len(sizes))
 		for r := 0; r < n; r++ {
-			if e.Backend == "custom" {
+			if e.Backend == "custom" && o.Persona.RegisteringLine {
 				e.vlog(e.rankTag(r), levelInfo, "custom_all_reduce.py:203", "Registering %d cuda graph addresses", 2*e.Cfg.Layers*len(sizes))
 			}
 			e.vlog(e.rankTag(r), levelInfo, "gpu_model_runner.py:3480", "Graph capturing finished in 0 secs, took %.4f GiB", memplan.GiB(e.GraphBytes))
 		}
 	}
-	topo := e.Interconnect.Topology
-	switch e.Backend {
-	case "custom":
-		e.vlog(tagEngineCore, levelInfo, locRefengine, "Allreduce backend: custom (one-shot; tensors up to %.3f MB, larger ones use nccl %s), topology=%s, tp_size=%d", float64(e.CustomMaxBytes)/(1<<20), e.NCCLAlgorithm, topo, n)
-	default:
-		e.vlog(tagEngineCore, levelInfo, locRefengine, "Allreduce backend: nccl (%s), topology=%s, tp_size=%d", e.NCCLAlgorithm, topo, n)
-	}
-	p0 := e.Plans[0]
-	e.vlog(tagEngineCore, levelInfo, locRefengine, "Memory plan per rank (modelled device %.4f GiB, gpu_memory_utilization=%.3f): budget=%.4f GiB, weights=%.4f GiB, custom_allreduce=%.4f GiB, cuda_graphs=%.4f GiB, activations=%.4f GiB, fault_reserve=%.4f GiB, kv_cache=%.4f GiB, free=%.4f GiB",
-		memplan.GiB(o.DeviceMemory), o.MemFractionStatic, memplan.GiB(p0.Static), memplan.GiB(p0.Weights), memplan.GiB(p0.CustomAR),
-		memplan.GiB(p0.GraphReserve), memplan.GiB(p0.Activations), memplan.GiB(p0.FaultReserve), memplan.GiB(e.kvBytes(0)), memplan.GiB(e.available(0)))
 }
 
 // vllmRoutes are the routes the vLLM dialect serves (listed at start-up as vLLM does).
 var vllmRoutes = [][2]string{{"/health", "GET"}, {"/ping", "GET, POST"}, {"/version", "GET"}, {"/v1/models", "GET"},
-	{"/v1/completions", "POST"}, {"/metrics", "GET"}, {"/reset_prefix_cache", "POST"}, {"/server_info", "GET"}}
+	{"/v1/completions", "POST"}, {"/metrics", "GET"}, {"/reset_prefix_cache", "POST"}, {"/server_info", "GET"},
+	{"/start_profile", "POST"}, {"/stop_profile", "POST"}}
+
+// vllmServes reports whether the route is served: /server_info only in dev mode, the profiler's
+// routes only when profiling is configured.
+func (e *Engine) vllmServes(route string) bool {
+	switch route {
+	case "/server_info":
+		return e.v.devMode
+	case "/start_profile", "/stop_profile":
+		return e.vllmProfilerDir() != ""
+	}
+	return true
+}
 
 // vllmReady prints the end of vLLM's start-up: engine init time, the block count, the API server
 // and uvicorn lines. It runs once the warmup request has gone through (vLLM's warmup is part
@@ -238,17 +239,22 @@ func (e *Engine) vllmReady(addr *net.TCPAddr) {
 	e.vlog(tagEngineCore, levelInfo, "core.py:210", "init engine (profile, create kv cache, warmup model) took %.2f seconds", time.Since(e.started).Seconds())
 	e.vlog(tagAPIServer, levelInfo, "loggers.py:147", "Engine 000: vllm cache_config_info with initialization after num_gpu_blocks is: %d", e.Alloc.CapacityTokens()/e.Opts.PageSize)
 	e.vlog(tagAPIServer, levelInfo, "api_server.py:1634", "Supported_tasks: ['generate']")
-	e.vlog(tagAPIServer, levelInfo, "api_server.py:1912", "Starting vLLM API server 0 on http://%s", net.JoinHostPort(e.Opts.Host, strconv.Itoa(addr.Port)))
+	hostPort := net.JoinHostPort(e.Opts.Host, strconv.Itoa(addr.Port))
+	if e.Opts.Persona.NewReadyLine {
+		e.vlog(tagAPIServer, levelInfo, "api_server.py:583", "Starting vLLM server on http://%s", hostPort)
+	} else {
+		e.vlog(tagAPIServer, levelInfo, "api_server.py:1912", "Starting vLLM API server 0 on http://%s", hostPort)
+	}
 	e.vlog(tagAPIServer, levelInfo, "launcher.py:34", "Available routes are:")
 	for _, r := range vllmRoutes {
-		if r[0] == "/server_info" && !e.v.devMode {
+		if !e.vllmServes(r[0]) {
 			continue
 		}
 		e.vlog(tagAPIServer, levelInfo, "launcher.py:42", "Route: %s, Methods: %s", r[0], r[1])
 	}
-	e.Log.VLLMRaw(tagAPIServer, "INFO:     Started server process [%d]", os.Getpid())
-	e.Log.VLLMRaw(tagAPIServer, "INFO:     Waiting for application startup.")
-	e.Log.VLLMRaw(tagAPIServer, "INFO:     Application startup complete.")
+	e.Log.VLLMUvicorn(tagAPIServer, "INFO:     Started server process [%d]", os.Getpid())
+	e.Log.VLLMUvicorn(tagAPIServer, "INFO:     Waiting for application startup.")
+	e.Log.VLLMUvicorn(tagAPIServer, "INFO:     Application startup complete.")
 }
 
 // vllmStatsLoop prints vLLM V1's periodic stats line (and the spec-decoding line when drafts were

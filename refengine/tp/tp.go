@@ -10,6 +10,7 @@ import (
 	"math"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/reckon-ci/reckon/refengine/collective"
@@ -96,8 +97,24 @@ type Stats struct {
 	TokensForwards int64
 }
 
+// AllReduceRecord is one allreduce call as it really ran, for a profiler.
+type AllReduceRecord struct {
+	// Algorithm is what ran: collective.OneShot (the custom path), or NCCL's collective.Ring or
+	// collective.Tree (also for a tensor the custom path handed to NCCL because it was too large).
+	Algorithm collective.Algorithm
+	Ranks     int
+	Bytes     int64 // message size per rank
+	BF16      bool
+	Start     time.Time     // when the call began
+	Duration  time.Duration // measured wall time of the call
+}
+
 // Group is a set of tensor-parallel ranks.
 type Group struct {
+	// hook receives every allreduce call while a profiler is on (nil otherwise: one atomic load
+	// per call is all it costs).
+	hook atomic.Pointer[func(AllReduceRecord)]
+
 	opts  Options
 	cfg   model.Config
 	rope  *model.Rope
@@ -222,6 +239,16 @@ func (g *Group) Stats() Stats {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.stats
+}
+
+// SetAllReduceHook makes fn receive one AllReduceRecord per allreduce call from now on (nil stops
+// it). fn runs on the goroutine that ran the collective, while the ranks wait for it.
+func (g *Group) SetAllReduceHook(fn func(AllReduceRecord)) {
+	if fn == nil {
+		g.hook.Store(nil)
+		return
+	}
+	g.hook.Store(&fn)
 }
 
 // Options returns the group's options.
@@ -516,6 +543,11 @@ func (g *Group) reduce(bufs [][]float32, rowWidth int) {
 		}
 		return
 	}
+	hook := g.hook.Load()
+	var t0 time.Time
+	if hook != nil {
+		t0 = time.Now()
+	}
 	elemBytes := int64(4)
 	if g.opts.BF16 {
 		elemBytes = 2
@@ -605,6 +637,9 @@ func (g *Group) reduce(bufs [][]float32, rowWidth int) {
 			}
 		}
 		faulted = true
+	}
+	if hook != nil {
+		(*hook)(AllReduceRecord{Algorithm: alg, Ranks: n, Bytes: bytes, BF16: g.opts.BF16, Start: t0, Duration: time.Since(t0)})
 	}
 	d := g.opts.Interconnect.AllReduceTime(alg, bytes, n)
 	g.mu.Lock()
