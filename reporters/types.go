@@ -148,6 +148,9 @@ type Config struct {
 	// BaselineEngine is the EngineReport stored with this config's baseline, when there is one.
 	// Explanations compare against it when a check judges against the baseline.
 	BaselineEngine map[string]any `json:"baseline_engine,omitempty"`
+	// AllReduce is the evidence of the allreduce the engine ran (profiled kernels, log,
+	// /server_info), when a check needed it.
+	AllReduce *gate.AllReduceEvidence `json:"allreduce_evidence,omitempty"`
 	// Trials holds one entry per throughput trial.
 	Trials       []Trial `json:"trials,omitempty"`
 	NumericsFile string  `json:"numerics_file,omitempty"`

@@ -76,6 +76,9 @@ type framework struct {
 	shardSet map[string]bool
 	// historyWindows holds, per check against history, the window it was judged against.
 	historyWindows map[string]*HistoryWindow
+	// releases caches the engine release each version command reported ("" when it could not
+	// tell), guarded by mu.
+	releases map[string]string
 }
 
 // gpuReleaseSlackMiB is how much GPU memory above what was in use before a launch may remain
@@ -103,6 +106,8 @@ type configState struct {
 	sampler *testbed.Sampler
 	// engineVersion is what the engine said its version is ("" when unknown).
 	engineVersion string
+	// allreduce is the evidence of the allreduce the engine ran (nil: not gathered).
+	allreduce *gate.AllReduceEvidence
 	// replayed marks a config read back from a shard's results.json by reckon merge: it was
 	// launched (in that shard) although this process holds no instance of it.
 	replayed bool
@@ -250,6 +255,7 @@ func LaunchConfig(l spec.Launch) engine.LaunchConfig {
 		Model:                  l.Model,
 		TPSize:                 l.TPSize,
 		DisableCustomAllReduce: l.DisableCustomAllReduce,
+		EngineVersion:          l.EngineVersion,
 		ExtraArgs:              l.Args,
 		Env:                    l.Env,
 	}
@@ -274,8 +280,7 @@ func LaunchConfig(l spec.Launch) engine.LaunchConfig {
 // launchConfig starts the engine for a config. A failure is recorded, not returned: every check
 // of the config then reports it as an infrastructure error, and the run goes on.
 func (fw *framework) launchConfig(ctx context.Context, cs *configState) {
-	lc := LaunchConfig(cs.launch)
-	lc.Host = "127.0.0.1"
+	lc := fw.engineLaunch(ctx, cs)
 	l := cs.launch
 	log := fw.log.WithField("config", cs.name)
 	log.WithField("log", cs.logPath).Info("launching engine")
@@ -320,6 +325,7 @@ func (fw *framework) launchConfig(ctx context.Context, cs *configState) {
 		fw.recordEngineVersion(ctx, cs)
 	}
 	fw.refreshReport(cs)
+	fw.gatherAllReduceEvidence(ctx, cs)
 }
 
 // refreshReport re-reads the engine log into the config's EngineReport.
@@ -334,6 +340,9 @@ func (fw *framework) refreshReport(cs *configState) {
 	if b, err := json.Marshal(rep); err == nil && json.Unmarshal(b, &m) == nil {
 		if cs.engineVersion != "" {
 			m["engine_version"] = cs.engineVersion
+		}
+		if cs.allreduce != nil && cs.allreduce.Effective != gate.BackendUnknown {
+			m["allreduce"] = cs.allreduce.Effective // what ran, over what the log says
 		}
 		fw.mu.Lock()
 		rc := fw.reportConfig(cs.name)

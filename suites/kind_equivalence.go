@@ -77,6 +77,9 @@ func equivalenceVerdict(fw *framework, c *spec.Check) gate.Verdict {
 		}
 		probes[n] = cs.probe
 	}
+	if err := exercised(fw, c, probes); err != nil {
+		return errVerdict(c, c.Head, fmt.Errorf("%s: %w", c.Name, err))
+	}
 	chk := gate.EquivalenceCheck{
 		TopK:             c.TopK,
 		MaxRatio:         c.MaxRatio,
@@ -95,4 +98,36 @@ func equivalenceVerdict(fw *framework, c *spec.Check) gate.Verdict {
 	out.Name = c.Name
 	out.Config = c.Head
 	return out
+}
+
+// exercised returns an error when the check cannot tell its subject from its control (see
+// gate.EquivalenceExercised): what each config asked for, the evidence of the allreduce it ran
+// and whether speculative decoding ran for the probe's requests.
+func exercised(fw *framework, c *spec.Check, probes map[string]*wire.NumericsProbe) error {
+	side := func(name string) gate.EquivalenceSide {
+		cs := fw.configs[name]
+		s := gate.EquivalenceSide{Config: name, Requested: requestedAllReduce(cs.launch), NCCLAlgo: ncclAlgoOf(cs.launch), AllReduce: cs.allreduce}
+		if s.AllReduce == nil && cs.launch.TPSize > 1 {
+			e := gate.CombineAllReduce([]gate.AllReduceSource{logAllReduce(cs.report)})
+			s.AllReduce = &e
+		}
+		if cs.launch.Speculative != nil {
+			s.Speculative = true
+			s.SpecRan, s.SpecWhy = false, "the probe recorded no speculative evidence"
+			if p := probes[name]; p != nil && p.Speculative != nil {
+				s.SpecRan, s.SpecWhy = p.Speculative.Ran()
+			}
+		}
+		return s
+	}
+	base, head := side(c.Base), side(c.Head)
+	if base.AllReduce == nil || head.AllReduce == nil { // tp 1: no allreduce to compare
+		base.Requested, head.Requested = "", ""
+	}
+	var twin *gate.EquivalenceSide
+	if c.Twin != "" {
+		t := side(c.Twin)
+		twin = &t
+	}
+	return gate.EquivalenceExercised(base, head, twin)
 }

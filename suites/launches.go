@@ -153,8 +153,7 @@ func defineRelaunch(fw *framework, base *configState, st launchStep) {
 // a failure rather than returning it; unlike it, it leaves the config's report entry (log path,
 // argv, engine report) as the first launch recorded it, and adds the launch to the run order.
 func (fw *framework) relaunch(ctx context.Context, rs *configState, st launchStep) {
-	lc := LaunchConfig(rs.launch)
-	lc.Host = "127.0.0.1"
+	lc := fw.engineLaunch(ctx, rs)
 	log := fw.log.WithFields(map[string]any{"config": rs.name, "launch": fmt.Sprintf("%d/%d", st.launch, st.of)})
 	log.WithField("log", rs.logPath).Info("relaunching engine")
 	rec := reporters.LaunchRecord{Config: rs.name, Launch: st.launch, Of: st.of, LogPath: rs.logPath, StartedAt: time.Now().UTC()}

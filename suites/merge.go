@@ -341,6 +341,7 @@ func replay(cs *configState, sh *shardRun, s *spec.Spec) {
 	}
 	cs.out, cs.reported = *c, true
 	cs.logPath = c.LogPath
+	cs.allreduce = c.AllReduce // judged again as recorded, never re-derived from text
 	if c.LaunchError != "" {
 		cs.launchEr = errors.New(c.LaunchError)
 	}

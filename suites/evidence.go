@@ -1,0 +1,239 @@
+package suites
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/reckon-ci/reckon/engine"
+	"github.com/reckon-ci/reckon/engine/client"
+	"github.com/reckon-ci/reckon/engine/profile"
+	"github.com/reckon-ci/reckon/gate"
+	"github.com/reckon-ci/reckon/spec"
+	"github.com/reckon-ci/reckon/wire"
+	"github.com/reckon-ci/reckon/workload"
+)
+
+// vllmProfilerDirEnv is where vLLM writes torch-profiler traces; /start_profile exists only when
+// it (or, in newer releases, --profiler-config) is set at launch.
+const vllmProfilerDirEnv = "VLLM_TORCH_PROFILER_DIR"
+
+// profileWindowTokens is the length of the one greedy request run under the profiler: a prefill
+// and a few decode steps, enough for every allreduce path the engine takes at batch 1.
+const profileWindowTokens = 16
+
+// profileDir is where a config's profiler traces go.
+func (fw *framework) profileDir(name string) string {
+	return filepath.Join(fw.opts.OutDir, "profiles", name)
+}
+
+// profilerEnv adds what an engine needs at launch to serve /start_profile (vLLM's trace
+// directory); SGLang is told the directory per request.
+func (fw *framework) profilerEnv(lc *engine.LaunchConfig, name string) {
+	if fw.adapter.Name() != spec.EngineVLLM {
+		return
+	}
+	if _, set := lc.Env[vllmProfilerDirEnv]; set {
+		return
+	}
+	env := make(map[string]string, len(lc.Env)+1)
+	for k, v := range lc.Env {
+		env[k] = v
+	}
+	dir, err := filepath.Abs(fw.profileDir(name))
+	if err != nil {
+		dir = fw.profileDir(name)
+	}
+	env[vllmProfilerDirEnv] = dir
+	lc.Env = env
+}
+
+// needsAllReduceEvidence reports whether any selected check of the spec judges what allreduce the
+// config ran: an expect check of it, or an equivalence check naming it.
+func needsAllReduceEvidence(s *spec.Spec, name string) bool {
+	for _, c := range s.Checks {
+		switch c.Kind {
+		case spec.KindExpect:
+			if slices.Contains(c.Configs, name) && c.Expect.AllReduce != "" {
+				return true
+			}
+		case spec.KindEquivalence:
+			if c.Base == name || c.Head == name || c.Twin == name || c.Oracle == name {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// gatherAllReduceEvidence learns which allreduce the config's engine runs, from every source:
+// the allreduce kernels in a torch-profiler window around one short greedy request, the
+// engine's log, and its /server_info. Failures of a source are evidence too (what was tried).
+func (fw *framework) gatherAllReduceEvidence(ctx context.Context, cs *configState) {
+	if cs.inst == nil || cs.launch.TPSize < 2 || !needsAllReduceEvidence(fw.spec, cs.name) {
+		return
+	}
+	sources := []gate.AllReduceSource{fw.profiledAllReduce(ctx, cs), logAllReduce(cs.report)}
+	if s, ok := fw.serverInfoAllReduce(ctx, cs); ok {
+		sources = append(sources, s)
+	}
+	ev := gate.CombineAllReduce(sources)
+	cs.allreduce = &ev
+	log := fw.log.WithField("config", cs.name).WithField("allreduce", ev.Summary())
+	if ev.Disagreement != "" {
+		log = log.WithField("disagreement", ev.Disagreement)
+	}
+	log.Info("effective allreduce")
+	fw.mu.Lock()
+	rc := fw.reportConfig(cs.name)
+	rc.AllReduce = &ev
+	if rc.Engine != nil && ev.Effective != gate.BackendUnknown {
+		rc.Engine["allreduce"] = ev.Effective
+	}
+	fw.mu.Unlock()
+}
+
+// profiledAllReduce runs one greedy request of profileWindowTokens tokens between
+// /start_profile and /stop_profile and counts the allreduce kernels in the traces the engine
+// wrote.
+func (fw *framework) profiledAllReduce(ctx context.Context, cs *configState) gate.AllReduceSource {
+	src := gate.AllReduceSource{Source: gate.SourceProfiler, Says: gate.BackendUnknown}
+	dir, err := filepath.Abs(fw.profileDir(cs.name))
+	if err == nil {
+		err = os.MkdirAll(dir, 0o755)
+	}
+	if err != nil {
+		src.Detail = fmt.Sprintf("trace directory: %v", err)
+		return src
+	}
+	c := fw.client(cs)
+	since := time.Now().Add(-time.Second) // file systems with coarse modification times
+	if err := c.StartProfile(ctx, dir); err != nil {
+		src.Detail = profileUnavailable(err)
+		return src
+	}
+	prompt := "The quick brown fox"
+	if fw.spec.Numerics != nil {
+		if ps, err := workload.LoadPrompts(fw.spec.Numerics.Prompts); err == nil && len(ps) > 0 && ps[0].Text != "" {
+			prompt = ps[0].Text
+		}
+	}
+	mt, temp := profileWindowTokens, 0.0
+	rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	_, reqErr := c.Complete(rctx, wire.CompletionRequest{Prompt: client.PromptText(prompt), MaxTokens: &mt, Temperature: &temp})
+	cancel()
+	if err := c.StopProfile(ctx); err != nil {
+		src.Detail = fmt.Sprintf("stop profile: %v", err)
+		return src
+	}
+	if reqErr != nil {
+		src.Detail = fmt.Sprintf("the profiled request failed: %v", reqErr)
+		return src
+	}
+	files, err := profile.CollectTraces(dir, since)
+	if err == nil && len(files) == 0 {
+		err = errors.New("the engine wrote no trace file")
+	}
+	if err != nil {
+		src.Detail = fmt.Sprintf("traces in %s: %v", dir, err)
+		return src
+	}
+	sum, err := profile.ParseFiles(ctx, files)
+	if err != nil {
+		src.Detail = err.Error()
+		return src
+	}
+	src.Says, src.Detail = sum.Verdict(), sum.String()
+	if src.Says == profile.VerdictUnknown {
+		src.Says = gate.BackendUnknown
+		src.Detail += ": no allreduce kernel ran in the profiled window"
+	}
+	src.NCCLAlgorithms = ncclAlgorithms(sum)
+	return src
+}
+
+// profileUnavailable words a failed /start_profile.
+func profileUnavailable(err error) string {
+	var ae *client.APIError
+	if errors.As(err, &ae) && ae.StatusCode == 404 {
+		return "the engine serves no /start_profile (vLLM needs " + vllmProfilerDirEnv + " or --profiler-config at launch)"
+	}
+	return fmt.Sprintf("start profile: %v", err)
+}
+
+// ncclKernelAlgoRE finds the algorithm in an NCCL kernel name:
+// ncclDevKernel_AllReduce_Sum_bf16_RING_LL, ncclKernel_AllReduce_TREE_LL128_Sum_half.
+var ncclKernelAlgoRE = regexp.MustCompile(`_(RING|TREE|NVLS_TREE|NVLS|COLLNET_DIRECT|COLLNET_CHAIN|PAT)_`)
+
+// ncclAlgorithms are the algorithms of the NCCL allreduce kernels seen, sorted.
+func ncclAlgorithms(sum *profile.Summary) []string {
+	seen := map[string]bool{}
+	for _, f := range sum.Files {
+		for _, k := range f.Kernels {
+			if profile.Classify(k) != profile.NCCLAllReduce {
+				continue
+			}
+			if m := ncclKernelAlgoRE.FindStringSubmatch(k); m != nil {
+				seen[m[1]] = true
+			}
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for a := range seen {
+		out = append(out, a)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// logAllReduce is what the engine's log says.
+func logAllReduce(r *engine.Report) gate.AllReduceSource {
+	src := gate.AllReduceSource{Source: gate.SourceLog, Says: gate.BackendUnknown, Detail: "no record of the allreduce backend in the log"}
+	if r == nil {
+		src.Detail = "the log could not be read"
+		return src
+	}
+	switch r.AllReduce {
+	case engine.AllReduceCustom:
+		src.Says, src.Detail = gate.BackendCustom, "custom allreduce set up"
+	case engine.AllReduceNCCL:
+		src.Says, src.Detail = gate.BackendNCCL, "custom allreduce not used"
+		if r.CustomAllReduceDisabledReason != nil {
+			src.Detail = *r.CustomAllReduceDisabledReason
+		}
+	}
+	return src
+}
+
+// serverInfoAllReduce is what /server_info says: disable_custom_all_reduce true means NCCL;
+// false proves nothing (the engine may still decline custom allreduce on this topology).
+func (fw *framework) serverInfoAllReduce(ctx context.Context, cs *configState) (gate.AllReduceSource, bool) {
+	if fw.adapter.Name() != spec.EngineSGLang {
+		return gate.AllReduceSource{}, false
+	}
+	info, err := fw.client(cs).ServerInfo(ctx)
+	if err != nil {
+		return gate.AllReduceSource{Source: gate.SourceServerInfo, Says: gate.BackendUnknown, Detail: err.Error()}, true
+	}
+	if info.DisableCustomAR {
+		return gate.AllReduceSource{Source: gate.SourceServerInfo, Says: gate.BackendNCCL, Detail: "disable_custom_all_reduce is true"}, true
+	}
+	return gate.AllReduceSource{Source: gate.SourceServerInfo, Says: gate.BackendUnknown, Detail: "disable_custom_all_reduce is false (custom allreduce allowed, not proven used)"}, true
+}
+
+// requestedAllReduce is the allreduce a config asks for.
+func requestedAllReduce(l spec.Launch) string {
+	if l.DisableCustomAllReduce {
+		return gate.BackendNCCL
+	}
+	return gate.BackendCustom
+}
+
+// ncclAlgoOf is the NCCL_ALGO a config sets, trimmed.
+func ncclAlgoOf(l spec.Launch) string { return strings.TrimSpace(l.Env["NCCL_ALGO"]) }

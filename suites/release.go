@@ -1,0 +1,49 @@
+package suites
+
+import (
+	"context"
+	"strings"
+
+	"github.com/reckon-ci/reckon/engine"
+)
+
+// engineLaunch is the adapter's launch config of a config as the harness launches it: on
+// 127.0.0.1, with flags built for the engine's release and what the profiler needs.
+func (fw *framework) engineLaunch(ctx context.Context, cs *configState) engine.LaunchConfig {
+	lc := LaunchConfig(cs.launch)
+	lc.Host = "127.0.0.1"
+	lc.EngineVersion = fw.release(ctx, cs, lc)
+	fw.profilerEnv(&lc, cs.name)
+	return lc
+}
+
+// release is the engine release a config's flags are built for: engine.version when the spec
+// states it, else what the config's command says when asked (`vllm --version`,
+// sglang.__version__), asked once per command; "" (the newest) when it cannot tell, said in
+// the log. The version the running engine reports is recorded beside it (recordEngineVersion).
+func (fw *framework) release(ctx context.Context, cs *configState, lc engine.LaunchConfig) string {
+	if lc.EngineVersion != "" {
+		return lc.EngineVersion
+	}
+	key := strings.Join(fw.adapter.VersionCommand(lc), "\x00")
+	fw.mu.Lock()
+	v, asked := fw.releases[key]
+	fw.mu.Unlock()
+	if asked {
+		return v
+	}
+	v, err := engine.DetectVersion(ctx, fw.adapter, lc)
+	log := fw.log.WithField("config", cs.name)
+	if err != nil {
+		log.WithError(err).Warn("engine release unknown before launch: flags are built for the newest release (set engine.version in the spec to choose)")
+	} else {
+		log.WithField("release", v).Info("engine release (flags built for it)")
+	}
+	fw.mu.Lock()
+	if fw.releases == nil {
+		fw.releases = map[string]string{}
+	}
+	fw.releases[key] = v
+	fw.mu.Unlock()
+	return v
+}
