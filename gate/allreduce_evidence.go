@@ -71,20 +71,23 @@ func CombineAllReduce(sources []AllReduceSource) AllReduceEvidence {
 	return ev
 }
 
+// decidedBy is the deciding source with its words: "profiler: 0 custom / 128 NCCL allreduce
+// kernels on 2 ranks".
+func (e AllReduceEvidence) decidedBy() string {
+	for _, s := range e.Sources {
+		if s.Source == e.From && s.Detail != "" {
+			return s.Source + ": " + s.Detail
+		}
+	}
+	return e.From
+}
+
 // Summary is one line: "custom (profiler: 96 custom / 0 NCCL allreduce kernels on 4 ranks)".
 func (e AllReduceEvidence) Summary() string {
 	if e.Effective == BackendUnknown || e.Effective == "" {
 		return "unknown (" + e.Tried() + ")"
 	}
-	for _, s := range e.Sources {
-		if s.Source == e.From {
-			if s.Detail != "" {
-				return fmt.Sprintf("%s (%s: %s)", e.Effective, s.Source, s.Detail)
-			}
-			break
-		}
-	}
-	return fmt.Sprintf("%s (%s)", e.Effective, e.From)
+	return fmt.Sprintf("%s (%s)", e.Effective, e.decidedBy())
 }
 
 // Tried lists every source with what it said: "profiler: no allreduce kernel in the window; log:
@@ -124,7 +127,7 @@ func ExpectAllReduce(name string, ev *AllReduceEvidence, want string) Verdict {
 		v.Message = fmt.Sprintf("%s: allreduce is %q as expected, from the %s", name, ev.Effective, ev.From)
 	default:
 		v.Outcome = Fail
-		v.Message = fmt.Sprintf("%s: allreduce is %q, expected %q", name, ev.Effective, want)
+		v.Message = fmt.Sprintf("%s: allreduce is %q, expected %q (%s)", name, ev.Effective, want, ev.decidedBy())
 	}
 	v.Details = "evidence: " + ev.Tried()
 	if ev.Disagreement != "" {
