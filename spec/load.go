@@ -762,7 +762,7 @@ func (b *builder) check(m *mapping, s *Spec) *Check {
 				m.missing("workload", "a workload name (required when the spec has more than one workload)")
 			}
 		}
-		c.Metric = b.metric(m, true, IsResultMetric, "reckon's workload")
+		c.Metric = b.metric(m, true, IsResultMetric, fromWorkload)
 		c.metricAt = fieldAt(m, "metric")
 		c.Against = AgainstBaseline
 		if a, ok := m.str("against"); ok {
@@ -805,6 +805,9 @@ func (b *builder) check(m *mapping, s *Spec) *Check {
 	return c
 }
 
+// fromWorkload names the source of a statistical check's metric.
+const fromWorkload = "reckon's workload"
+
 // metric reads a check's metric: a name of the metric registry (internal/metric) that valid
 // accepts, valid being what the sources named by from (e.g. "reckon's workload") produce for this
 // kind of check. Any other name is an error at the metric field that lists the metrics the check
@@ -827,7 +830,7 @@ func (b *builder) metric(m *mapping, required bool, valid func(string) bool, fro
 	switch {
 	case !known:
 		m.bad(v, "metric", "unknown metric %q (expected %s)", s, expected)
-	case r.Sources.Has(metric.Workload) && !r.Comparable():
+	case from == fromWorkload && r.Sources.Has(metric.Workload) && !r.Comparable():
 		m.bad(v, "metric", "%s has no better direction (a count or a setting), so %s cannot compare it; a floor can bound it (expected %s)", s, m.what, expected)
 	default:
 		m.bad(v, "metric", "%s is not produced by %s (its sources: %s), so this check could never judge it (expected %s)", s, from, r.Sources, expected)

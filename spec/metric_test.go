@@ -99,3 +99,23 @@ func TestFloorMetrics(t *testing.T) {
 		}
 	}
 }
+
+// TestRelativeMetricMessage: a relative check on a metric of reckon's workload is told that the
+// engine report and the GPU sampler do not produce it (not that it lacks a direction).
+func TestRelativeMetricMessage(t *testing.T) {
+	data, err := os.ReadFile("../fixtures/specs/default.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(data), "\n")
+	const line = 60 // default.yaml's first relative check's "    metric: kv_cache_tokens"
+	if lines[line-1] != "    metric: kv_cache_tokens" {
+		t.Fatalf("default.yaml:%d is %q; update the test", line, lines[line-1])
+	}
+	lines[line-1] = "    metric: peak_in_flight"
+	_, err = Parse([]byte(strings.Join(lines, "\n")), "default.yaml")
+	want := "default.yaml:60:13: checks[2].metric: peak_in_flight is not produced by the engine report or the GPU sampler (its sources: workload), so this check could never judge it (expected one of the metrics the engine report or the GPU sampler produces: " + strings.Join(EngineMetrics, ", ") + ")"
+	if err == nil || err.Error() != want {
+		t.Errorf("got %v\nwant %s", err, want)
+	}
+}
