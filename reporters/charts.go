@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/reckon-ci/reckon/gate"
+	"github.com/reckon-ci/reckon/internal/metric"
 	"github.com/reckon-ci/reckon/internal/num"
 )
 
@@ -219,15 +220,23 @@ func clipRunes(s string, n int) string {
 	return string(r[:n-1]) + "…"
 }
 
-// isThroughputCheck reports whether c is a statistical throughput comparison.
+// isThroughputCheck reports whether c is a statistical throughput comparison: a throughput
+// check, or another comparison (not a latency check) of a metric that the registry
+// (internal/metric) says is better higher.
 func isThroughputCheck(c *Check) bool {
-	return c.Kind == gate.KindThroughput || (c.Kind == gate.KindRelative && !strings.HasSuffix(c.Metric(), "_ms")) ||
-		(c.Kind != gate.KindLatency && strings.Contains(c.Metric(), "throughput"))
+	return c.Kind == gate.KindThroughput || (c.Kind != gate.KindLatency && metricDirection(c.Metric()) == metric.HigherIsBetter)
 }
 
-// isLatencyCheck reports whether c is a statistical latency comparison.
+// isLatencyCheck reports whether c is a statistical latency comparison: a latency check, or a
+// relative comparison of a metric that the registry says is better lower.
 func isLatencyCheck(c *Check) bool {
-	return c.Kind == gate.KindLatency || (c.Kind == gate.KindRelative && strings.HasSuffix(c.Metric(), "_ms"))
+	return c.Kind == gate.KindLatency || (c.Kind == gate.KindRelative && metricDirection(c.Metric()) == metric.LowerIsBetter)
+}
+
+// metricDirection is the registry's direction of a metric (metric.NoDirection when unknown).
+func metricDirection(name string) metric.Direction {
+	m, _ := metric.Lookup(name)
+	return m.Direction
 }
 
 // throughputVsBaselineChart charts the statistical throughput checks (see statChart).
@@ -433,15 +442,11 @@ func latencyCharts(r *Run) []svgChart {
 	return out
 }
 
-// metricUnit guesses the unit of a vLLM result key.
+// metricUnit is a metric's unit from the registry (internal/metric); a metric without one is
+// its own unit, so that a chart never puts two unlike metrics on one labelled axis.
 func metricUnit(k string) string {
-	switch {
-	case strings.HasSuffix(k, "_ms"):
-		return "ms"
-	case strings.Contains(k, "request_throughput"), strings.Contains(k, "goodput"):
-		return "req/s"
-	case strings.Contains(k, "throughput"):
-		return "tok/s"
+	if m, ok := metric.Lookup(k); ok && m.Unit != "" {
+		return m.Unit
 	}
 	return k
 }

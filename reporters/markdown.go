@@ -407,7 +407,7 @@ func configSummaries(checks []Check) map[string]*configSummary {
 			if c.Against != "" {
 				get(c.Against).equivalence = append(get(c.Against).equivalence, summaryItem{c, "reference for ", orDash(c.Config)})
 			}
-		case (c.Kind == gate.KindThroughput || c.Kind == gate.KindRelative && strings.Contains(c.Metric(), "throughput")) && c.Config != "" && c.ratio() != nil:
+		case isThroughputCheck(c) && c.Config != "" && c.ratio() != nil:
 			text := num.Pct(*c.ratio() - 1)
 			if c.ciLow() != nil && c.ciHigh() != nil {
 				text += fmt.Sprintf(" [%s, %s]", num.Pct(*c.ciLow()-1), num.Pct(*c.ciHigh()-1))

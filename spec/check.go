@@ -2,9 +2,9 @@ package spec
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
 
+	"github.com/reckon-ci/reckon/internal/metric"
 	"github.com/reckon-ci/reckon/internal/num"
 )
 
@@ -68,8 +68,9 @@ type Check struct {
 	// Configs (floor, expect): the configs the check applies to, in spec order; a floor without
 	// configs applies to every config.
 	Configs []string `json:"configs,omitempty"`
-	// Metric (floor, relative): an EngineReport metric (see EngineMetrics). (throughput,
-	// latency): a result metric (see IsResultMetric).
+	// Metric (floor, relative): an EngineReport metric (see EngineMetrics), or (floor, with
+	// Workload) a metric of reckon's workload (IsWorkloadMetric). (throughput, latency): a result
+	// metric (see IsResultMetric). All are names of the metric registry (internal/metric).
 	Metric string `json:"metric,omitempty"`
 	// Min and Max (floor): inclusive bounds; at least one is set.
 	Min *float64 `json:"min,omitempty"`
@@ -217,64 +218,45 @@ func (c *Check) IsCrossConfig() bool {
 	return false
 }
 
-// EngineMetrics are the EngineReport metrics that floor and relative checks may bound (the
-// numeric keys of `reckon logs parse --json`), plus peak_gpu_mem_gib from the GPU memory
-// sampler (the largest peak over the GPUs).
-var EngineMetrics = []string{
-	"weights_gib",
-	"kv_cache_tokens",
-	"kv_cache_gib",
-	"available_gpu_mem_gib",
-	"cuda_graph_seconds",
-	"cuda_graph_gib",
-	"max_running_requests",
-	"context_len",
-	"max_concurrency",
-	"spec_accept_length",
-	"peak_gpu_mem_gib",
-}
+// EngineMetrics are the metrics that floor and relative checks may bound once per launch: those
+// of the engine report (the numeric keys of `reckon logs parse --json`) and peak_gpu_mem_gib from
+// the GPU memory sampler (the largest peak over the GPUs), in the metric registry's order
+// (internal/metric, docs/metrics.md).
+var EngineMetrics = metric.Names(metric.Produced(metric.EngineReport | metric.GPUSampler))
 
 // IsEngineMetric reports whether name is one of EngineMetrics.
 func IsEngineMetric(name string) bool {
-	for _, m := range EngineMetrics {
-		if m == name {
-			return true
-		}
-	}
-	return false
+	m, ok := metric.Lookup(name)
+	return ok && m.Sources.Has(metric.EngineReport|metric.GPUSampler)
 }
 
-// ResultThroughputMetrics are the higher-is-better result metrics a statistical check may name
-// (the names of SGLang's bench_serving and vLLM's benchmark results, which reckon's own results
-// share). Latency metrics follow the pattern of latencyMetric.
-var ResultThroughputMetrics = []string{
-	"output_throughput",
-	"input_throughput",
-	"total_throughput",
-	"total_token_throughput",
-	"request_throughput",
-	"request_goodput",
-	"goodput",
-	"max_output_tokens_per_s",
-	"accept_length",
-	"spec_accept_length",
-	"spec_decode_acceptance_length",
-	"spec_decode_acceptance_rate",
+// IsWorkloadMetric reports whether reckon's own workload measures the metric in every trial (a
+// floor with a workload may bound its median over the trials).
+func IsWorkloadMetric(name string) bool {
+	m, ok := metric.Lookup(name)
+	return ok && m.Sources.Has(metric.Workload)
 }
 
-// latencyMetric matches mean_ttft_ms, median_tpot_ms, p99_itl_ms, p99.9_e2el_ms, std_e2e_latency_ms...
-var latencyMetric = regexp.MustCompile(`^(mean|median|std|p[0-9]{1,2}(\.[0-9]+)?)_(ttft|tpot|itl|e2el|e2e_latency|e2e)_ms$`)
-
-// IsResultMetric reports whether a statistical check may name the metric: one of
-// ResultThroughputMetrics, or a latency statistic "<stat>_<what>_ms" with stat one of mean,
-// median, std, pNN (p99, p99.9) and what one of ttft, tpot, itl, e2el, e2e_latency, e2e.
+// IsResultMetric reports whether a statistical check (throughput, latency) may name the metric:
+// reckon's workload measures it in every trial and the registry knows which way it improves.
+// Latency metrics are STAT_QUANTITY_ms with exactly the statistics and quantities the workload
+// reports (metric.LatencyStats, metric.LatencyQuantities): median_tpot_ms is one, p75_tpot_ms
+// and p99_e2e_ms are not.
 func IsResultMetric(name string) bool {
-	for _, m := range ResultThroughputMetrics {
-		if m == name {
-			return true
+	m, ok := metric.Lookup(name)
+	return ok && m.Sources.Has(metric.Workload) && m.Comparable()
+}
+
+// metricsWhere returns the registry's names, engine report and GPU sampler metrics first, for
+// which keep is true.
+func metricsWhere(keep func(string) bool) []string {
+	var out []string
+	for _, m := range metric.All() {
+		if keep(m.Name) {
+			out = append(out, m.Name)
 		}
 	}
-	return latencyMetric.MatchString(name)
+	return out
 }
 
 // generatedName builds a check's stable default name from its fields.

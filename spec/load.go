@@ -16,6 +16,7 @@ import (
 	"github.com/goccy/go-yaml/parser"
 	"github.com/goccy/go-yaml/token"
 
+	"github.com/reckon-ci/reckon/internal/metric"
 	"github.com/reckon-ci/reckon/internal/num"
 )
 
@@ -664,8 +665,8 @@ func (b *builder) check(m *mapping, s *Spec) *Check {
 	switch c.Kind {
 	case KindFloor:
 		c.Configs = b.refList(m)
-		c.Metric = b.metric(m, true, func(s string) bool { return IsEngineMetric(s) || IsResultMetric(s) },
-			"an engine metric ("+strings.Join(EngineMetrics, ", ")+") or a result metric such as output_throughput or p99_ttft_ms (with a workload)")
+		c.Metric = b.metric(m, true, func(s string) bool { return IsEngineMetric(s) || IsWorkloadMetric(s) },
+			"the engine report, the GPU sampler or (with a workload) reckon's workload")
 		c.metricAt = fieldAt(m, "metric")
 		b.floorWorkload(m, c, s)
 		c.Min = m.numberIn("min", -math.MaxFloat64, math.MaxFloat64, "a number")
@@ -688,7 +689,7 @@ func (b *builder) check(m *mapping, s *Spec) *Check {
 			v, _ := m.get("of")
 			m.bad(v, "of", "a config compared with itself (%q) always passes; name another config", c.Of)
 		}
-		c.Metric = b.metric(m, true, IsEngineMetric, "an engine metric: "+strings.Join(EngineMetrics, ", "))
+		c.Metric = b.metric(m, true, IsEngineMetric, "the engine report or the GPU sampler")
 		c.metricAt = fieldAt(m, "metric")
 		c.MinRatio = m.numberIn("min_ratio", 0, math.MaxFloat64, "a ratio >= 0")
 		c.MaxRatio = m.numberIn("max_ratio", 0, math.MaxFloat64, "a ratio >= 0")
@@ -790,7 +791,7 @@ func (b *builder) check(m *mapping, s *Spec) *Check {
 				m.missing("workload", "a workload name (required when the spec has more than one workload)")
 			}
 		}
-		c.Metric = b.metric(m, true, IsResultMetric, "a result metric such as output_throughput, request_throughput, median_ttft_ms, p99_tpot_ms, mean_itl_ms, median_e2el_ms")
+		c.Metric = b.metric(m, true, IsResultMetric, fromWorkload)
 		c.metricAt = fieldAt(m, "metric")
 		c.Against = AgainstBaseline
 		if a, ok := m.str("against"); ok {
@@ -833,8 +834,16 @@ func (b *builder) check(m *mapping, s *Spec) *Check {
 	return c
 }
 
-// metric reads a metric name checked by valid.
-func (b *builder) metric(m *mapping, required bool, valid func(string) bool, expected string) string {
+// fromWorkload names the source of a statistical check's metric.
+const fromWorkload = "reckon's workload"
+
+// metric reads a check's metric: a name of the metric registry (internal/metric) that valid
+// accepts, valid being what the sources named by from (e.g. "reckon's workload") produce for this
+// kind of check. Any other name is an error at the metric field that lists the metrics the check
+// can gate, and for a name the registry knows, why this check could never judge it.
+func (b *builder) metric(m *mapping, required bool, valid func(string) bool, from string) string {
+	gateable := metricsWhere(valid)
+	expected := "one of the metrics " + from + " produces: " + strings.Join(gateable, ", ")
 	s, ok := m.str("metric")
 	if !ok {
 		if required && !m.has("metric") {
@@ -842,12 +851,20 @@ func (b *builder) metric(m *mapping, required bool, valid func(string) bool, exp
 		}
 		return ""
 	}
-	if !valid(s) {
-		v := m.entries[m.index["metric"]].value
-		m.bad(v, "metric", "unknown metric %q (expected %s)", s, expected)
-		return ""
+	if valid(s) {
+		return s
 	}
-	return s
+	v := m.entries[m.index["metric"]].value
+	r, known := metric.Lookup(s)
+	switch {
+	case !known:
+		m.bad(v, "metric", "unknown metric %q (expected %s)", s, expected)
+	case from == fromWorkload && r.Sources.Has(metric.Workload) && !r.Comparable():
+		m.bad(v, "metric", "%s has no better direction (a count or a setting), so %s cannot compare it; a floor can bound it (expected %s)", s, m.what, expected)
+	default:
+		m.bad(v, "metric", "%s is not produced by %s (its sources: %s), so this check could never judge it (expected %s)", s, from, r.Sources, expected)
+	}
+	return ""
 }
 
 // percent reads "5%" or a fraction such as 0.05.

@@ -3,11 +3,13 @@ package spec
 import (
 	"fmt"
 	"strings"
+
+	"github.com/reckon-ci/reckon/internal/metric"
 )
 
 // MetricPeakGPUMem is the engine metric reckon samples itself (nvidia-smi) instead of reading it
 // from the engine's logs; every engine kind has it on a GPU testbed.
-const MetricPeakGPUMem = "peak_gpu_mem_gib"
+const MetricPeakGPUMem = metric.PeakGPUMemGiB
 
 // UnreportedMetrics returns an error at the metric field of every floor and relative check whose
 // metric the spec's engine kind never reports: such a check could only ever error at run time.

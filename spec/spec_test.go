@@ -345,12 +345,15 @@ func TestMinRankP(t *testing.T) {
 }
 
 func TestResultMetrics(t *testing.T) {
-	for _, m := range []string{"output_throughput", "median_ttft_ms", "p99_tpot_ms", "p99.9_itl_ms", "std_e2el_ms", "mean_e2e_latency_ms"} {
+	for _, m := range []string{"output_throughput", "median_ttft_ms", "p99_tpot_ms", "std_e2el_ms", "request_goodput", "spec_accept_length", "failed"} {
 		if !IsResultMetric(m) {
 			t.Errorf("IsResultMetric(%q) = false", m)
 		}
 	}
-	for _, m := range []string{"ttft", "p999_ttft_ms_x", "kv_cache_tokens", "median_ttft", ""} {
+	// Not measured by reckon's workload (p99.9_itl_ms and mean_e2e_latency_ms are other tools'
+	// keys, known only from imported results), or without a direction (peak_in_flight).
+	for _, m := range []string{"ttft", "p999_ttft_ms_x", "kv_cache_tokens", "median_ttft", "", "p99.9_itl_ms", "mean_e2e_latency_ms",
+		"p75_tpot_ms", "p99_e2e_ms", "goodput", "total_throughput", "input_throughput", "peak_in_flight", "max_concurrency"} {
 		if IsResultMetric(m) {
 			t.Errorf("IsResultMetric(%q) = true", m)
 		}

@@ -4,15 +4,16 @@ import (
 	"strings"
 
 	"github.com/reckon-ci/reckon/gate"
+	"github.com/reckon-ci/reckon/internal/metric"
 	"github.com/reckon-ci/reckon/spec"
 )
 
 // metricPeakGPUMem is the floor metric measured by GPU memory sampling rather than read from the
-// engine log.
-const metricPeakGPUMem = "peak_gpu_mem_gib"
+// engine log (the registry's only GPUSampler metric).
+const metricPeakGPUMem = metric.PeakGPUMemGiB
 
 // lateMetrics are judged after a config's measurements, from a fresh read of its log.
-var lateMetrics = map[string]bool{metricPeakGPUMem: true, "spec_accept_length": true}
+var lateMetrics = map[string]bool{metricPeakGPUMem: true, metric.SpecAcceptLength: true}
 
 // floorKind: a floor or ceiling on what one config's engine reported (its log and endpoints),
 // on its peak GPU memory, or on the median of a result metric over its trials; judged in each
