@@ -2,6 +2,7 @@ package spec
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -15,11 +16,8 @@ func TestMetricsOnlyFromSources(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const line, col = 103, 13 // default.yaml's "    metric: median_tpot_ms" of a latency check
 	lines := strings.Split(string(data), "\n")
-	if lines[line-1] != "    metric: median_tpot_ms" {
-		t.Fatalf("default.yaml:%d is %q; update the test", line, lines[line-1])
-	}
+	line, col := lineOf(t, lines, "    metric: median_tpot_ms", 0), 13 // the latency check's metric
 	with := func(m string) []byte {
 		l := append([]string(nil), lines...)
 		l[line-1] = "    metric: " + m
@@ -108,14 +106,24 @@ func TestRelativeMetricMessage(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(string(data), "\n")
-	const line = 60 // default.yaml's first relative check's "    metric: kv_cache_tokens"
-	if lines[line-1] != "    metric: kv_cache_tokens" {
-		t.Fatalf("default.yaml:%d is %q; update the test", line, lines[line-1])
-	}
+	// the first relative check's metric
+	line := lineOf(t, lines, "    metric: kv_cache_tokens", lineOf(t, lines, "  - kind: relative", 0))
 	lines[line-1] = "    metric: peak_in_flight"
 	_, err = Parse([]byte(strings.Join(lines, "\n")), "default.yaml")
-	want := "default.yaml:60:13: checks[2].metric: peak_in_flight is not produced by the engine report or the GPU sampler (its sources: workload), so this check could never judge it (expected one of the metrics the engine report or the GPU sampler produces: " + strings.Join(EngineMetrics, ", ") + ")"
+	want := fmt.Sprintf("default.yaml:%d:13: checks[2].metric:", line) + " peak_in_flight is not produced by the engine report or the GPU sampler (its sources: workload), so this check could never judge it (expected one of the metrics the engine report or the GPU sampler produces: " + strings.Join(EngineMetrics, ", ") + ")"
 	if err == nil || err.Error() != want {
 		t.Errorf("got %v\nwant %s", err, want)
 	}
+}
+
+// lineOf is the 1-based number of the first line equal to text after line `after`.
+func lineOf(t *testing.T, lines []string, text string, after int) int {
+	t.Helper()
+	for i := after; i < len(lines); i++ {
+		if lines[i] == text {
+			return i + 1
+		}
+	}
+	t.Fatalf("default.yaml has no line %q after line %d", text, after)
+	return 0
 }
