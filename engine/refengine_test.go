@@ -30,7 +30,9 @@ func buildRefengine(t *testing.T) string {
 
 // TestLaunchRefengineThroughSGLangAdapter launches the real reference engine the way the gate
 // does (sglang adapter + command override), waits for /health and the ready line, and reads
-// its log: PCIe TP4 must come out as nccl with SGLang's reason, NVLink TP2 as custom.
+// its log: PCIe TP4 must come out as nccl with SGLang's reason, NVLink TP2 as custom. The NVLink
+// case runs the 0.4 persona: its v1 custom allreduce logs "Registering N cuda graph addresses",
+// while the newest SGLang's CustomAllReduceV2 logs nothing when it is on.
 func TestLaunchRefengineThroughSGLangAdapter(t *testing.T) {
 	bin := buildRefengine(t)
 	model, err := filepath.Abs(filepath.Join("..", "fixtures", "models", "tiny.json"))
@@ -44,16 +46,17 @@ func TestLaunchRefengineThroughSGLangAdapter(t *testing.T) {
 		name, topology string
 		tp             int
 		want, reason   string
+		extra          []string
 	}{
-		{"pcie-tp4", "pcie", 4, "nccl", "it's not supported on more than two PCIe-only GPUs"},
-		{"nvlink-tp2", "nvlink", 2, "custom", ""},
+		{"pcie-tp4", "pcie", 4, "nccl", "it's not supported on more than two PCIe-only GPUs", nil},
+		{"nvlink-tp2", "nvlink", 2, "custom", "", []string{"--engine-version", "0.4"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			inst, err := engine.Launch(context.Background(), sglangAdapter(), engine.LaunchOptions{
 				Config: engine.LaunchConfig{
 					Command: []string{bin}, Model: model, TPSize: c.tp, Host: "127.0.0.1",
-					ExtraArgs: []string{"--topology", c.topology},
+					ExtraArgs: append([]string{"--topology", c.topology}, c.extra...),
 				},
 				LogPath:      filepath.Join(t.TempDir(), "refengine.log"),
 				ReadyTimeout: 2 * time.Minute,
@@ -104,11 +107,14 @@ func assertLogMatchesServerInfo(t *testing.T, baseURL string, rep *engine.Report
 	}
 	defer resp.Body.Close()
 	var info struct {
-		MaxTotalNumTokens int    `json:"max_total_num_tokens"`
-		AllReduceBackend  string `json:"allreduce_backend"`
+		MaxTotalNumTokens int `json:"max_total_num_tokens"`
 		MemoryUsage       struct {
 			TokenCapacity int `json:"token_capacity"`
 		} `json:"memory_usage"`
+		// The reference engine's own facts (no SGLang release reports an allreduce backend).
+		Refengine struct {
+			AllReduceBackend string `json:"allreduce_backend"`
+		} `json:"refengine"`
 	}
 	var raw map[string]any
 	if err := json.NewDecoder(resp.Body).Decode(&raw); err != nil {
@@ -121,8 +127,8 @@ func assertLogMatchesServerInfo(t *testing.T, baseURL string, rep *engine.Report
 	if rep.KVCacheTokens == nil || *rep.KVCacheTokens != int64(info.MaxTotalNumTokens) || info.MemoryUsage.TokenCapacity != info.MaxTotalNumTokens {
 		t.Errorf("KV tokens: log %v, server_info max_total_num_tokens %d, token_capacity %d", rep.KVCacheTokens, info.MaxTotalNumTokens, info.MemoryUsage.TokenCapacity)
 	}
-	if rep.AllReduce != info.AllReduceBackend {
-		t.Errorf("allreduce: log %q, server_info %q", rep.AllReduce, info.AllReduceBackend)
+	if rep.AllReduce != info.Refengine.AllReduceBackend {
+		t.Errorf("allreduce: log %q, server_info refengine.allreduce_backend %q", rep.AllReduce, info.Refengine.AllReduceBackend)
 	}
 	for _, c := range []struct {
 		name string

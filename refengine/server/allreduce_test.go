@@ -26,6 +26,12 @@ func (ts *testServer) info(t *testing.T) map[string]any {
 	if err := json.Unmarshal(body, &m); code != 200 || err != nil {
 		t.Fatalf("/get_server_info: HTTP %d, %v: %s", code, err, body)
 	}
+	// the reference engine's own facts (allreduce engagement, weight seed) are in its object
+	if facts, ok := m["refengine"].(map[string]any); ok {
+		for k, v := range facts {
+			m[k] = v
+		}
+	}
 	return m
 }
 
@@ -167,16 +173,12 @@ func TestNCCLAlgo(t *testing.T) {
 	if !identical(ring2, tree2) {
 		t.Errorf("bf16 tp 2: ring and tree differ by %.3g; with two ranks they must be bit-identical", maxAbsDiff(ring2, tree2))
 	}
-	if !strings.Contains(t4.log.String(), "Allreduce backend: nccl (tree), topology=nvlink, tp_size=4") ||
-		!strings.Contains(r4.log.String(), "Allreduce backend: nccl (ring), topology=nvlink, tp_size=4") {
-		t.Errorf("log lines do not name the nccl algorithm")
+	if strings.Contains(t4.log.String(), "Allreduce backend:") || strings.Contains(r4.log.String(), "Allreduce backend:") {
+		t.Errorf("the log carries the reference engine's own 'Allreduce backend:' line, which no release prints")
 	}
 	ti, ri := t4.info(t), r4.info(t)
 	if ti["nccl_algorithm"] != "tree" || ri["nccl_algorithm"] != "ring" || num(t, ti, "nccl_tree_calls") == 0 || num(t, ti, "nccl_ring_calls") != 0 {
 		t.Errorf("server info: tree engine %v / %v / %v, ring engine %v", ti["nccl_algorithm"], ti["nccl_tree_calls"], ti["nccl_ring_calls"], ri["nccl_algorithm"])
-	}
-	if st := ti["internal_states"].([]any)[0].(map[string]any); st["nccl_algorithm"] != "tree" {
-		t.Errorf("internal_states nccl_algorithm = %v", st["nccl_algorithm"])
 	}
 }
 
@@ -184,8 +186,8 @@ func TestNCCLAlgo(t *testing.T) {
 // large for the custom buffer (here: a 600-token prefill, above its 512 tokens), and says so.
 func TestNCCLAlgoOnCustomPath(t *testing.T) {
 	ts := start(t, map[string]string{"NCCL_ALGO": "TREE"}, true, "--tp-size", "4")
-	if !strings.Contains(ts.log.String(), "Allreduce backend: custom (one-shot; tensors up to 0.250 MB, larger ones use nccl tree), topology=nvlink, tp_size=4") {
-		t.Errorf("custom backend line does not name the tree:\n%s", ts.log.String())
+	if info := ts.info(t); info["allreduce_backend"] != "custom" || info["nccl_algorithm"] != "tree" || num(t, info, "custom_allreduce_max_bytes") != 256<<10 {
+		t.Errorf("server info: backend %v, nccl algorithm %v, custom buffer %v; want custom, tree, 256 KiB", info["allreduce_backend"], info["nccl_algorithm"], info["custom_allreduce_max_bytes"])
 	}
 	before := num(t, ts.info(t), "nccl_tree_calls")
 	ts.complete(t, map[string]any{"prompt": strings.Repeat("x", 599), "max_tokens": 1, "temperature": 0})
@@ -273,8 +275,8 @@ func TestWeightSeed(t *testing.T) {
 	if maxAbsDiff(def, s7a) < 1e-2 || maxAbsDiff(s7a, s8) < 1e-2 {
 		t.Errorf("other seeds must give other weights: default vs 7 %.3g, 7 vs 8 %.3g", maxAbsDiff(def, s7a), maxAbsDiff(s7a, s8))
 	}
-	if num(t, a.info(t), "weight_seed") != 7 || !strings.Contains(a.log.String(), "Weights are generated from seed 7 (--weight-seed; the model file's seed is 20260401).") {
-		t.Errorf("seed 7 not reported")
+	if ai := a.info(t); num(t, ai, "weight_seed") != 7 || num(t, ai, "model_file_seed") != 20260401 || strings.Contains(a.log.String(), "Weights are generated") {
+		t.Errorf("seed 7 not reported in server info (or a log line no release prints): %v", ai["weight_seed"])
 	}
 	// the draft model derives from the seeded target
 	sp := start(t, nil, true, "--tp-size", "2", "--weight-seed", "7", "--speculative-algorithm", "EAGLE3")

@@ -70,7 +70,7 @@ func TestFaultSlowdown(t *testing.T) {
 	if st0.FaultDelay != 0 || st1.FaultDelay <= 0 {
 		t.Errorf("injected delay: clean %v, slowdown 3 %v", st0.FaultDelay, st1.FaultDelay)
 	}
-	info := slow.e.ServerInfo()["internal_states"].([]map[string]any)[0]
+	info := slow.e.ServerInfo()["refengine"].(map[string]any)
 	if info["fault_delay_s"].(float64) <= 0 {
 		t.Errorf("server info does not show the injected delay: %v", info)
 	}

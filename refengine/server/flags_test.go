@@ -50,8 +50,8 @@ func TestInterconnectOverrides(t *testing.T) {
 	if m.TransferUs != 40 || m.BusGBps != 1 || m.LatencyUs != 25 {
 		t.Errorf("model %+v: overrides not applied (or defaults lost)", m)
 	}
-	if !strings.Contains(ts.log.String(), "transfer=40us") {
-		t.Error("the start-up description does not show the override")
+	if d, _ := ts.e.ServerInfo()["refengine"].(map[string]any)["interconnect"].(string); !strings.Contains(d, "transfer=40us") || strings.Contains(ts.log.String(), "transfer=40us") {
+		t.Errorf("the refengine object's interconnect %q does not show the override (or the log carries it)", d)
 	}
 	if _, err := ParseFlags([]string{"--interconnect-latency-us", "-1"}, io.Discard); err == nil {
 		t.Error("negative override accepted")

@@ -172,14 +172,14 @@ func (e *Engine) vllmStartup(loadElapsed float64) {
 		backends = "['CUSTOM', 'PYNCCL']"
 	}
 	spec := o.SpecAlgorithm != ""
-	if n > 1 && o.Persona.ARBackendsLine {
-		// Printed once, by rank 0, while the workers are still tagged "Worker pid=N".
-		e.vlog(tagWorker, levelInfo, "cuda_communicator.py:245", "Using %s all-reduce backends (in dispatch order) for group 'tp:0'", backends)
-	}
 	for r := 0; r < n; r++ {
 		tag := e.rankTag(r)
 		if n > 1 {
 			e.vlog(tag, levelInfo, "parallel_state.py:1208", "rank %d in world size %d is assigned as DP rank 0, PP rank 0, TP rank %d, EP rank %d", r, n, r, r)
+		}
+		if r == 0 && n > 1 && o.Persona.ARBackendsLine {
+			// Printed once, by rank 0, while the workers are still tagged "Worker pid=N".
+			e.vlog(tagWorker, levelInfo, "cuda_communicator.py:245", "Using %s all-reduce backends (in dispatch order) for group 'tp:0'", backends)
 		}
 		if e.CustomDisabledReason != "" {
 			e.vlog(tag, levelWarning, "custom_all_reduce.py:154", "%s", e.CustomDisabledReason)

@@ -70,7 +70,7 @@ func TestVLLMFlags(t *testing.T) {
 		{[]string{"m", "--gpu-memory-utilization", "1.5"}, "--gpu-memory-utilization 1.5: expected a fraction in (0, 1]"},
 		{[]string{"m", "--dtype", "float16"}, `--dtype "float16": expected auto, float32 or bfloat16`},
 		{[]string{"m", "n"}, "unrecognized arguments: n (expected one model_tag)"},
-		{[]string{"m", "--speculative-config", `{"method": "ngram", "num_speculative_tokens": 3}`}, `method "ngram" is not modelled`},
+		{[]string{"m", "--speculative-config", `{"method": "nextn", "num_speculative_tokens": 3}`}, `method: Input should be eagle, eagle3, mtp, ngram, draft_model (got "nextn")`},
 		{[]string{"m", "--speculative-config", `{"method": "eagle", "num_speculative_tokens": 3, "k": 1}`}, `unknown key "k"`},
 		{[]string{"m", "--speculative-config", `{"method": "eagle"}`}, `"num_speculative_tokens" is required`},
 		{[]string{"m", "--speculative-config", `eagle`}, "--speculative-config \"eagle\": not a JSON object"},
@@ -199,7 +199,7 @@ func TestVLLMStartupLines(t *testing.T) {
 	}
 	log := ts.log.String()
 	for _, re := range []string{
-		`(?m)^\(APIServer pid=\d+\) INFO \d\d-\d\d \d\d:\d\d:\d\d \[api_server\.py:\d+\] vLLM API server version 0\.11\.0\+refengine`,
+		`(?m)^\(APIServer pid=\d+\) INFO \d\d-\d\d \d\d:\d\d:\d\d \[api_server\.py:\d+\] vLLM API server version 0\.22\.1$`,
 		`non-default args: \{'model_tag': '[^']+', 'port': 0, 'model': '[^']+', 'tensor_parallel_size': 2\}`,
 		`\(Worker_TP1 pid=\d+\) INFO [^\]]+\] Model loading took \d+\.\d{4} GiB and \d+\.\d+ seconds`,
 		`\(Worker_TP0 pid=\d+\) INFO [^\]]+\] Available KV cache memory: \d+\.\d{4} GiB`,
@@ -209,7 +209,7 @@ func TestVLLMStartupLines(t *testing.T) {
 		`Registering \d+ cuda graph addresses`,
 		`Graph capturing finished in \d+ secs, took \d+\.\d+ GiB`,
 		`init engine \(profile, create kv cache, warmup model\) took \d+\.\d\d seconds`,
-		`Starting vLLM API server 0 on http://127\.0\.0\.1:\d+`,
+		`Starting vLLM server on http://127\.0\.0\.1:\d+`,
 		`\(APIServer pid=\d+\) INFO:     Application startup complete\.`,
 		`Engine 000: Avg prompt throughput: \d+\.\d tokens/s, Avg generation throughput: \d+\.\d tokens/s, Running: \d+ reqs, Waiting: \d+ reqs, GPU KV cache usage: \d+\.\d%, Prefix cache hit rate: 0\.0%`,
 	} {
