@@ -203,6 +203,9 @@ func printSpecCheck(w io.Writer, r specCheckResult) {
 	}
 	fmt.Fprintf(w, "OK %s: spec %s, %s tp %d, %s, %s, %s\n", r.File, s.Name, s.Engine.Kind, s.Engine.TPSize,
 		plural(len(s.Configs), "config"), plural(len(s.Workloads), "workload"), checks)
+	for _, d := range s.DerivedTwins {
+		fmt.Fprintf(w, "  derived twin %s: %s\n", d.Config, d.Reason)
+	}
 }
 
 func plural(n int, what string) string {
@@ -303,7 +306,7 @@ func missingPaths(s *spec.Spec) []specProblem {
 func uncalibratedChecks(s *spec.Spec) []specProblem {
 	var out []specProblem
 	for _, c := range s.Checks {
-		if c.Kind != spec.KindEquivalence || c.Twin != "" || c.Oracle != "" {
+		if c.Kind != spec.KindEquivalence || !c.NoTwin {
 			continue
 		}
 		bound := "max_distance " + strconv.FormatFloat(*orDefault(c.MaxDistance, -1), 'g', 4, 64)
@@ -311,7 +314,7 @@ func uncalibratedChecks(s *spec.Spec) []specProblem {
 			bound = "a bound derived from the dtype's unit roundoff and the tp size (docs/statistics.md)"
 		}
 		out = append(out, specProblem{File: s.File, Line: c.Line, Field: "check " + c.Name,
-			Message: "uncalibrated: no twin or oracle, so the verdict uses " + bound + " and cannot tell a 1% bf16 allreduce error from rounding; name a twin (a correct allreduce summing in another order, e.g. NCCL with env NCCL_ALGO: Tree)"})
+			Message: "uncalibrated (twin: none): the verdict uses " + bound + " and cannot tell a 1% bf16 allreduce error from rounding; leave twin out for a derived one, or name a twin (a correct allreduce summing in another order, e.g. NCCL with env NCCL_ALGO: Tree)"})
 	}
 	if s.Numerics != nil && s.Numerics.BatchSize == 0 {
 		out = append(out, specProblem{File: s.File, Field: "numerics.batch_size",

@@ -380,8 +380,9 @@ func TestSpecCheckDirectory(t *testing.T) {
 	}
 }
 
-// TestSpecCheckWarnsUncalibrated: an equivalence check without twin or oracle, and numerics
-// without the under-load pass, are valid but warned about; a calibrated check is not.
+// TestSpecCheckWarnsUncalibrated: an equivalence check with twin: none, and numerics without the
+// under-load pass, are valid but warned about; a calibrated check is not, nor one whose twin
+// reckon derives (shown on the OK line's next lines).
 func TestSpecCheckWarnsUncalibrated(t *testing.T) {
 	dir := t.TempDir()
 	src := `name: u
@@ -389,8 +390,9 @@ engine: {kind: sglang, model: m, tp_size: 4}
 configs: [{name: a, disable_custom_all_reduce: true}, {name: t, disable_custom_all_reduce: true, env: {NCCL_ALGO: Tree}}, {name: b}]
 numerics: {prompts: p.jsonl, batch_size: 0}
 checks:
-  - {kind: equivalence, base: a, head: b}
+  - {kind: equivalence, base: a, head: b, twin: none}
   - {kind: equivalence, name: calibrated, base: a, head: b, twin: t}
+  - {kind: equivalence, name: derived, base: b, head: a}
 `
 	p := filepath.Join(dir, "u.yaml")
 	if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
@@ -401,8 +403,9 @@ checks:
 		t.Fatalf("exit %d\n%s%s", code, out, errs)
 	}
 	all := out + errs
-	if !strings.Contains(all, p+":6: warning: check equivalence b vs a: uncalibrated: no twin or oracle") ||
-		!strings.Contains(all, "numerics.batch_size: 0: the under-load pass is off") || strings.Contains(all, "check calibrated: uncalibrated") {
+	if !strings.Contains(all, p+":6: warning: check equivalence b vs a: uncalibrated (twin: none)") ||
+		!strings.Contains(all, "numerics.batch_size: 0: the under-load pass is off") || strings.Contains(all, "check calibrated: uncalibrated") ||
+		strings.Contains(all, "check derived: uncalibrated") || !strings.Contains(all, "  derived twin b-twin: b with disable_custom_all_reduce (NCCL, the reference allreduce)") {
 		t.Errorf("warnings:\n%s", all)
 	}
 }
