@@ -217,6 +217,31 @@ func TestProbeAllreduceDispatch(t *testing.T) {
 	}
 }
 
+// TestVersionFlag: `refengine [--engine-version V] --version` and `refengine vllm [--engine-version
+// V] --version` print the persona's reported version and exit 0; an unknown release exits 2.
+func TestVersionFlag(t *testing.T) {
+	bin := buildBinary(t)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--version"}, "0.0.0.dev1+grefengine"},
+		{[]string{"--engine-version", "0.3", "--version"}, "0.3.6"},
+		{[]string{"vllm", "--engine-version", "0.12", "--version"}, "0.12.0"},
+		{[]string{"vllm", "--version"}, "0.22.1"},
+	} {
+		out, err := exec.Command(bin, c.args...).Output()
+		if err != nil || string(out) != c.want+"\n" {
+			t.Errorf("refengine %q: %q %v, want %q", c.args, out, err, c.want)
+		}
+	}
+	err := exec.Command(bin, "--engine-version", "9", "--version").Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 {
+		t.Errorf("unknown release: %v, want exit 2", err)
+	}
+}
+
 // BenchmarkStartToReady measures a process's time from exec to "The server is fired up and ready
 // to roll!" (tp 4, default model).
 func BenchmarkStartToReady(b *testing.B) {

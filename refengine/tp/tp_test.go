@@ -234,3 +234,43 @@ func TestWorkersDoNotChangeResults(t *testing.T) {
 		t.Errorf("1 vs 3 workers: logits differ by %.3g", abs)
 	}
 }
+
+// TestAllReduceHook: an installed hook sees every allreduce call with the algorithm that ran
+// (custom, or NCCL for a tensor above the custom buffer), and none once removed.
+func TestAllReduceHook(t *testing.T) {
+	cfg := model.Config{Hidden: 64, Layers: 2, Heads: 4, KVHeads: 2, FFN: 128, Vocab: 258, MaxPositions: 256, RopeTheta: 10000, NormEps: 1e-5, Seed: 3}
+	g, err := NewGroup(model.Generate(cfg), nil, Options{TP: 2, Custom: true, CustomMaxBytes: 4 * 64 * 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.AttachKV(Target, 8, 16)
+	var recs []AllReduceRecord
+	g.SetAllReduceHook(func(r AllReduceRecord) { recs = append(recs, r) })
+	pages := []int32{0, 1, 2, 3}
+	if _, err := g.Forward(Target, []SeqInput{{Tokens: []int{1, 2, 3, 4, 5, 6}, Pages: pages}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Forward(Target, []SeqInput{{Tokens: []int{7}, Start: 6, Pages: pages}}); err != nil {
+		t.Fatal(err)
+	}
+	st := g.Stats()
+	if len(recs) != 8 || int64(len(recs)) != st.AllReduces {
+		t.Fatalf("%d records for %d allreduces", len(recs), st.AllReduces)
+	}
+	for i, r := range recs {
+		want := collective.OneShot
+		if i < 4 {
+			want = collective.Ring // 6 tokens x 64 x 4 bytes is above the 4-token custom buffer
+		}
+		if r.Algorithm != want || r.Ranks != 2 || r.Start.IsZero() || r.Duration < 0 {
+			t.Errorf("record %d: %+v, want %s", i, r, want)
+		}
+	}
+	g.SetAllReduceHook(nil)
+	if _, err := g.Forward(Target, []SeqInput{{Tokens: []int{8}, Start: 7, Pages: pages}}); err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 8 {
+		t.Errorf("the removed hook still records: %d", len(recs))
+	}
+}
