@@ -126,7 +126,7 @@ func (fw *framework) profiledAllReduce(ctx context.Context, cs *configState) gat
 	}
 	mt, temp := profileWindowTokens, 0.0
 	rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	_, reqErr := c.Complete(rctx, wire.CompletionRequest{Prompt: client.PromptText(prompt), MaxTokens: &mt, Temperature: &temp})
+	resp, reqErr := c.Complete(rctx, wire.CompletionRequest{Prompt: client.PromptText(prompt), MaxTokens: &mt, Temperature: &temp})
 	cancel()
 	if err := c.StopProfile(ctx); err != nil {
 		src.Detail = fmt.Sprintf("stop profile: %v", err)
@@ -150,6 +150,10 @@ func (fw *framework) profiledAllReduce(ctx context.Context, cs *configState) gat
 		return src
 	}
 	src.Says, src.Detail = sum.Verdict(), sum.String()
+	if r, steps := sum.Ranks(), completionTokens(resp); r > 0 && steps > 0 && sum.CustomAllReduce+sum.NCCLAllReduce > 0 {
+		// One forward step per generated token: the prefill, then the decode steps.
+		src.Detail += fmt.Sprintf(" (%.1f per rank per step over %d steps)", float64(sum.CustomAllReduce+sum.NCCLAllReduce)/float64(r*steps), steps)
+	}
 	if src.Says == profile.VerdictUnknown {
 		src.Says = gate.BackendUnknown
 		src.Detail += ": no allreduce kernel ran in the profiled window"
@@ -237,3 +241,11 @@ func requestedAllReduce(l spec.Launch) string {
 
 // ncclAlgoOf is the NCCL_ALGO a config sets, trimmed.
 func ncclAlgoOf(l spec.Launch) string { return strings.TrimSpace(l.Env["NCCL_ALGO"]) }
+
+// completionTokens is the number of tokens a completion generated (0 when it does not say).
+func completionTokens(r *wire.CompletionResponse) int {
+	if r == nil || r.Usage == nil {
+		return 0
+	}
+	return r.Usage.CompletionTokens
+}

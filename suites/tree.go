@@ -241,8 +241,12 @@ func healthVerdict(cs *configState) gate.Verdict {
 	}
 	v.Outcome = gate.Pass
 	v.Message = fmt.Sprintf("%s: engine ready at %s", cs.name, cs.inst.BaseURL())
+	if ev := cs.allreduce; ev != nil {
+		v.Message += ", allreduce " + ev.Effective
+	} else if r := cs.report; r != nil {
+		v.Message += ", allreduce " + r.AllReduce
+	}
 	if r := cs.report; r != nil {
-		v.Message += fmt.Sprintf(", allreduce %s", r.AllReduce)
 		if r.KVCacheTokens != nil {
 			v.Message += fmt.Sprintf(", KV cache %d tokens", *r.KVCacheTokens)
 		}
