@@ -50,7 +50,7 @@ func TestDefaultVLLMSpecPasses(t *testing.T) {
 	if c := r.check(t, "speculative decoding accepts most draft tokens"); c.Status != reporters.StatusPassed {
 		t.Errorf("accept length from vLLM's SpecDecoding lines: %s %s", c.Status, c.Message)
 	}
-	if r.results.EngineVersion != "0.11.0+refengine.0.1" {
+	if r.results.EngineVersion != "0.22.1" { // the default persona: vLLM 0.22 (refengine --engine-version)
 		t.Errorf("engine version %q: want the vLLM dialect's /version", r.results.EngineVersion)
 	}
 }
