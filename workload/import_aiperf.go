@@ -98,7 +98,8 @@ func importAIPerf(o map[string]any, format string) (*Result, error) {
 		}
 		if in, ok := ic["input"].(map[string]any); ok {
 			if n, ok := intOf(in["random_seed"]); ok {
-				r.Metadata.Seed = int64(n)
+				seed := int64(n)
+				r.Metadata.Seed = &seed
 			}
 		}
 		if n, ok := intOf(ic["concurrency"]); ok && r.Metadata.Workload.MaxConcurrency == 0 {
