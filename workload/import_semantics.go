@@ -124,7 +124,7 @@ func vllmSemantics(version, basis, peak string) *Semantics {
 // OpenAI-compatible one (the requested length, gaps between non-empty text chunks); "" when the
 // file does not name it.
 func sglangSemantics(backend string) *Semantics {
-	s := &Semantics{Tool: "sglang.bench_serving", Version: "unknown", Basis: "not recorded in the file (bench_serving writes no version)",
+	s := &Semantics{Tool: "sglang.bench_serving", Version: "unknown", Basis: "not recorded in the file: bench_serving writes no version",
 		InputTokens: DefDataset, E2EEnd: DefLastLine, Source: srcSGLang}
 	switch backend {
 	case "sglang", "sglang-native":

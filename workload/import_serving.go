@@ -114,7 +114,7 @@ func importVLLM(o map[string]any, opts ImportOptions) (*Result, error) {
 // (vllm_max_concurrent_requests) and a warning says why.
 func (im *importer) vllmPeak(src string, v any, has bool, maxConc int, opts ImportOptions) *Semantics {
 	r := im.r
-	version, basis, peak := "unknown", "not recorded in the file (vllm bench serve writes no version)", ""
+	version, basis, peak := "unknown", "not recorded in the file: vllm bench serve writes no version", ""
 	if opts.ToolVersion != "" {
 		if p, ok := vllmPeakVersion(opts.ToolVersion); ok {
 			version, basis, peak = opts.ToolVersion, "given with --tool-version", p
@@ -127,7 +127,7 @@ func (im *importer) vllmPeak(src string, v any, has bool, maxConc int, opts Impo
 		switch peak {
 		case "":
 			version, peak = "<= 0.28", DefPeakBusiestSecond
-			basis = fmt.Sprintf("inferred: %s %g exceeds max_concurrency %d, which an exact peak cannot (vLLM up to 0.28 counts the busiest whole second)", src, f, maxConc)
+			basis = fmt.Sprintf("inferred: %s %g exceeds max_concurrency %d, which an exact peak cannot; vLLM up to 0.28 counts the busiest whole second", src, f, maxConc)
 		case DefPeakExact:
 			r.warnf("%s %g exceeds max_concurrency %d: not an exact peak, although --tool-version %s says so; kept as the busiest-second figure", src, f, maxConc, opts.ToolVersion)
 			peak = DefPeakBusiestSecond

@@ -682,7 +682,7 @@ func sideSemantics(base, head *trialSet) semanticsReport {
 				read = append(read, "unknown definitions")
 				continue
 			}
-			read = append(read, fmt.Sprintf("%s, version %s (%s)", s.Tool, s.Version, s.Basis))
+			read = append(read, fmt.Sprintf("%s, version %s: %s", s.Tool, s.Version, s.Basis))
 		}
 		rep.notes = append(rep.notes, fmt.Sprintf("%s read with %s", side.name, strings.Join(read, "; ")))
 	}
