@@ -30,7 +30,7 @@ type chatRequest struct {
 	Model         string        `json:"model,omitempty"`
 	Messages      []chatMessage `json:"messages"`
 	MaxTokens     int           `json:"max_tokens"`
-	Temperature   float64       `json:"temperature"`
+	Temperature   *float64      `json:"temperature,omitempty"`
 	TopP          *float64      `json:"top_p,omitempty"`
 	IgnoreEOS     bool          `json:"ignore_eos,omitempty"`
 	Stream        bool          `json:"stream"`
@@ -77,7 +77,7 @@ var chatHTTP = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1024
 func (r *runner) streamChat(ctx context.Context, text string, maxTok int) (*chatResult, error) {
 	const endpoint = "POST " + ChatPath + " (stream)"
 	body := chatRequest{Model: r.model, Messages: []chatMessage{{Role: "user", Content: text}}, MaxTokens: maxTok,
-		Temperature: temperature(r.o.Temperature), TopP: r.o.TopP, IgnoreEOS: r.o.IgnoreEOS, Stream: true}
+		Temperature: r.o.sentTemperature(), TopP: r.o.TopP, IgnoreEOS: r.o.IgnoreEOS, Stream: true}
 	body.StreamOptions.IncludeUsage = true
 	b, err := json.Marshal(body)
 	if err != nil {

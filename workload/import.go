@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -30,7 +31,21 @@ const (
 // -J JSON), detecting the format from the content. A file with several results
 // (JSONL) gives the last one, with a warning; ImportAll gives them all.
 func ImportFile(path string) (*Result, error) {
-	rs, err := ImportAll(path)
+	return ImportFileWith(path, ImportOptions{})
+}
+
+// ImportOptions say what a result file does not. ToolVersion is the version of the tool that
+// wrote it (for example "0.25.1"), needed where the tool's definitions changed between versions
+// and its files do not record the version (vLLM's max_concurrent_requests: the busiest whole
+// second up to 0.28, the exact peak after); it is recorded in each result's
+// metadata.semantics with that basis.
+type ImportOptions struct {
+	ToolVersion string
+}
+
+// ImportFileWith is ImportFile with options.
+func ImportFileWith(path string, opts ImportOptions) (*Result, error) {
+	rs, err := ImportAllWith(path, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -43,11 +58,16 @@ func ImportFile(path string) (*Result, error) {
 
 // ImportAll reads every result of a file (see ImportFile).
 func ImportAll(path string) ([]*Result, error) {
+	return ImportAllWith(path, ImportOptions{})
+}
+
+// ImportAllWith is ImportAll with options.
+func ImportAllWith(path string, opts ImportOptions) ([]*Result, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("import: %w", err)
 	}
-	rs, err := Import(data, filepath.Base(path))
+	rs, err := ImportWith(data, filepath.Base(path), opts)
 	if err != nil {
 		return nil, fmt.Errorf("import %s: %w", path, err)
 	}
@@ -92,12 +112,17 @@ func labelRuns(rs []*Result) {
 // Import parses the content of a result file; name (the file's base name) only helps to tell
 // GenAI-Perf from AIPerf.
 func Import(data []byte, name string) ([]*Result, error) {
+	return ImportWith(data, name, ImportOptions{})
+}
+
+// ImportWith is Import with options.
+func ImportWith(data []byte, name string, opts ImportOptions) ([]*Result, error) {
 	trimmed := bytes.TrimSpace(data)
 	if len(trimmed) == 0 {
 		return nil, fmt.Errorf("empty file")
 	}
 	if looksLikeConsole(trimmed) && !looksLikeNCCL(trimmed) {
-		return importConsole(trimmed)
+		return importConsole(trimmed, opts)
 	}
 	if trimmed[0] != '{' && trimmed[0] != '[' || looksLikeNCCL(trimmed) {
 		if looksLikeNCCL(trimmed) {
@@ -149,7 +174,7 @@ func Import(data []byte, name string) ([]*Result, error) {
 		case FormatReckon:
 			r, err = importReckon(o)
 		case FormatVLLM:
-			r, err = importVLLM(o)
+			r, err = importVLLM(o, opts)
 		case FormatSGLang:
 			r, err = importSGLang(o)
 		case FormatAIPerf, FormatGenAI:
@@ -560,6 +585,26 @@ func importReckon(o map[string]any) (*Result, error) {
 	var r Result
 	if err := json.Unmarshal(raw, &r); err != nil {
 		return nil, fmt.Errorf("reckon result: %w", err)
+	}
+	// A metric key the file does not have (written by an older reckon) is missing, never 0.
+	for _, k := range MetricKeys() {
+		if _, ok := o[k]; !ok && r.NCCL == nil {
+			r.setMissing(k)
+		}
+	}
+	if r.Metadata.Semantics == nil && r.Metadata.Tool == "reckon" {
+		// Written before results recorded their definitions: max_concurrent_requests was then
+		// the busiest whole second, now max_concurrent_requests_1s.
+		s := ReckonSemantics(r.Metadata.ToolVersion)
+		s.Basis = "a reckon result written before semantics were recorded: that reckon's definitions"
+		s.PeakConcurrency = DefPeakBusiestSecond
+		r.Metadata.Semantics = s
+		if !slices.Contains(r.Missing, "max_concurrent_requests") {
+			r.MaxConcurrentRequests1s, r.MaxConcurrentRequests = r.MaxConcurrentRequests, 0
+			r.Missing = slices.DeleteFunc(r.Missing, func(k string) bool { return k == "max_concurrent_requests_1s" })
+			r.setMissing("max_concurrent_requests")
+			r.warnf("max_concurrent_requests of this older reckon result is the busiest-second figure: read as max_concurrent_requests_1s")
+		}
 	}
 	return &r, nil
 }

@@ -98,7 +98,8 @@ func importAIPerf(o map[string]any, format string) (*Result, error) {
 		}
 		if in, ok := ic["input"].(map[string]any); ok {
 			if n, ok := intOf(in["random_seed"]); ok {
-				r.Metadata.Seed = int64(n)
+				seed := int64(n)
+				r.Metadata.Seed = &seed
 			}
 		}
 		if n, ok := intOf(ic["concurrency"]); ok && r.Metadata.Workload.MaxConcurrency == 0 {
@@ -107,6 +108,15 @@ func importAIPerf(o map[string]any, format string) (*Result, error) {
 			im.set["max_concurrency"] = true
 		}
 	}
+	var serverTokens *bool
+	if ic, ok := o["input_config"].(map[string]any); ok {
+		if ep, ok := ic["endpoint"].(map[string]any); ok {
+			if b, ok := ep["use_server_token_count"].(bool); ok {
+				serverTokens = &b
+			}
+		}
+	}
+	r.Metadata.Semantics = aiperfSemantics(tool, r.Metadata.ToolVersion, serverTokens)
 	if b, ok := o["was_cancelled"].(bool); ok && b {
 		r.warnf("the benchmark was cancelled before it completed")
 	}

@@ -34,7 +34,6 @@ var consoleScalar = map[string]string{
 	"request goodput (req/s)":              "request_goodput",
 	"output token throughput (tok/s)":      "output_throughput",
 	"peak output token throughput (tok/s)": "max_output_tokens_per_s",
-	"peak concurrent requests":             "max_concurrent_requests",
 	"total token throughput (tok/s)":       "total_token_throughput",
 	"total throughput (tok/s)":             "total_token_throughput",
 	"concurrency":                          "concurrency",
@@ -54,13 +53,18 @@ func looksLikeConsole(b []byte) bool { return reConsoleStart.Match(b) }
 
 // importConsole reads every "Serving Benchmark Result" block of a log. Values are as printed
 // (rounded to two decimals), which a warning says.
-func importConsole(b []byte) ([]*Result, error) {
+//
+// A block with a "Backend:" line is SGLang's (its definitions for that backend), otherwise vLLM's;
+// vLLM's "Peak concurrent requests" is filed by its version's definition as in importVLLM.
+func importConsole(b []byte, opts ImportOptions) ([]*Result, error) {
 	var out []*Result
 	var im *importer
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
 	lineNo, seen := 0, 0
-	var rate, maxConc, preRate, preConc string
+	var rate, maxConc, preRate, preConc, backend string
+	var peak any
+	hasPeak := false
 	finish := func() {
 		if im == nil {
 			return
@@ -75,11 +79,19 @@ func importConsole(b []byte) ([]*Result, error) {
 				r.MaxConcurrency = n
 				im.set["max_concurrency"] = true
 			}
+			if backend != "" {
+				r.Metadata.Semantics = sglangSemantics(backend)
+				if f, ok, _ := num(peak); hasPeak && ok {
+					im.extra("sglang_max_concurrent_requests", f)
+				}
+			} else {
+				r.Metadata.Semantics = im.vllmPeak("Peak concurrent requests", peak, hasPeak, r.Metadata.Workload.MaxConcurrency, opts)
+			}
 			r.warnf("read from the printed summary: values are rounded as printed (two decimals)")
 			im.dropPlaceholderStats()
 			out = append(out, im.finish())
 		}
-		im, seen, rate, maxConc = nil, 0, "", ""
+		im, seen, rate, maxConc, backend, peak, hasPeak = nil, 0, "", "", "", nil, false
 	}
 	for sc.Scan() {
 		lineNo++
@@ -117,6 +129,7 @@ func importConsole(b []byte) ([]*Result, error) {
 		label, val := strings.ToLower(strings.TrimSpace(m[1])), m[2]
 		switch label {
 		case "backend":
+			backend = val
 			im.r.Metadata.labels()["backend"] = val
 			im.r.Metadata.Tool = toolForBackend(val)
 			continue
@@ -130,6 +143,11 @@ func importConsole(b []byte) ([]*Result, error) {
 		f, err := strconv.ParseFloat(val, 64)
 		if err != nil {
 			im.r.warnf("line %d: %q: value %q is not a number", lineNo, m[1], val)
+			continue
+		}
+		if label == "peak concurrent requests" {
+			peak, hasPeak = f, true
+			seen++
 			continue
 		}
 		if key, ok := consoleScalar[label]; ok {

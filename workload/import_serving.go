@@ -19,7 +19,7 @@ var vllmMeta = map[string]bool{
 
 // importVLLM reads one `vllm bench serve --save-result` object (current keys, and the old
 // "request_goodput:" key). String values of unknown keys are --metadata labels.
-func importVLLM(o map[string]any) (*Result, error) {
+func importVLLM(o map[string]any, opts ImportOptions) (*Result, error) {
 	im := newImporter(FormatVLLM, "vllm bench serve")
 	r := im.r
 	used := map[string]bool{}
@@ -75,6 +75,13 @@ func importVLLM(o map[string]any) (*Result, error) {
 	for k := range vllmMeta {
 		used[k] = true
 	}
+	used["max_concurrent_requests"] = true
+	peak, hasPeak := o["max_concurrent_requests"]
+	r.Metadata.Semantics = im.vllmPeak("max_concurrent_requests", peak, hasPeak, md.Workload.MaxConcurrency, opts)
+	if _, legacy := o["request_goodput:"]; legacy && opts.ToolVersion == "" {
+		r.Metadata.Semantics.Version = "legacy benchmark_serving.py"
+		r.Metadata.Semantics.Basis = "inferred: the legacy key \"request_goodput:\""
+	}
 	im.details(o, used)
 	if v, ok := o["request_goodput:"]; ok {
 		used["request_goodput:"] = true
@@ -98,6 +105,50 @@ func importVLLM(o map[string]any) (*Result, error) {
 	return im.finish(), nil
 }
 
+// vllmPeak files vLLM's max_concurrent_requests (v, under the source's name src; has: the file
+// has it) under the key of the definition it was computed with, and returns the semantics of
+// the result: up to vLLM 0.28 the busiest whole second (max_concurrent_requests_1s), after it
+// the exact peak (max_concurrent_requests). vLLM's files do not record the version, so it is
+// opts.ToolVersion, else inferred when the value exceeds the concurrency cap (an exact peak
+// cannot), else unknown: the value is then kept under vLLM's own name
+// (vllm_max_concurrent_requests) and a warning says why.
+func (im *importer) vllmPeak(src string, v any, has bool, maxConc int, opts ImportOptions) *Semantics {
+	r := im.r
+	version, basis, peak := "unknown", "not recorded in the file: vllm bench serve writes no version", ""
+	if opts.ToolVersion != "" {
+		if p, ok := vllmPeakVersion(opts.ToolVersion); ok {
+			version, basis, peak = opts.ToolVersion, "given with --tool-version", p
+		} else {
+			r.warnf("--tool-version %q: expected a vLLM version such as 0.25.1 (or main): ignored", opts.ToolVersion)
+		}
+	}
+	f, isNum, _ := num(v)
+	if has && isNum && maxConc > 0 && f > float64(maxConc) {
+		switch peak {
+		case "":
+			version, peak = "<= 0.28", DefPeakBusiestSecond
+			basis = fmt.Sprintf("inferred: %s %g exceeds max_concurrency %d, which an exact peak cannot; vLLM up to 0.28 counts the busiest whole second", src, f, maxConc)
+		case DefPeakExact:
+			r.warnf("%s %g exceeds max_concurrency %d: not an exact peak, although --tool-version %s says so; kept as the busiest-second figure", src, f, maxConc, opts.ToolVersion)
+			peak = DefPeakBusiestSecond
+		}
+	}
+	if has && v != nil {
+		switch peak {
+		case DefPeakExact:
+			im.metric("max_concurrent_requests", src, v)
+		case DefPeakBusiestSecond:
+			im.metric("max_concurrent_requests_1s", src, v)
+		default:
+			if isNum {
+				im.extra("vllm_max_concurrent_requests", f)
+			}
+			r.warnf("%s: vLLM computes it over whole-second buckets up to 0.28 and as the exact peak after; the file does not record its version: kept as vllm_max_concurrent_requests (give --tool-version to read it as max_concurrent_requests or max_concurrent_requests_1s)", src)
+		}
+	}
+	return vllmSemantics(version, basis, peak)
+}
+
 // sglangAlias maps SGLang bench_serving keys to reckon's (vLLM) names.
 var sglangAlias = map[string]string{
 	"total_throughput":      "total_token_throughput",
@@ -117,11 +168,18 @@ func importSGLang(o map[string]any) (*Result, error) {
 	md := &r.Metadata
 	used := map[string]bool{}
 	for _, k := range []string{"tag", "backend", "dataset_name", "request_rate", "max_concurrency", "sharegpt_output_len",
-		"random_input_len", "random_output_len", "random_range_ratio", "server_info", "model_id", "model"} {
+		"random_input_len", "random_output_len", "random_range_ratio", "server_info", "model_id", "model", "max_concurrent_requests"} {
 		used[k] = true
 	}
-	if b := str(o["backend"]); b != "" {
-		md.labels()["backend"] = b
+	backend := str(o["backend"])
+	if backend != "" {
+		md.labels()["backend"] = backend
+	}
+	md.Semantics = sglangSemantics(backend)
+	if f, ok, _ := num(o["max_concurrent_requests"]); ok {
+		// Its definition (whole-second buckets or exact) is not pinned for SGLang's client:
+		// kept under SGLang's own name.
+		im.extra("sglang_max_concurrent_requests", f)
 	}
 	if t := str(o["tag"]); t != "" {
 		md.labels()["tag"] = t
@@ -141,15 +199,7 @@ func importSGLang(o map[string]any) (*Result, error) {
 		md.Workload.MaxConcurrency = n
 		im.metric("max_concurrency", "max_concurrency", o["max_concurrency"])
 	}
-	if n, ok := intOf(o["random_input_len"]); ok {
-		md.Workload.InputLen = n
-	}
-	if n, ok := intOf(o["random_output_len"]); ok {
-		md.Workload.OutputLen = n
-	}
-	if f, ok, _ := num(o["random_range_ratio"]); ok {
-		md.Workload.RangeRatio = f
-	}
+	im.sglangLengths(o)
 	md.Model = str(o["model_id"])
 	if si, ok := o["server_info"].(map[string]any); ok {
 		if v := str(si["version"]); v != "" {
@@ -166,6 +216,60 @@ func importSGLang(o map[string]any) (*Result, error) {
 	}
 	im.dropPlaceholderStats()
 	return im.finish(), nil
+}
+
+// sglangLengths reads SGLang's length settings with SGLang's meaning. Its --random-range-ratio r
+// draws a random length from [max(⌊L·r⌋, 1), L] (r = 1: fixed L; its default 0: 1..L), where
+// reckon's and vLLM's r spread over L(1±r): the interval is converted (workload.input_lens /
+// output_lens), input_len / output_len are set only for a fixed length (the one case where
+// both tools mean the same by them), and the settings are kept under SGLang's own names in
+// workload.tool_settings. random_* apply only to the random datasets, sharegpt_output_len only to
+// sharegpt; the settings of the other dataset are kept, not read.
+func (im *importer) sglangLengths(o map[string]any) {
+	w := &im.r.Metadata.Workload
+	for _, k := range []string{"random_input_len", "random_output_len", "random_range_ratio", "sharegpt_output_len"} {
+		if v, ok := o[k]; ok && v != nil {
+			if w.ToolSettings == nil {
+				w.ToolSettings = map[string]string{}
+			}
+			w.ToolSettings["sglang."+k] = str(v)
+		}
+	}
+	ds := strings.ToLower(w.Dataset)
+	switch {
+	case strings.HasPrefix(ds, "random"):
+		r, hasR, _ := num(o["random_range_ratio"])
+		in, hasIn := intOf(o["random_input_len"])
+		out, hasOut := intOf(o["random_output_len"])
+		if !hasR {
+			if hasIn || hasOut {
+				im.r.warnf("random_range_ratio is not in the file: the lengths drawn around random_input_len/random_output_len are unknown")
+			}
+			return
+		}
+		if hasIn {
+			w.InputLens = SGLangLenRange(in, r)
+		}
+		if hasOut {
+			w.OutputLens = SGLangLenRange(out, r)
+		}
+		if r >= 1 {
+			if hasIn {
+				w.InputLen = in
+			}
+			if hasOut {
+				w.OutputLen = out
+			}
+		} else {
+			im.r.warnf("SGLang's random_range_ratio %g draws lengths from [max(⌊L·%g⌋, 1), L] (input %s, output %s); reckon's range ratio means L(1±r), so input_len/output_len are left out and the intervals are in workload.input_lens/output_lens",
+				r, r, w.InputLens, w.OutputLens)
+		}
+	case ds == "sharegpt":
+		if n, ok := intOf(o["sharegpt_output_len"]); ok && n > 0 {
+			w.OutputLen = n
+			w.OutputLens = &LenRange{n, n}
+		}
+	}
 }
 
 // generic maps every remaining key: our metric names directly (or through alias), other

@@ -35,16 +35,21 @@ type Result struct {
 	TotalInputTokens  int     `json:"total_input_tokens"`
 	TotalOutputTokens int     `json:"total_output_tokens"`
 
-	RequestThroughput     float64 `json:"request_throughput"`
-	RequestGoodput        float64 `json:"request_goodput"`
-	OutputThroughput      float64 `json:"output_throughput"`
-	TotalTokenThroughput  float64 `json:"total_token_throughput"`
-	MaxOutputTokensPerS   float64 `json:"max_output_tokens_per_s"`
-	MaxConcurrency        int     `json:"max_concurrency"`
-	MaxConcurrentRequests int     `json:"max_concurrent_requests"`
-	PeakInFlight          int     `json:"peak_in_flight"`
-	Concurrency           float64 `json:"concurrency"`
-	SpecAcceptLength      float64 `json:"spec_accept_length"`
+	RequestThroughput    float64 `json:"request_throughput"`
+	RequestGoodput       float64 `json:"request_goodput"`
+	OutputThroughput     float64 `json:"output_throughput"`
+	TotalTokenThroughput float64 `json:"total_token_throughput"`
+	MaxOutputTokensPerS  float64 `json:"max_output_tokens_per_s"`
+	MaxConcurrency       int     `json:"max_concurrency"`
+	// MaxConcurrentRequests is the largest number of successful requests in flight at one
+	// instant (half-open [send, end) intervals), as current vllm bench serve computes its key of
+	// this name; MaxConcurrentRequests1s is the busiest whole second instead (vLLM's figure up to
+	// 0.28, which counts requests that merely share a second together).
+	MaxConcurrentRequests   int     `json:"max_concurrent_requests"`
+	MaxConcurrentRequests1s int     `json:"max_concurrent_requests_1s"`
+	PeakInFlight            int     `json:"peak_in_flight"`
+	Concurrency             float64 `json:"concurrency"`
+	SpecAcceptLength        float64 `json:"spec_accept_length"`
 
 	MeanTTFTMs   float64 `json:"mean_ttft_ms"`
 	MedianTTFTMs float64 `json:"median_ttft_ms"`
@@ -91,11 +96,12 @@ type Result struct {
 
 // Metadata says what was measured, where, and by which tool.
 type Metadata struct {
-	Engine       string            `json:"engine,omitempty"`
-	Config       string            `json:"config,omitempty"`
-	Testbed      string            `json:"testbed,omitempty"`
-	Model        string            `json:"model,omitempty"`
-	Seed         int64             `json:"seed"`
+	Engine  string `json:"engine,omitempty"`
+	Config  string `json:"config,omitempty"`
+	Testbed string `json:"testbed,omitempty"`
+	Model   string `json:"model,omitempty"`
+	// Seed is nil when the source does not record one (never a default 0).
+	Seed         *int64            `json:"seed,omitempty"`
 	Workload     Workload          `json:"workload"`
 	Tool         string            `json:"tool"`
 	ToolVersion  string            `json:"tool_version,omitempty"`
@@ -103,25 +109,37 @@ type Metadata struct {
 	SourceFile   string            `json:"source_file,omitempty"`
 	Date         string            `json:"date,omitempty"`
 	Labels       map[string]string `json:"labels,omitempty"`
+	// Semantics names the definitions the result was measured with (which tool, which version
+	// of its definitions, and how that was known); see Semantics.
+	Semantics *Semantics `json:"semantics,omitempty"`
 }
 
 // Workload describes the load that produced a result. RequestRate 0 means "all requests at
 // once" (vLLM's inf).
 type Workload struct {
-	Name           string             `json:"name,omitempty"`
-	Dataset        string             `json:"dataset,omitempty"`
-	NumPrompts     int                `json:"num_prompts,omitempty"`
-	RequestRate    float64            `json:"request_rate"`
-	Burstiness     float64            `json:"burstiness,omitempty"`
-	MaxConcurrency int                `json:"max_concurrency,omitempty"`
-	InputLen       int                `json:"input_len,omitempty"`
-	OutputLen      int                `json:"output_len,omitempty"`
-	RangeRatio     float64            `json:"range_ratio,omitempty"`
-	Warmup         int                `json:"warmup,omitempty"`
-	IgnoreEOS      bool               `json:"ignore_eos"`
-	Temperature    float64            `json:"temperature"`
-	TopP           *float64           `json:"top_p,omitempty"`
-	Goodput        map[string]float64 `json:"goodput,omitempty"`
+	Name           string  `json:"name,omitempty"`
+	Dataset        string  `json:"dataset,omitempty"`
+	NumPrompts     int     `json:"num_prompts,omitempty"`
+	RequestRate    float64 `json:"request_rate"`
+	Burstiness     float64 `json:"burstiness,omitempty"`
+	MaxConcurrency int     `json:"max_concurrency,omitempty"`
+	InputLen       int     `json:"input_len,omitempty"`
+	OutputLen      int     `json:"output_len,omitempty"`
+	RangeRatio     float64 `json:"range_ratio,omitempty"`
+	// InputLens and OutputLens are the interval synthetic lengths were drawn from, uniformly
+	// over the integers min..max inclusive: reckon's and vLLM's [L(1−r), L(1+r)], or another
+	// tool's range converted with its own definition (SGLang: [max(⌊L·r⌋, 1), L]).
+	InputLens  *LenRange `json:"input_lens,omitempty"`
+	OutputLens *LenRange `json:"output_lens,omitempty"`
+	Warmup     int       `json:"warmup,omitempty"`
+	// IgnoreEOS and Temperature are nil when the source does not record them (an imported
+	// file), never a default. TemperatureServerDefault says that no temperature was sent, so
+	// the server's default applied (current vllm bench serve without --temperature).
+	IgnoreEOS                *bool              `json:"ignore_eos,omitempty"`
+	Temperature              *float64           `json:"temperature,omitempty"`
+	TemperatureServerDefault bool               `json:"temperature_server_default,omitempty"`
+	TopP                     *float64           `json:"top_p,omitempty"`
+	Goodput                  map[string]float64 `json:"goodput,omitempty"`
 	// PrefixLen is the shared prefix of synthetic prompts, in tokens.
 	PrefixLen int `json:"prefix_len,omitempty"`
 	// PromptMode says how synthetic prompts were sent: "token_ids" (exact lengths) or "text"
@@ -132,6 +150,50 @@ type Workload struct {
 	OutputLenSource string `json:"output_len_source,omitempty"`
 	// Endpoint is the API path the requests went to ("/v1/completions" when empty).
 	Endpoint string `json:"endpoint,omitempty"`
+	// ToolSettings keeps settings of an imported file under the tool's own names and meanings
+	// (for example "sglang.random_range_ratio"), beside any conversion into the fields above.
+	ToolSettings map[string]string `json:"tool_settings,omitempty"`
+}
+
+// LenRange is an inclusive interval of token lengths.
+type LenRange struct {
+	Min int `json:"min"`
+	Max int `json:"max"`
+}
+
+// String writes the interval as "min..max", or "L" when it holds one length.
+func (l *LenRange) String() string {
+	if l == nil {
+		return "unknown"
+	}
+	if l.Min == l.Max {
+		return fmt.Sprint(l.Min)
+	}
+	return fmt.Sprintf("%d..%d", l.Min, l.Max)
+}
+
+// ReckonLenRange is the interval reckon (and vLLM's random dataset) draws a length from for
+// length l and range ratio r: [max(1, ⌊l(1−r)⌋), ⌈l(1+r)⌉]; l itself when r is 0.
+func ReckonLenRange(l int, r float64) *LenRange {
+	if l <= 0 {
+		return nil
+	}
+	if r <= 0 {
+		return &LenRange{l, l}
+	}
+	lo := max(1, int(math.Floor(float64(l)*(1-r))))
+	return &LenRange{lo, max(lo, int(math.Ceil(float64(l)*(1+r))))}
+}
+
+// SGLangLenRange is the interval SGLang's bench_serving draws a random length from for its
+// --random-*-len l and --random-range-ratio r (datasets/common.py compute_random_lens:
+// np.random.randint(max(int(l*r), 1), l+1)): [max(⌊l·r⌋, 1), l]. r = 1 is a fixed length l;
+// SGLang's default r = 0 is 1..l.
+func SGLangLenRange(l int, r float64) *LenRange {
+	if l <= 0 {
+		return nil
+	}
+	return &LenRange{max(int(math.Floor(float64(l)*r)), 1), l}
 }
 
 // Details holds per-request data with vLLM's key names and units (seconds).

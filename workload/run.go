@@ -69,8 +69,12 @@ type Options struct {
 	// counts, which include its chat template).
 	Chat bool
 	// Temperature and TopP are the sampling settings sent with every request; nil Temperature
-	// means 0 (greedy), nil TopP leaves the server's default.
+	// means 0 (greedy) unless ServerDefaultTemperature, nil TopP leaves the server's default.
 	Temperature, TopP *float64
+	// ServerDefaultTemperature sends no temperature when Temperature is nil, so that the
+	// server's (model's) default applies, as current vllm bench serve does without --temperature
+	// (serve.py: "no longer sets temperature==0 (greedy) in requests by default").
+	ServerDefaultTemperature bool
 	// Model is sent with each request; empty means the first model of /v1/models.
 	Model string
 	// Progress receives a progress bar (terminal) or periodic plain lines; nil = silent.
@@ -463,7 +467,10 @@ func Run(ctx context.Context, c *client.Client, o Options) (*Result, error) {
 	}
 	res.Metadata = o.Metadata
 	res.Metadata.Model = model
-	res.Metadata.Seed = o.Seed
+	ignoreEOS := o.IgnoreEOS
+	seed := o.Seed
+	res.Metadata.Seed = &seed
+	res.Metadata.Semantics = ReckonSemantics(Version)
 	res.Metadata.Tool = "reckon"
 	res.Metadata.ToolVersion = Version
 	res.Metadata.SourceFormat = "reckon"
@@ -473,14 +480,17 @@ func Run(ctx context.Context, c *client.Client, o Options) (*Result, error) {
 	res.Metadata.Workload = Workload{
 		Name: o.Metadata.Workload.Name, Dataset: dsName, NumPrompts: len(bench), RequestRate: rate,
 		Burstiness: burst, MaxConcurrency: o.Concurrency, InputLen: o.InputLen, OutputLen: o.OutputLen,
-		RangeRatio: o.RangeRatio, Warmup: o.Warmup, IgnoreEOS: o.IgnoreEOS, Temperature: temperature(o.Temperature), TopP: o.TopP,
-		Goodput: o.Goodput, PrefixLen: o.PrefixLen, PromptMode: mode, TextCalibration: cal,
+		RangeRatio: o.RangeRatio, Warmup: o.Warmup, IgnoreEOS: &ignoreEOS, Temperature: o.sentTemperature(), TopP: o.TopP,
+		TemperatureServerDefault: o.sentTemperature() == nil,
+		Goodput:                  o.Goodput, PrefixLen: o.PrefixLen, PromptMode: mode, TextCalibration: cal,
 	}
 	if o.Chat {
 		res.Metadata.Workload.Endpoint = ChatPath
 	}
 	if o.synthetic() {
-		res.Metadata.Workload.InputLen, res.Metadata.Workload.OutputLen = o.lens()
+		in, out := o.lens()
+		res.Metadata.Workload.InputLen, res.Metadata.Workload.OutputLen = in, out
+		res.Metadata.Workload.InputLens, res.Metadata.Workload.OutputLens = ReckonLenRange(in, o.RangeRatio), ReckonLenRange(out, o.RangeRatio)
 	}
 	if pp.fromDataset > 0 {
 		res.Metadata.Workload.OutputLenSource = "dataset"
@@ -581,9 +591,8 @@ func (r *runner) one(ctx context.Context, p Prompt, start time.Time) RequestReco
 		ctx, cancel = context.WithTimeout(ctx, r.o.RequestTimeout)
 		defer cancel()
 	}
-	temp := temperature(r.o.Temperature)
 	maxTok := p.OutputLen
-	req := wire.CompletionRequest{Model: r.model, MaxTokens: &maxTok, Temperature: &temp, TopP: r.o.TopP, IgnoreEOS: r.o.IgnoreEOS}
+	req := wire.CompletionRequest{Model: r.model, MaxTokens: &maxTok, Temperature: r.o.sentTemperature(), TopP: r.o.TopP, IgnoreEOS: r.o.IgnoreEOS}
 	if len(p.TokenIDs) > 0 {
 		req.Prompt = client.PromptTokens(p.TokenIDs)
 	} else {
@@ -639,11 +648,18 @@ func (r *runner) annotate(res *Result) {
 }
 
 // temperature is the temperature sent: t, or 0 (greedy) when unset.
-func temperature(t *float64) float64 {
-	if t == nil {
-		return 0
+// sentTemperature is the temperature sent with every request: Temperature, else 0 (greedy),
+// else nil (none sent: the server's default) with ServerDefaultTemperature.
+func (o *Options) sentTemperature() *float64 {
+	if o.Temperature != nil {
+		t := *o.Temperature
+		return &t
 	}
-	return *t
+	if o.ServerDefaultTemperature {
+		return nil
+	}
+	t := 0.0
+	return &t
 }
 
 // details returns the per-request data of the run: the real input and output lengths of every

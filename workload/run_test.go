@@ -144,7 +144,7 @@ func TestRunScriptedStream(t *testing.T) {
 	if _, ok := res.Metrics()["spec_accept_length"]; ok {
 		t.Errorf("spec_accept_length reported though the server was not asked")
 	}
-	if res.Metadata.Model != "m" || res.Metadata.Tool != "reckon" || !res.Metadata.Workload.IgnoreEOS {
+	if res.Metadata.Model != "m" || res.Metadata.Tool != "reckon" || res.Metadata.Workload.IgnoreEOS == nil || !*res.Metadata.Workload.IgnoreEOS {
 		t.Errorf("metadata = %+v", res.Metadata)
 	}
 }

@@ -185,8 +185,9 @@ func cutColon(s string) (string, string, bool) {
 //   - statistics: mean, median, population std, p90/p95/p99 by linear interpolation;
 //   - goodput: successful requests meeting every given SLO (TPOT taken as 0 when out ≤ 1) per
 //     second; nil SLOs leave request_goodput missing;
-//   - max_output_tokens_per_s and max_concurrent_requests over 1-second buckets from the first
-//     request's start, as vLLM; peak_in_flight is the exact maximum of overlapping requests;
+//   - max_output_tokens_per_s and max_concurrent_requests_1s over 1-second buckets from the
+//     first request's start, as vLLM up to 0.28; max_concurrent_requests is the exact peak of
+//     overlapping successful requests, as current vLLM; peak_in_flight the same over all requests;
 //     concurrency = Σ E2E / duration (SGLang's Little's-law figure).
 func ComputeMetrics(records []RequestRecord, duration time.Duration, goodput map[string]float64) *Result {
 	r := &Result{Schema: ResultSchema}
@@ -260,11 +261,13 @@ func ComputeMetrics(records []RequestRecord, duration time.Duration, goodput map
 	r.setDist("tpot", tpots)
 	r.setDist("itl", itls)
 	r.setDist("e2el", e2els)
-	r.MaxOutputTokensPerS, r.MaxConcurrentRequests = perSecondPeaks(records)
-	r.PeakInFlight = peakInFlight(records)
+	r.MaxOutputTokensPerS, r.MaxConcurrentRequests1s = perSecondPeaks(records)
+	r.MaxConcurrentRequests = peakInFlight(records, true)
+	r.PeakInFlight = peakInFlight(records, false)
 	if r.Completed == 0 {
 		r.setMissing("max_output_tokens_per_s")
 		r.setMissing("max_concurrent_requests")
+		r.setMissing("max_concurrent_requests_1s")
 		r.warnf("no request completed")
 	}
 	if r.Failed > 0 {
@@ -329,14 +332,19 @@ func perSecondPeaks(records []RequestRecord) (float64, int) {
 	return maxTok, maxAct
 }
 
-// peakInFlight is the largest number of requests (successful or not) in flight at one instant.
-func peakInFlight(records []RequestRecord) int {
+// peakInFlight is the largest number of requests in flight at one instant over half-open
+// [send, end) intervals: of the successful ones when successOnly (current vllm bench serve's
+// max_concurrent_requests, serve.py calculate_metrics), else of all (reckon's peak_in_flight).
+func peakInFlight(records []RequestRecord, successOnly bool) int {
 	type ev struct {
 		t time.Duration
 		d int
 	}
 	evs := make([]ev, 0, 2*len(records))
 	for _, rec := range records {
+		if successOnly && !rec.Success {
+			continue
+		}
 		evs = append(evs, ev{rec.Start, +1}, ev{rec.Start + rec.Latency, -1})
 	}
 	// Ends sort before starts at the same instant: back-to-back requests do not overlap.

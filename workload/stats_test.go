@@ -138,7 +138,7 @@ func TestPerSecondPeaks(t *testing.T) {
 	if tok != 3 || act != 2 {
 		t.Errorf("peaks = %v tokens/s, %d requests; want 3 (bucket 0: 2+1) and 2", tok, act)
 	}
-	if p := peakInFlight(recs); p != 2 {
+	if p := peakInFlight(recs, false); p != 2 {
 		t.Errorf("peak in flight = %d, want 2", p)
 	}
 }

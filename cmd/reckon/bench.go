@@ -44,8 +44,12 @@ or ShareGPT JSON, whose replies set the output lengths unless --output-len is gi
 synthetic: --input-len tokens exactly (plus a shared --prefix-len prefix), sent as token ids, or,
 when the server refuses ids, as text calibrated by the server's own usage counts (the result's
 metadata.workload.prompt_mode says which; details.input_lens holds every request's real length).
-Requests use temperature 0 unless --temperature; ignore_eos only with --ignore-eos (as vLLM);
-warm-up requests are excluded; failed requests are counted, never fatal.
+As current vllm bench serve: requests carry no temperature unless --temperature (the server's
+default applies; --temperature 0 for greedy), and synthetic (random) prompts ask for exactly
+their output length (ignore_eos; --no-ignore-eos lets them stop at end-of-sequence), dataset
+prompts only with --ignore-eos. Warm-up requests are excluded; failed requests are counted,
+never fatal. max_concurrent_requests is the exact peak of successful requests in flight, as
+current vLLM; max_concurrent_requests_1s the busiest whole second (vLLM's figure up to 0.28).
 
 vLLM's bench serve flag names are accepted with vLLM's meaning: --base-url (or --host/--port),
 --max-concurrency, --random-input-len, --random-output-len, --random-range-ratio,
@@ -112,7 +116,11 @@ Exit status: 0 done, 2 bad flags, dataset or --result path (checked before the f
 			}
 			o.Dataset = dataset
 			o.Model = model
-			o.IgnoreEOS = ignoreEOS
+			// vllm bench serve forces ignore_eos for its random dataset (serve.py main_async);
+			// reckon keeps --no-ignore-eos as a way out.
+			o.IgnoreEOS = ignoreEOS || (dataset == "" && !noIgnoreEOS)
+			// ... and no longer sends temperature 0 unless asked: the server's default applies.
+			o.ServerDefaultTemperature = true
 			if cmd.Flags().Changed("temperature") {
 				o.Temperature = &v.temperature
 			}
@@ -182,9 +190,9 @@ Exit status: 0 done, 2 bad flags, dataset or --result path (checked before the f
 	f.DurationVar(&o.RequestTimeout, "request-timeout", 10*time.Minute, "timeout of one request (counted as failed)")
 	f.StringVar(&result, "result", "", "result file to write (JSON, vLLM key names)")
 	f.StringVar(&model, "model", "", "model name to send (default: the first of /v1/models)")
-	f.BoolVar(&ignoreEOS, "ignore-eos", false, "ask for exactly the output length (ignore_eos); off unless given, as in vLLM")
-	f.BoolVar(&noIgnoreEOS, "no-ignore-eos", false, "let requests stop at end-of-sequence (the default)")
-	f.Float64Var(&v.temperature, "temperature", 0, "sampling temperature (default 0: greedy)")
+	f.BoolVar(&ignoreEOS, "ignore-eos", false, "ask for exactly the output length (ignore_eos); the default for synthetic (random) prompts, as vLLM")
+	f.BoolVar(&noIgnoreEOS, "no-ignore-eos", false, "let requests stop at end-of-sequence (the default for --dataset prompts)")
+	f.Float64Var(&v.temperature, "temperature", 0, "sampling temperature sent with every request (default: none sent, the server's default, as vLLM; 0 = greedy)")
 	f.Float64Var(&v.topP, "top-p", 1, "nucleus sampling top_p (default: the server's)")
 	f.BoolVar(&o.Details, "details", false, "keep per-request data in the result (ttfts, itls, ...)")
 	f.StringVar(&engine, "engine", "", "metadata: engine name")

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/reckon-ci/reckon/wire"
+	"github.com/reckon-ci/reckon/workload"
 )
 
 // idServer streams max_tokens chunks and counts a token-id prompt's ids as its usage; it keeps
@@ -98,19 +99,52 @@ func TestBenchAcceptsVLLMFlags(t *testing.T) {
 	}
 }
 
-// TestBenchIgnoreEOSOffByDefault: as vLLM, ignore_eos only with --ignore-eos.
-func TestBenchIgnoreEOSOffByDefault(t *testing.T) {
-	s := &idServer{}
-	srv := httptest.NewServer(s)
-	defer srv.Close()
-	_, errs, code := execCmd(t, newBenchCmd(), "--url", srv.URL, "--num-prompts", "2", "--input-len", "4", "--output-len", "2",
-		"--result", filepath.Join(t.TempDir(), "r.json"), "--quiet")
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, errs)
+// TestBenchFollowsCurrentVLLM: as current vllm bench serve (serve.py main_async), synthetic
+// (random) prompts send ignore_eos, dataset prompts only with --ignore-eos, and no temperature is
+// sent unless --temperature; the result records exactly that.
+func TestBenchFollowsCurrentVLLM(t *testing.T) {
+	ds := filepath.Join(t.TempDir(), "p.jsonl")
+	if err := os.WriteFile(ds, []byte("{\"prompt\": \"hello\", \"output_len\": 2}\n"), 0o644); err != nil {
+		t.Fatal(err)
 	}
-	for _, b := range s.bodies {
-		if b.IgnoreEOS {
-			t.Fatalf("ignore_eos sent without --ignore-eos")
+	for _, c := range []struct {
+		name      string
+		args      []string
+		ignoreEOS bool
+		temp      *float64
+	}{
+		{"random", []string{"--input-len", "4", "--output-len", "2"}, true, nil},
+		{"random --no-ignore-eos", []string{"--input-len", "4", "--output-len", "2", "--no-ignore-eos"}, false, nil},
+		{"dataset", []string{"--dataset", ds}, false, nil},
+		{"dataset --ignore-eos --temperature 0", []string{"--dataset", ds, "--ignore-eos", "--temperature", "0"}, true, new(float64)},
+	} {
+		s := &idServer{}
+		srv := httptest.NewServer(s)
+		out := filepath.Join(t.TempDir(), "r.json")
+		args := append([]string{"--url", srv.URL, "--num-prompts", "2", "--result", out, "--quiet"}, c.args...)
+		_, errs, code := execCmd(t, newBenchCmd(), args...)
+		srv.Close()
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", c.name, code, errs)
+		}
+		for _, b := range s.bodies {
+			if b.MaxTokens == nil || *b.MaxTokens != 2 {
+				continue // /server_info, the prompt-mode probe
+			}
+			if b.IgnoreEOS != c.ignoreEOS || (b.Temperature == nil) != (c.temp == nil) {
+				t.Errorf("%s: sent ignore_eos %v temperature %v", c.name, b.IgnoreEOS, b.Temperature)
+			}
+		}
+		r, err := workload.ImportFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := r.Metadata.Workload
+		if w.IgnoreEOS == nil || *w.IgnoreEOS != c.ignoreEOS || (w.Temperature == nil) != (c.temp == nil) || w.TemperatureServerDefault != (c.temp == nil) {
+			t.Errorf("%s: recorded ignore_eos %v temperature %v server default %v", c.name, w.IgnoreEOS, w.Temperature, w.TemperatureServerDefault)
+		}
+		if r.Metadata.Semantics == nil || r.Metadata.Semantics.Tool != "reckon" || r.Metadata.Semantics.PeakConcurrency != workload.DefPeakExact {
+			t.Errorf("%s: semantics %+v", c.name, r.Metadata.Semantics)
 		}
 	}
 }

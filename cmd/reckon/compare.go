@@ -27,12 +27,14 @@ var defaultGated = []string{"output_throughput", "median_ttft_ms", "median_tpot_
 
 type compareOptions struct {
 	base, head []string
-	json       bool
-	alpha      float64
-	minEffect  float64
-	gate       string
-	twoSided   bool
-	strict     bool
+	// baseVersion and headVersion are --base-tool-version / --head-tool-version.
+	baseVersion, headVersion string
+	json                     bool
+	alpha                    float64
+	minEffect                float64
+	gate                     string
+	twoSided                 bool
+	strict                   bool
 }
 
 func newCompareCmd() *cobra.Command {
@@ -58,7 +60,14 @@ every printed metric would cost all the power; see docs/statistics.md).
 
 A metric that some trial of either side lacks (the source did not report it) is not compared,
 and a note names it. When the two sides' workloads differ (model, concurrency, request rate,
-input or output length, dataset) a warning names the difference; --strict makes it an error.
+input or output lengths, dataset, ignore_eos, temperature) a warning names the difference;
+--strict makes it an error. Dataset names are normalised across tools first (reckon's synthetic
+prompts, vLLM's and SGLang's random are "random"; sharegpt), lengths are compared as the
+intervals each tool drew them from (SGLang's range ratio converted with its definition). A
+setting one side's files do not record is printed as unknown, in a note, never as 0 and never
+as a difference. When the two sides were measured with different definitions (token counting
+source, ITL chunking, E2E end point, peak concurrency: see docs/metrics.md), a note names each
+difference and the metrics it touches.
 
 Exit code: 0 no gated regression, 1 a gated regression, 2 bad input.`,
 		Example: `  reckon compare --base main/run*.json --head pr/run*.json
@@ -91,6 +100,8 @@ func defineCompareFlags(fs *pflag.FlagSet, o *compareOptions) {
 	fs.StringVar(&o.gate, "gate", strings.Join(defaultGated, ","), `comma-separated metrics that decide the exit code, or "all"`)
 	fs.BoolVar(&o.twoSided, "two-sided", false, "test both directions at alpha/2 each")
 	fs.BoolVar(&o.strict, "strict", false, "an error, not a warning, when the two sides' workloads differ")
+	fs.StringVar(&o.baseVersion, "base-tool-version", "", "version of the tool that wrote the base files, where the files do not say (vLLM: e.g. 0.25.1); see reckon import --help")
+	fs.StringVar(&o.headVersion, "head-tool-version", "", "the same for the head files")
 }
 
 // parseMinEffect reads a minimum effect as the spec writes it: "5%" or a fraction below 1
@@ -256,20 +267,28 @@ func numPtr(x float64) *float64 {
 }
 
 func runCompare(w, errw io.Writer, o compareOptions) error {
-	baseSet, err := loadTrials(o.base)
+	baseSet, err := loadTrialsWith(o.base, workload.ImportOptions{ToolVersion: o.baseVersion})
 	if err != nil {
 		return withExitCode(2, fmt.Errorf("--base: %w", err))
 	}
-	headSet, err := loadTrials(o.head)
+	headSet, err := loadTrialsWith(o.head, workload.ImportOptions{ToolVersion: o.headVersion})
 	if err != nil {
 		return withExitCode(2, fmt.Errorf("--head: %w", err))
 	}
-	if diffs := workloadDiffs(baseSet, headSet); len(diffs) > 0 {
+	diffs, unrecorded := workloadDiffs(baseSet, headSet)
+	if len(diffs) > 0 {
 		msg := "the base and head workloads differ: " + strings.Join(diffs, "; ")
 		if o.strict {
 			return withExitCode(2, errors.New(msg+" (--strict)"))
 		}
 		fmt.Fprintf(errw, "reckon compare: warning: %s\n", msg)
+	}
+	if len(unrecorded) > 0 {
+		fmt.Fprintf(errw, "reckon compare: not recorded, so not checked: %s\n", strings.Join(unrecorded, "; "))
+	}
+	semantics := sideSemantics(baseSet, headSet)
+	for _, n := range semantics.notes {
+		fmt.Fprintf(errw, "reckon compare: %s\n", n)
 	}
 	base, head := baseSet.metrics, headSet.metrics
 	if skipped := partialMetrics(base, head); len(skipped) > 0 {
@@ -325,7 +344,9 @@ func runCompare(w, errw io.Writer, o compareOptions) error {
 	if o.json {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		if err := enc.Encode(map[string]any{"metrics": rows, "regressions": regressions}); err != nil {
+		doc := map[string]any{"metrics": rows, "regressions": regressions, "workload_differences": nonNil(diffs),
+			"not_recorded": nonNil(unrecorded), "definition_differences": nonNil(semantics.diffs), "semantics": semantics.sides}
+		if err := enc.Encode(doc); err != nil {
 			return withExitCode(3, err)
 		}
 	} else {
@@ -474,35 +495,72 @@ func column(trials []map[string]float64, metric string) []float64 {
 	return out
 }
 
-// trialSet is the trials of one side: per trial its metrics and the workload that produced it.
+// trialSet is the trials of one side: per trial its metrics, the workload that produced it and
+// the definitions it was measured with.
 type trialSet struct {
 	metrics   []map[string]float64
 	workloads []workloadKey
+	semantics []*workload.Semantics
 	files     []string
 }
 
-// workloadKey is what must match for two trials to be comparable.
+// workloadKey is what must match for two trials to be comparable, each field as printed; ""
+// is a setting the trial's file does not record (unknown).
 type workloadKey struct {
-	Model, Dataset                   string
-	MaxConcurrency, InputLen, OutLen int
-	RequestRate                      float64
+	Model, Dataset, MaxConcurrency, RequestRate, InputLens, OutputLens, IgnoreEOS, Temperature string
+}
+
+// keyOf is a result's workloadKey: the dataset normalised across tools, lengths as the interval
+// they were drawn from, unrecorded settings "".
+func keyOf(r *workload.Result) workloadKey {
+	w := r.Metadata.Workload
+	k := workloadKey{Model: r.Metadata.Model, Dataset: workload.DatasetKind(w.Dataset), MaxConcurrency: "none", RequestRate: "inf"}
+	if w.MaxConcurrency > 0 {
+		k.MaxConcurrency = strconv.Itoa(w.MaxConcurrency)
+	}
+	if w.RequestRate > 0 {
+		k.RequestRate = strconv.FormatFloat(w.RequestRate, 'g', -1, 64)
+	}
+	if r.Metadata.Labels["request_rate"] == "trace" {
+		k.RequestRate = "trace"
+	}
+	lens := func(rg *workload.LenRange, l int) string {
+		if rg != nil {
+			return rg.String()
+		}
+		if l > 0 && w.RangeRatio == 0 {
+			return strconv.Itoa(l)
+		}
+		return ""
+	}
+	k.InputLens, k.OutputLens = lens(w.InputLens, w.InputLen), lens(w.OutputLens, w.OutputLen)
+	if w.IgnoreEOS != nil {
+		k.IgnoreEOS = strconv.FormatBool(*w.IgnoreEOS)
+	}
+	switch {
+	case w.Temperature != nil:
+		k.Temperature = strconv.FormatFloat(*w.Temperature, 'g', -1, 64)
+	case w.TemperatureServerDefault:
+		k.Temperature = "server default"
+	}
+	return k
 }
 
 // loadTrialSet reads every file and returns each trial's metrics (each result of a file is one
 // trial).
 func loadTrialSet(paths []string) ([]map[string]float64, error) {
-	ts, err := loadTrials(paths)
+	ts, err := loadTrialsWith(paths, workload.ImportOptions{})
 	if err != nil {
 		return nil, err
 	}
 	return ts.metrics, nil
 }
 
-// loadTrials reads every file; each result of a file is one trial.
-func loadTrials(paths []string) (*trialSet, error) {
+// loadTrialsWith reads every file; each result of a file is one trial.
+func loadTrialsWith(paths []string, opts workload.ImportOptions) (*trialSet, error) {
 	ts := &trialSet{}
 	for _, p := range paths {
-		rs, err := importTrials(p)
+		rs, err := importTrials(p, opts)
 		if err != nil {
 			return nil, err
 		}
@@ -511,10 +569,9 @@ func loadTrials(paths []string) (*trialSet, error) {
 			if len(m) == 0 {
 				return nil, fmt.Errorf("%s: result %d has no metrics", p, i+1)
 			}
-			w := r.Metadata.Workload
 			ts.metrics = append(ts.metrics, m)
-			ts.workloads = append(ts.workloads, workloadKey{Model: r.Metadata.Model, Dataset: w.Dataset, MaxConcurrency: w.MaxConcurrency,
-				InputLen: w.InputLen, OutLen: w.OutputLen, RequestRate: w.RequestRate})
+			ts.workloads = append(ts.workloads, keyOf(r))
+			ts.semantics = append(ts.semantics, r.Metadata.Semantics)
 			ts.files = append(ts.files, p)
 		}
 	}
@@ -524,53 +581,136 @@ func loadTrials(paths []string) (*trialSet, error) {
 // importTrials reads one result file in any format `reckon import` reads and returns its
 // results (vLLM key names). A file with several results (JSON lines: SGLang bench_serving, vLLM
 // --append-result) gives one trial per result.
-var importTrials = func(path string) ([]*workload.Result, error) {
-	return workload.ImportAll(path)
+var importTrials = func(path string, opts workload.ImportOptions) ([]*workload.Result, error) {
+	return workload.ImportAllWith(path, opts)
 }
 
-// workloadDiffs names every workload field whose values differ between or within the two
-// sides (e.g. "max_concurrency: base 4, head 8").
-func workloadDiffs(base, head *trialSet) []string {
+// workloadDiffs names every workload setting whose recorded values differ between or within the
+// two sides (e.g. "max_concurrency: base 4, head 8"), and, apart, every setting one side does
+// not record while the other does (e.g. "input_lens: base unknown, head 32"): an unknown is
+// not a difference, and never printed as 0.
+func workloadDiffs(base, head *trialSet) (diffs, unrecorded []string) {
 	type field struct {
 		name string
 		get  func(workloadKey) string
 	}
 	fields := []field{
 		{"model", func(k workloadKey) string { return k.Model }},
-		{"max_concurrency", func(k workloadKey) string { return strconv.Itoa(k.MaxConcurrency) }},
-		{"request_rate", func(k workloadKey) string {
-			if k.RequestRate == 0 {
-				return "inf"
-			}
-			return strconv.FormatFloat(k.RequestRate, 'g', -1, 64)
-		}},
-		{"input_len", func(k workloadKey) string { return strconv.Itoa(k.InputLen) }},
-		{"output_len", func(k workloadKey) string { return strconv.Itoa(k.OutLen) }},
+		{"max_concurrency", func(k workloadKey) string { return k.MaxConcurrency }},
+		{"request_rate", func(k workloadKey) string { return k.RequestRate }},
+		{"input_lens", func(k workloadKey) string { return k.InputLens }},
+		{"output_lens", func(k workloadKey) string { return k.OutputLens }},
 		{"dataset", func(k workloadKey) string { return k.Dataset }},
+		{"ignore_eos", func(k workloadKey) string { return k.IgnoreEOS }},
+		{"temperature", func(k workloadKey) string { return k.Temperature }},
 	}
-	values := func(ts *trialSet, f field) []string {
+	values := func(ts *trialSet, f field) (known []string, unknown int) {
 		set := map[string]bool{}
 		for _, k := range ts.workloads {
-			set[f.get(k)] = true
-		}
-		out := make([]string, 0, len(set))
-		for v := range set {
-			if v == "" {
-				v = "(unknown)"
+			if v := f.get(k); v != "" {
+				set[v] = true
+			} else {
+				unknown++
 			}
-			out = append(out, v)
 		}
-		sort.Strings(out)
+		for v := range set {
+			known = append(known, v)
+		}
+		sort.Strings(known)
+		return known, unknown
+	}
+	show := func(known []string, unknown int) string {
+		out := strings.Join(known, "|")
+		if unknown > 0 {
+			if out != "" {
+				out += "|"
+			}
+			out += "unknown"
+		}
 		return out
 	}
-	var diffs []string
 	for _, f := range fields {
-		b, h := values(base, f), values(head, f)
-		if strings.Join(b, ",") != strings.Join(h, ",") || len(b) > 1 {
-			diffs = append(diffs, fmt.Sprintf("%s: base %s, head %s", f.name, strings.Join(b, "|"), strings.Join(h, "|")))
+		b, bu := values(base, f)
+		h, hu := values(head, f)
+		line := fmt.Sprintf("%s: base %s, head %s", f.name, show(b, bu), show(h, hu))
+		switch {
+		case len(b) > 1 || len(h) > 1 || (len(b) == 1 && len(h) == 1 && b[0] != h[0]):
+			diffs = append(diffs, line)
+		case bu > 0 || hu > 0:
+			if len(b)+len(h) > 0 {
+				unrecorded = append(unrecorded, line)
+			}
 		}
 	}
-	return diffs
+	return diffs, unrecorded
+}
+
+// semanticsReport is what compare says about the definitions of the two sides.
+type semanticsReport struct {
+	sides map[string][]*workload.Semantics
+	diffs []string
+	notes []string
+}
+
+// sideSemantics collects each side's distinct definitions and names those that differ between
+// the two sides (or within one).
+func sideSemantics(base, head *trialSet) semanticsReport {
+	distinct := func(ss []*workload.Semantics) []*workload.Semantics {
+		var out []*workload.Semantics
+		seen := map[string]bool{}
+		for _, s := range ss {
+			k := "<nil>"
+			if s != nil {
+				k = fmt.Sprintf("%+v", *s)
+			}
+			if !seen[k] {
+				seen[k] = true
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	b, h := distinct(base.semantics), distinct(head.semantics)
+	rep := semanticsReport{sides: map[string][]*workload.Semantics{"base": b, "head": h}}
+	for _, side := range []struct {
+		name string
+		ss   []*workload.Semantics
+	}{{"base", b}, {"head", h}} {
+		var read []string
+		for _, s := range side.ss {
+			if s == nil {
+				read = append(read, "unknown definitions")
+				continue
+			}
+			read = append(read, fmt.Sprintf("%s, version %s: %s", s.Tool, s.Version, s.Basis))
+		}
+		rep.notes = append(rep.notes, fmt.Sprintf("%s read with %s", side.name, strings.Join(read, "; ")))
+	}
+	seen := map[string]bool{}
+	for _, x := range b {
+		for _, y := range h {
+			for _, d := range workload.DefinitionDiffs(x, y) {
+				if !seen[d] {
+					seen[d] = true
+					rep.diffs = append(rep.diffs, d)
+				}
+			}
+		}
+	}
+	if len(b) > 1 || len(h) > 1 {
+		rep.notes = append(rep.notes, "warning: one side mixes results measured with different definitions")
+	}
+	for _, d := range rep.diffs {
+		rep.notes = append(rep.notes, "definitions differ: "+d)
+	}
+	return rep
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }
 
 // partialMetrics returns the metrics with a known direction that some trials have and others

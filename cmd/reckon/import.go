@@ -17,7 +17,7 @@ func init() { rootCmd.AddCommand(newImportCmd()) }
 
 func newImportCmd() *cobra.Command {
 	var asJSON, all, last bool
-	var out string
+	var out, toolVersion string
 	cmd := &cobra.Command{
 		Use:   "import FILE",
 		Short: "Read another tool's result file into reckon's result format",
@@ -32,6 +32,16 @@ nccl-tests runs appended) gives every one of them, each its own trial, labelled 
 place in the file and its request rate / concurrency; --last keeps only the last one. A metric
 the file does not have is absent (null in --json, listed under missing), never 0.
 
+Each record keeps the tool's own meaning (docs/metrics.md): a field whose meaning differs from
+reckon's is converted with its definition (SGLang's --random-range-ratio into the interval it
+drew lengths from, workload.input_lens/output_lens) and kept under the tool's own name
+(workload.tool_settings); a setting the file does not record (ignore_eos, temperature, seed) is
+absent, never a default; metadata.semantics says which tool and version definitions it was read
+with and how the version was known. vLLM's files record no version, and its
+max_concurrent_requests changed meaning after 0.28 (busiest whole second, then the exact peak):
+--tool-version 0.25.1 says which; without it the value is kept as vllm_max_concurrent_requests
+unless it exceeds max_concurrency (then it can only be the busiest-second figure).
+
 Without --json a summary is printed; with --json the normalized result (an array when the file
 holds several; for nccl-tests: per-row size_bytes, algbw_gbps, busbw_gbps and wrong,
 out-of-place and in-place, and avg_busbw_gbps).`,
@@ -42,13 +52,13 @@ out-of-place and in-place, and avg_busbw_gbps).`,
 			}
 			var results []*workload.Result
 			if last {
-				r, err := workload.ImportFile(args[0])
+				r, err := workload.ImportFileWith(args[0], workload.ImportOptions{ToolVersion: toolVersion})
 				if err != nil {
 					return withExitCode(2, err)
 				}
 				results = []*workload.Result{r}
 			} else {
-				rs, err := workload.ImportAll(args[0])
+				rs, err := workload.ImportAllWith(args[0], workload.ImportOptions{ToolVersion: toolVersion})
 				if err != nil {
 					return withExitCode(2, err)
 				}
@@ -93,6 +103,7 @@ out-of-place and in-place, and avg_busbw_gbps).`,
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the normalized result as JSON")
 	cmd.Flags().BoolVar(&all, "all", false, "every result of a file with several (the default; kept for old scripts)")
 	cmd.Flags().BoolVar(&last, "last", false, "only the last result of a file with several")
+	cmd.Flags().StringVar(&toolVersion, "tool-version", "", "version of the tool that wrote the file, where its definitions changed and the file does not say (vLLM: e.g. 0.25.1)")
 	cmd.Flags().StringVar(&out, "out", "", "also write the normalized result(s) to this file (atomically; a JSON array when several)")
 	return cmd
 }
@@ -175,6 +186,9 @@ func printSummary(w io.Writer, r *workload.Result) {
 	fmt.Fprintln(w)
 	if md.Model != "" {
 		fmt.Fprintf(w, "model: %s\n", md.Model)
+	}
+	if s := md.Semantics; s != nil {
+		fmt.Fprintf(w, "semantics: %s, version %s: %s\n", s.Tool, s.Version, s.Basis)
 	}
 	if run := md.Labels["run"]; run != "" {
 		fmt.Fprintf(w, "run: %s\n", run)

@@ -145,7 +145,8 @@ var registry = func() []Metric {
 		{OutputThroughput, HigherIsBetter, "tok/s", workload | imported, "total_output_tokens / duration"},
 		{"total_token_throughput", HigherIsBetter, "tok/s", workload | imported, "(total_input_tokens + total_output_tokens) / duration"},
 		{"max_output_tokens_per_s", HigherIsBetter, "tok/s", workload | imported, "busiest whole second of token arrivals"},
-		{"max_concurrent_requests", NoDirection, "req", workload | imported, "busiest whole second of requests in flight (vLLM's figure)"},
+		{"max_concurrent_requests", NoDirection, "req", workload | imported, "largest number of successful requests in flight at one instant (current vLLM's figure)"},
+		{"max_concurrent_requests_1s", NoDirection, "req", workload | imported, "busiest whole second of successful requests in flight (vLLM's max_concurrent_requests up to 0.28)"},
 		{"peak_in_flight", NoDirection, "req", workload, "largest number of requests in flight at one instant"},
 		{"concurrency", NoDirection, "req", workload | imported, "Σ e2el / duration (SGLang's Little's-law figure)"},
 	}

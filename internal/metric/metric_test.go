@@ -77,8 +77,8 @@ func TestProduced(t *testing.T) {
 			t.Errorf("Produced(Imported) holds %s from %s", m.Name, m.Sources)
 		}
 	}
-	if n := len(Produced(Workload)); n != 15+24 {
-		t.Errorf("workload metrics: %d, want 39 (15 counts, rates and settings, 24 latency statistics)", n)
+	if n := len(Produced(Workload)); n != 16+24 {
+		t.Errorf("workload metrics: %d, want 40 (16 counts, rates and settings, 24 latency statistics)", n)
 	}
 	for _, m := range All() {
 		if m.Sources == 0 || m.Doc == "" {
