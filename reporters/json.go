@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/reckon-ci/reckon/gate"
+	"github.com/reckon-ci/reckon/internal/num"
 	"github.com/reckon-ci/reckon/internal/strictjson"
 )
 
@@ -117,16 +118,7 @@ type jfloat float64
 
 // MarshalJSON implements json.Marshaler.
 func (f jfloat) MarshalJSON() ([]byte, error) {
-	v := float64(f)
-	switch {
-	case math.IsNaN(v):
-		return []byte(`"NaN"`), nil
-	case math.IsInf(v, 1):
-		return []byte(`"+Inf"`), nil
-	case math.IsInf(v, -1):
-		return []byte(`"-Inf"`), nil
-	}
-	return strconv.AppendFloat(nil, v, 'g', -1, 64), nil
+	return num.AppendJSON(nil, float64(f)), nil
 }
 
 // UnmarshalJSON implements json.Unmarshaler.
@@ -136,16 +128,11 @@ func (f *jfloat) UnmarshalJSON(b []byte) error {
 		if err := json.Unmarshal(b, &s); err != nil {
 			return err
 		}
-		switch s {
-		case "NaN":
-			*f = jfloat(math.NaN())
-		case "+Inf", "Inf", "Infinity":
-			*f = jfloat(math.Inf(1))
-		case "-Inf", "-Infinity":
-			*f = jfloat(math.Inf(-1))
-		default:
-			return fmt.Errorf("expected a number, NaN, +Inf or -Inf, found %q", s)
+		v, err := num.ParseNonFinite(s)
+		if err != nil {
+			return err
 		}
+		*f = jfloat(v)
 		return nil
 	}
 	v, err := strconv.ParseFloat(string(b), 64)

@@ -13,6 +13,7 @@ import (
 	"github.com/goccy/go-yaml/token"
 
 	"github.com/reckon-ci/reckon/internal/num"
+	"github.com/reckon-ci/reckon/internal/textutil"
 )
 
 // decoder walks the YAML syntax tree by hand (rather than through reflection) so that every
@@ -581,31 +582,11 @@ func closest(s string, candidates []string) string {
 		bestD = 2
 	}
 	for _, c := range candidates {
-		if d := editDistance(strings.ToLower(s), c); d < bestD {
+		if d := textutil.EditDistance(strings.ToLower(s), c, false); d < bestD {
 			best, bestD = c, d
 		}
 	}
 	return best
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // plainFloat is the YAML 1.2 core-schema float syntax.
