@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -12,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -20,11 +18,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-	"unicode/utf8"
 
 	"github.com/sirupsen/logrus"
-
-	"github.com/reckon-ci/reckon/engine/internal/core"
 )
 
 // Defaults for LaunchOptions fields left zero.
@@ -237,26 +232,6 @@ func (i *Instance) Report() (*Report, error) {
 		return nil, fmt.Errorf("engine report %s: %w", i.logPath, err)
 	}
 	return rep, nil
-}
-
-// MaxLogTailBytes caps what LogTail returns: the last lines that fit.
-const MaxLogTailBytes = 64 << 10
-
-// LogTail returns the last n lines of the engine's output (n <= 0: all kept lines), at most
-// MaxLogTailBytes of them, with control characters escaped.
-func (i *Instance) LogTail(n int) string {
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	lines := i.tail
-	if n > 0 && len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	size, k := 0, len(lines)
-	for k > 0 && size+len(lines[k-1])+1 <= MaxLogTailBytes {
-		size += len(lines[k-1]) + 1
-		k--
-	}
-	return strings.Join(lines[k:], "\n")
 }
 
 // Exited is closed when the engine's main process has exited.
@@ -497,199 +472,6 @@ func (i *Instance) startDirect(out *os.File, env []string) error {
 	return nil
 }
 
-// supervisorStartTimeout bounds the wait for the supervisor's first report.
-const supervisorStartTimeout = 30 * time.Second
-
-// startSupervised starts the engine under a supervisor (this binary re-executed in supervise
-// mode, see supervise_linux.go) and waits for the engine's pid.
-func (i *Instance) startSupervised(ctx context.Context, out *os.File, env []string, opts LaunchOptions) error {
-	statusR, statusW, err := os.Pipe()
-	if err != nil {
-		return fmt.Errorf("create supervisor status pipe: %w", err)
-	}
-	controlR, controlW, err := os.Pipe()
-	if err != nil {
-		_ = statusR.Close()
-		_ = statusW.Close()
-		return fmt.Errorf("create supervisor control pipe: %w", err)
-	}
-	cg := "auto"
-	if strings.EqualFold(strings.TrimSpace(os.Getenv(CgroupEnv)), "off") {
-		cg = "off"
-	}
-	args := append([]string{os.Args[0], "supervise", "--pipes", "--grace", i.grace.String(), "--cgroup", cg, "--"}, i.argv...)
-	// /proc/self/exe: this very binary, even when the file was replaced or deleted meanwhile.
-	cmd := &exec.Cmd{Path: "/proc/self/exe", Args: args, Env: append(env, superviseEnv+"="+superviseProto)}
-	cmd.Stdout, cmd.Stderr = out, out
-	cmd.ExtraFiles = []*os.File{statusW, controlR}
-	cmd.SysProcAttr = supervisorProcAttr()
-	onForkThread(func() { err = cmd.Start() })
-	_ = statusW.Close()
-	_ = controlR.Close()
-	if err != nil {
-		_ = statusR.Close()
-		_ = controlW.Close()
-		return fmt.Errorf("start the engine supervisor (%s re-executed): %w", os.Args[0], err)
-	}
-	i.cmd, i.control, i.supervised = cmd, controlW, true
-	go func() {
-		_ = cmd.Wait()
-		i.ctlMu.Lock()
-		_ = controlW.Close()
-		i.control = nil
-		i.ctlMu.Unlock()
-		close(i.supDone)
-	}()
-	br := bufio.NewReaderSize(statusR, 4096)
-	type first struct {
-		pid  int
-		mech string
-		err  error
-	}
-	firstCh := make(chan first, 1)
-	go func() {
-		var f first
-		for f.pid == 0 || f.mech == "" {
-			line, err := br.ReadString('\n')
-			if err != nil {
-				if f.err == nil {
-					f.err = fmt.Errorf("the engine supervisor exited before starting the engine (%v)", err)
-				}
-				break
-			}
-			kind, text, _ := strings.Cut(strings.TrimRight(line, "\n"), " ")
-			switch kind {
-			case "pid":
-				f.pid, _ = strconv.Atoi(text)
-			case "mech":
-				f.mech = text
-			case "startfail":
-				f.err = errors.New(text)
-			case "log":
-				i.supervisorLog(opts.Logger, text)
-			}
-			if f.err != nil {
-				break
-			}
-		}
-		firstCh <- f
-	}()
-	timer := time.NewTimer(supervisorStartTimeout)
-	defer timer.Stop()
-	var f first
-	select {
-	case f = <-firstCh:
-	case <-ctx.Done():
-		f.err = fmt.Errorf("waiting for the engine supervisor: %w", ctx.Err())
-	case <-timer.C:
-		f.err = fmt.Errorf("the engine supervisor did not report the engine's pid within %s", supervisorStartTimeout)
-	}
-	if f.err != nil {
-		i.sendControl("kill")
-		select {
-		case <-i.supDone:
-		case <-time.After(killWait):
-			_ = cmd.Process.Kill()
-		}
-		_ = statusR.Close()
-		return f.err
-	}
-	i.pid, i.mech = f.pid, f.mech
-	if strings.HasPrefix(f.mech, "cgroup v2 ") {
-		i.cgDir, _, _ = strings.Cut(strings.TrimPrefix(f.mech, "cgroup v2 "), " + ")
-	}
-	i.log = opts.Logger.WithFields(logrus.Fields{"engine": i.adapter.Name(), "pid": i.pid, "port": i.cfg.Port})
-	go i.readStatus(br, statusR)
-	return nil
-}
-
-// The parent-death signal of a child fires when the thread that forked it exits, not the
-// process (golang/go#27505): supervisors are forked from one goroutine locked to its thread
-// for good, so that no Go scheduling decision can stop an engine.
-var forker struct {
-	once sync.Once
-	reqs chan func()
-}
-
-func onForkThread(f func()) {
-	forker.once.Do(func() {
-		forker.reqs = make(chan func())
-		go func() {
-			runtime.LockOSThread() // never unlocked: the thread lives as long as the harness
-			for f := range forker.reqs {
-				f()
-			}
-		}()
-	})
-	done := make(chan struct{})
-	forker.reqs <- func() { defer close(done); f() }
-	<-done
-}
-
-// readStatus follows the supervisor's status lines until it exits.
-func (i *Instance) readStatus(br *bufio.Reader, r *os.File) {
-	defer close(i.statusDone)
-	defer r.Close()
-	exited := false
-	markExited := func(code int, err error) {
-		if exited {
-			return
-		}
-		exited = true
-		i.exitCode, i.exitErr = code, err
-		close(i.exited)
-	}
-	for {
-		line, err := br.ReadString('\n')
-		if err != nil {
-			<-i.supDone
-			st := i.cmd.ProcessState
-			markExited(-1, fmt.Errorf("the engine supervisor exited (%v) before reporting the engine's exit", st))
-			return
-		}
-		kind, text, _ := strings.Cut(strings.TrimRight(line, "\n"), " ")
-		switch kind {
-		case "exit":
-			var code, sig int
-			_, _ = fmt.Sscanf(text, "%d %d", &code, &sig)
-			switch {
-			case sig > 0:
-				markExited(-1, fmt.Errorf("signal: %v", syscall.Signal(sig)))
-			case code != 0:
-				markExited(code, fmt.Errorf("exit status %d", code))
-			default:
-				markExited(0, nil)
-			}
-		case "gone":
-			i.gone.Store(true)
-		case "log":
-			i.supervisorLog(i.log, text)
-		}
-	}
-}
-
-func (i *Instance) supervisorLog(l logrus.FieldLogger, text string) {
-	level, msg, _ := strings.Cut(text, " ")
-	e := l.WithField("from", "supervisor")
-	switch level {
-	case "error":
-		e.Error(msg)
-	case "warn":
-		e.Warn(msg)
-	default:
-		e.Info(msg)
-	}
-}
-
-// sendControl writes a command to the supervisor (errors mean it is gone already).
-func (i *Instance) sendControl(c string) {
-	i.ctlMu.Lock()
-	defer i.ctlMu.Unlock()
-	if i.control != nil {
-		_, _ = i.control.WriteString(c + "\n")
-	}
-}
-
 // kill skips the rest of the grace: SIGKILL to the engine's whole tree now.
 func (i *Instance) kill() {
 	if i.supervised {
@@ -719,111 +501,6 @@ func mergeEnv(base []string, extra map[string]string) []string {
 		out = append(out, k+"="+extra[k])
 	}
 	return out
-}
-
-// pump copies the engine's output into the log file, keeps the tail, and watches for the
-// ready line and for "address already in use".
-func (i *Instance) pump(r *os.File) {
-	defer close(i.readerDone)
-	defer r.Close()
-	var partial []byte
-	readySeen, portSeen := false, false
-	buf := make([]byte, 64*1024)
-	handle := func(line string) {
-		if len(line) > maxTailLine {
-			line = line[:maxTailLine] + fmt.Sprintf(" [... %d bytes cut]", len(line)-maxTailLine)
-		}
-		line = escapeControl(core.StripANSI(strings.TrimRight(line, "\r")))
-		i.mu.Lock()
-		i.tail = append(i.tail, line)
-		if len(i.tail) > 2*tailLines {
-			i.tail = append([]string(nil), i.tail[len(i.tail)-tailLines:]...)
-		}
-		i.mu.Unlock()
-		if !readySeen && i.adapter.ReadyLine(line) {
-			readySeen = true
-			close(i.readyLine)
-		}
-		if !portSeen && !readySeen && addrInUseRE.MatchString(line) {
-			portSeen = true
-			close(i.addrInUse)
-		}
-	}
-	for {
-		n, err := r.Read(buf)
-		if n > 0 {
-			if _, werr := i.logFile.Write(buf[:n]); werr != nil && !errors.Is(werr, os.ErrClosed) {
-				i.log.WithError(werr).Warn("writing engine log")
-			}
-			data := buf[:n]
-			for {
-				j := indexByte(data, '\n')
-				if j < 0 {
-					if len(partial) < 1<<20 {
-						partial = append(partial, data...)
-					}
-					break
-				}
-				partial = append(partial, data[:j]...)
-				handle(string(partial))
-				partial = partial[:0]
-				data = data[j+1:]
-			}
-		}
-		if err != nil {
-			if len(partial) > 0 {
-				handle(string(partial))
-			}
-			if !errors.Is(err, io.EOF) {
-				i.log.WithError(err).Warn("reading engine output")
-			}
-			_ = i.logFile.Sync()
-			return
-		}
-	}
-}
-
-// maxTailLine is the longest engine log line kept (in bytes) in the tail.
-const maxTailLine = 4096
-
-// escapeControl makes an engine log line safe to print on a terminal and to store in reports:
-// control characters (NUL, ESC of OSC title sequences that StripANSI left, VT, BEL, C1 codes,
-// DEL) become visible escapes; tabs stay; invalid UTF-8 becomes U+FFFD.
-func escapeControl(s string) string {
-	clean := true
-	for _, r := range s {
-		if r == utf8.RuneError || (r < 0x20 && r != '\t') || (r >= 0x7f && r <= 0x9f) {
-			clean = false
-			break
-		}
-	}
-	if clean {
-		return s
-	}
-	var b strings.Builder
-	b.Grow(len(s) + 16)
-	for _, r := range s {
-		switch {
-		case r == '\t':
-			b.WriteRune(r)
-		case r < 0x20 || r == 0x7f:
-			fmt.Fprintf(&b, "\\x%02x", r)
-		case r >= 0x80 && r <= 0x9f:
-			fmt.Fprintf(&b, "\\u%04x", r)
-		default:
-			b.WriteRune(r) // RuneError is written as U+FFFD
-		}
-	}
-	return b.String()
-}
-
-func indexByte(b []byte, c byte) int {
-	for k, x := range b {
-		if x == c {
-			return k
-		}
-	}
-	return -1
 }
 
 func (i *Instance) waitReady(ctx context.Context, opts LaunchOptions) error {
@@ -998,67 +675,5 @@ func (i *Instance) stop(ctx context.Context) error {
 		err = fmt.Errorf("close engine log: %w", cerr)
 	}
 	i.log.WithField("took", time.Since(start).Round(time.Millisecond)).Info("engine stopped")
-	return err
-}
-
-// stopSupervised asks the supervisor to stop the engine's tree (SIGTERM, its grace, SIGKILL) and
-// waits until the supervisor has exited, which it does only when no process of the tree is
-// left. ctx ending cuts the grace short (SIGKILL). Should the supervisor die without having
-// reported the tree gone, the harness kills the cgroup and the process group itself.
-func (i *Instance) stopSupervised(ctx context.Context) error {
-	start := time.Now()
-	var err error
-	i.sendControl("term")
-	backstop := time.NewTimer(i.grace + 2*time.Second) // the supervisor keeps its own grace
-	defer backstop.Stop()
-	select {
-	case <-i.supDone:
-	case <-ctx.Done():
-		i.sendControl("kill")
-	case <-backstop.C:
-		i.sendControl("kill")
-	}
-	select {
-	case <-i.supDone:
-	case <-time.After(killWait):
-		err = fmt.Errorf("stop engine pid %d: processes of its tree still running %s after SIGKILL (supervisor pid %d keeps trying)", i.pid, killWait, i.cmd.Process.Pid)
-	}
-	if err == nil {
-		// Its last words ("gone") are read before they are judged.
-		select {
-		case <-i.statusDone:
-		case <-time.After(2 * time.Second):
-		}
-	}
-	if err == nil && !i.gone.Load() {
-		// The supervisor died (killed by someone) before the tree was gone.
-		i.log.WithField("supervisor", i.cmd.ProcessState).Warn("engine supervisor died before its tree was gone; killing the cgroup and the process group")
-		killCgroup(i.cgDir)
-		signalGroup(i.pid, syscall.SIGKILL)
-		deadline := time.Now().Add(killWait)
-		for len(groupMembers(i.pid))+len(cgroupProcs(i.cgDir)) > 0 {
-			if time.Now().After(deadline) {
-				err = fmt.Errorf("stop engine pid %d: processes still running after SIGKILL: %v", i.pid, append(groupMembers(i.pid), cgroupProcs(i.cgDir)...))
-				break
-			}
-			signalGroup(i.pid, syscall.SIGKILL)
-			time.Sleep(20 * time.Millisecond) // polling /proc for the processes to vanish
-		}
-		if i.cgDir != "" {
-			_ = removeCgroupDir(i.cgDir)
-		}
-	}
-	select {
-	case <-i.exited:
-	case <-time.After(2 * time.Second):
-	}
-	select {
-	case <-i.readerDone:
-	case <-time.After(2 * time.Second):
-	}
-	if cerr := i.logFile.Close(); cerr != nil && err == nil && !errors.Is(cerr, os.ErrClosed) {
-		err = fmt.Errorf("close engine log: %w", cerr)
-	}
-	i.log.WithFields(logrus.Fields{"took": time.Since(start).Round(time.Millisecond), "containment": i.mech}).Info("engine stopped")
 	return err
 }

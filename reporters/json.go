@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/reckon-ci/reckon/gate"
+	"github.com/reckon-ci/reckon/internal/num"
+	"github.com/reckon-ci/reckon/internal/strictjson"
 )
 
 // WriteJSON writes r as results.json: indented JSON, lossless. Numbers that JSON cannot hold
@@ -77,7 +79,7 @@ func DecodeResults(data []byte) (*Run, error) {
 		return nil, jsonError(data, err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		line, col := lineCol(data, dec.InputOffset())
+		line, col := strictjson.LineCol(data, int(dec.InputOffset()))
 		return nil, fmt.Errorf("line %d, column %d: unexpected data after the results object", line, col)
 	}
 	r, err := in.run()
@@ -96,10 +98,10 @@ func jsonError(data []byte, err error) error {
 	var te *json.UnmarshalTypeError
 	switch {
 	case errors.As(err, &se):
-		line, col := lineCol(data, se.Offset)
+		line, col := strictjson.LineCol(data, int(se.Offset))
 		return fmt.Errorf("line %d, column %d: invalid JSON: %v", line, col, se)
 	case errors.As(err, &te):
-		line, col := lineCol(data, te.Offset)
+		line, col := strictjson.LineCol(data, int(te.Offset))
 		field := wireSegment.ReplaceAllString(te.Field, "")
 		if field == "" {
 			field = "(top level)"
@@ -111,35 +113,12 @@ func jsonError(data []byte, err error) error {
 	return fmt.Errorf("invalid results JSON: %w", err)
 }
 
-// lineCol converts a byte offset into a 1-based line and column.
-func lineCol(data []byte, off int64) (int, int) {
-	if off > int64(len(data)) {
-		off = int64(len(data))
-	}
-	if off < 0 {
-		off = 0
-	}
-	before := data[:off]
-	line := bytes.Count(before, []byte{'\n'}) + 1
-	col := int(off) - bytes.LastIndexByte(before, '\n')
-	return line, col
-}
-
 // jfloat is a float64 that JSON-encodes NaN and infinities as strings instead of failing.
 type jfloat float64
 
 // MarshalJSON implements json.Marshaler.
 func (f jfloat) MarshalJSON() ([]byte, error) {
-	v := float64(f)
-	switch {
-	case math.IsNaN(v):
-		return []byte(`"NaN"`), nil
-	case math.IsInf(v, 1):
-		return []byte(`"+Inf"`), nil
-	case math.IsInf(v, -1):
-		return []byte(`"-Inf"`), nil
-	}
-	return strconv.AppendFloat(nil, v, 'g', -1, 64), nil
+	return num.AppendJSON(nil, float64(f)), nil
 }
 
 // UnmarshalJSON implements json.Unmarshaler.
@@ -149,16 +128,11 @@ func (f *jfloat) UnmarshalJSON(b []byte) error {
 		if err := json.Unmarshal(b, &s); err != nil {
 			return err
 		}
-		switch s {
-		case "NaN":
-			*f = jfloat(math.NaN())
-		case "+Inf", "Inf", "Infinity":
-			*f = jfloat(math.Inf(1))
-		case "-Inf", "-Infinity":
-			*f = jfloat(math.Inf(-1))
-		default:
-			return fmt.Errorf("expected a number, NaN, +Inf or -Inf, found %q", s)
+		v, err := num.ParseNonFinite(s)
+		if err != nil {
+			return err
 		}
+		*f = jfloat(v)
 		return nil
 	}
 	v, err := strconv.ParseFloat(string(b), 64)

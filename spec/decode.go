@@ -13,6 +13,7 @@ import (
 	"github.com/goccy/go-yaml/token"
 
 	"github.com/reckon-ci/reckon/internal/num"
+	"github.com/reckon-ci/reckon/internal/textutil"
 )
 
 // decoder walks the YAML syntax tree by hand (rather than through reflection) so that every
@@ -47,9 +48,15 @@ func position(n ast.Node) (line, col int) {
 	return t.Position.Line, t.Position.Column
 }
 
+// errorf records a problem with a value (CodeValue) at node n, for the field at path field.
 func (d *decoder) errorf(n ast.Node, field, format string, args ...any) {
+	d.errorc(CodeValue, n, field, format, args...)
+}
+
+// errorc records a problem of kind code at node n, for the field at path field.
+func (d *decoder) errorc(code string, n ast.Node, field, format string, args ...any) {
 	line, col := position(n)
-	d.errs = append(d.errs, &Error{File: d.file, Line: line, Column: col, Field: field, Msg: fmt.Sprintf(format, args...)})
+	d.errs = append(d.errs, &Error{Code: code, File: d.file, Line: line, Column: col, Field: field, Msg: fmt.Sprintf(format, args...)})
 }
 
 // collectAnchors records every "&name" in the document, so that aliases can be resolved
@@ -91,7 +98,7 @@ func (d *decoder) resolve(n ast.Node, field string) ast.Node {
 			name := v.Value.GetToken().Value
 			target, ok := d.anchors[name]
 			if !ok {
-				d.errorf(v, field, "alias *%s names no anchor &%s", name, name)
+				d.errorc(CodeSyntax, v, field, "alias *%s names no anchor &%s", name, name)
 				return nil
 			}
 			n = target
@@ -168,7 +175,7 @@ func (d *decoder) mapping(n ast.Node, path string) *mapping {
 		if mv, isMV := n.(*ast.MappingValueNode); isMV {
 			mn = ast.Mapping(mv.GetToken(), false, mv)
 		} else {
-			d.errorf(n, path, "expected a mapping, got %s", describe(n))
+			d.errorc(CodeType, n, path, "expected a mapping, got %s", describe(n))
 			return nil
 		}
 	}
@@ -181,7 +188,7 @@ func (m *mapping) add(mn *ast.MappingNode, merged bool, depth int) {
 	for _, mv := range mn.Values {
 		if _, isMerge := mv.Key.(*ast.MergeKeyNode); isMerge || mv.Key.GetToken().Value == "<<" {
 			if depth > 8 {
-				m.d.errorf(mv.Key, m.path, "merge keys nested too deeply")
+				m.d.errorc(CodeSyntax, mv.Key, m.path, "merge keys nested too deeply")
 				continue
 			}
 			src := m.d.resolve(mv.Value, m.path)
@@ -195,7 +202,7 @@ func (m *mapping) add(mn *ast.MappingNode, merged bool, depth int) {
 				s = m.d.resolve(s, m.path)
 				sm, ok := s.(*ast.MappingNode)
 				if !ok {
-					m.d.errorf(s, m.path, "merge key << expects a mapping or a list of mappings, got %s", describe(s))
+					m.d.errorc(CodeSyntax, s, m.path, "merge key << expects a mapping or a list of mappings, got %s", describe(s))
 					continue
 				}
 				m.add(sm, true, depth+1)
@@ -216,7 +223,7 @@ func (m *mapping) add(mn *ast.MappingNode, merged bool, depth int) {
 				continue
 			}
 			line, _ := position(first.keyN)
-			m.d.errorf(mv.Key, m.path, "duplicate key %q (first at line %d)", key, line)
+			m.d.errorc(CodeDuplicate, mv.Key, m.path, "duplicate key %q (first at line %d)", key, line)
 			continue
 		}
 		e := entry{key: key, keyN: mv.Key, value: mv.Value}
@@ -262,11 +269,16 @@ func (m *mapping) has(key string) bool {
 
 // missing reports a required field that is absent.
 func (m *mapping) missing(key, expected string) {
-	m.d.errorf(m.node, m.path, "missing required field %q (%s)", key, expected)
+	m.d.errorc(CodeMissingField, m.node, m.path, "missing required field %q (%s)", key, expected)
 }
 
 func (m *mapping) bad(n ast.Node, key, format string, args ...any) {
 	m.d.errorf(n, m.field(key), format, args...)
+}
+
+// badc is bad with the problem's code.
+func (m *mapping) badc(code string, n ast.Node, key, format string, args ...any) {
+	m.d.errorc(code, n, m.field(key), format, args...)
 }
 
 // scalarText returns a scalar's text: strings as they are, numbers and booleans as written.
@@ -293,7 +305,7 @@ func (m *mapping) str(key string) (string, bool) {
 	case *ast.LiteralNode:
 		return s.Value.Value, true
 	}
-	m.bad(v, key, "expected a string, got %s", describe(v))
+	m.badc(CodeType, v, key, "expected a string, got %s", describe(v))
 	return "", false
 }
 
@@ -334,7 +346,7 @@ func (m *mapping) integer(key string, min int64) (int, bool) {
 	}
 	iv, isInt := v.(*ast.IntegerNode)
 	if !isInt {
-		m.bad(v, key, "expected an integer, got %s", describe(v))
+		m.badc(CodeType, v, key, "expected an integer, got %s", describe(v))
 		return 0, false
 	}
 	var n int64
@@ -394,7 +406,7 @@ func (m *mapping) number(key string) (float64, bool) {
 			}
 		}
 	}
-	m.bad(v, key, "expected a number, got %s", describe(v))
+	m.badc(CodeType, v, key, "expected a number, got %s", describe(v))
 	return 0, false
 }
 
@@ -419,7 +431,7 @@ func (m *mapping) boolean(key string) *bool {
 	}
 	b, isBool := v.(*ast.BoolNode)
 	if !isBool {
-		m.bad(v, key, "expected true or false, got %s", describe(v))
+		m.badc(CodeType, v, key, "expected true or false, got %s", describe(v))
 		return nil
 	}
 	return &b.Value
@@ -433,9 +445,9 @@ func (m *mapping) duration(key string) (Duration, bool) {
 	s, isStr := v.(*ast.StringNode)
 	if !isStr {
 		if _, isNum := v.(*ast.IntegerNode); isNum {
-			m.bad(v, key, "expected a duration with a unit such as 30s, 2m or 1m30s, got %s", describe(v))
+			m.badc(CodeType, v, key, "expected a duration with a unit such as 30s, 2m or 1m30s, got %s", describe(v))
 		} else {
-			m.bad(v, key, "expected a duration such as 30s, 2m or 1m30s, got %s", describe(v))
+			m.badc(CodeType, v, key, "expected a duration such as 30s, 2m or 1m30s, got %s", describe(v))
 		}
 		return 0, false
 	}
@@ -459,7 +471,7 @@ func (m *mapping) list(key string) ([]ast.Node, bool) {
 	}
 	seq, isSeq := v.(*ast.SequenceNode)
 	if !isSeq {
-		m.bad(v, key, "expected a list, got %s", describe(v))
+		m.badc(CodeType, v, key, "expected a list, got %s", describe(v))
 		return nil, false
 	}
 	return seq.Values, true
@@ -474,7 +486,7 @@ func (m *mapping) strList(key string, scalars bool) []string {
 	}
 	seq, isSeq := v.(*ast.SequenceNode)
 	if !isSeq {
-		m.bad(v, key, "expected a list of strings, got %s", describe(v))
+		m.badc(CodeType, v, key, "expected a list of strings, got %s", describe(v))
 		return nil
 	}
 	out := make([]string, 0, len(seq.Values))
@@ -494,7 +506,7 @@ func (m *mapping) strList(key string, scalars bool) []string {
 			}
 		}
 		if !good {
-			m.d.errorf(it, f, "expected a string, got %s", describe(it))
+			m.d.errorc(CodeType, it, f, "expected a string, got %s", describe(it))
 			continue
 		}
 		out = append(out, s)
@@ -523,7 +535,7 @@ func (m *mapping) strMap(key string) map[string]string {
 		}
 		s, good := scalarText(val)
 		if !good {
-			m.d.errorf(val, f, "expected a string, got %s", describe(val))
+			m.d.errorc(CodeType, val, f, "expected a string, got %s", describe(val))
 			continue
 		}
 		out[e.key] = s
@@ -567,9 +579,9 @@ func (m *mapping) done() {
 			where = " for " + m.what
 		}
 		if s := closest(e.key, list); s != "" {
-			m.d.errorf(kn, m.path, "unknown key %q%s (did you mean %q?)", e.key, where, s)
+			m.d.errorc(CodeUnknownField, kn, m.path, "unknown key %q%s (did you mean %q?)", e.key, where, s)
 		} else {
-			m.d.errorf(kn, m.path, "unknown key %q%s (expected one of: %s)", e.key, where, strings.Join(list, ", "))
+			m.d.errorc(CodeUnknownField, kn, m.path, "unknown key %q%s (expected one of: %s)", e.key, where, strings.Join(list, ", "))
 		}
 	}
 }
@@ -581,31 +593,11 @@ func closest(s string, candidates []string) string {
 		bestD = 2
 	}
 	for _, c := range candidates {
-		if d := editDistance(strings.ToLower(s), c); d < bestD {
+		if d := textutil.EditDistance(strings.ToLower(s), c, false); d < bestD {
 			best, bestD = c, d
 		}
 	}
 	return best
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // plainFloat is the YAML 1.2 core-schema float syntax.

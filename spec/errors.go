@@ -1,76 +1,59 @@
 package spec
 
-import (
-	"fmt"
-	"sort"
-	"strings"
-)
+import "github.com/reckon-ci/reckon/internal/diag"
 
-// Error is one problem found in a spec file, at a position in it.
-type Error struct {
-	File   string // the file name given to Parse or Load
-	Line   int    // 1-based; 0 when the problem has no position (e.g. an unreadable file)
-	Column int    // 1-based
-	Field  string // the field's path, e.g. "configs[1].name"; empty for document-level problems
-	Msg    string // what was wrong and what was expected
-}
-
-// Error formats the problem as "file:line:col: field: message".
-func (e *Error) Error() string {
-	var b strings.Builder
-	b.WriteString(e.File)
-	if e.Line > 0 {
-		fmt.Fprintf(&b, ":%d:%d", e.Line, e.Column)
-	}
-	b.WriteString(": ")
-	if e.Field != "" {
-		b.WriteString(e.Field)
-		b.WriteString(": ")
-	}
-	b.WriteString(e.Msg)
-	return b.String()
-}
+// Error is one problem found in a spec file, at a position in it: the harness's diagnostic type
+// (internal/diag). Its Error method formats it as "file:line:col: field: message"; Code is one of
+// the Code* constants below, Field the field's path ("configs[1].name"; empty for
+// document-level problems). Warnings about a valid spec (`reckon spec check`) are Errors too,
+// with Severity diag.Warning.
+type Error = diag.Diagnostic
 
 // ErrorList is every problem found in one spec file, in file order. Parse and Load return it
 // (as an error) when the spec is invalid, so that all problems can be fixed in one go.
-type ErrorList []*Error
+type ErrorList = diag.List
 
-// Error joins the problems, one per line.
-func (l ErrorList) Error() string {
-	lines := make([]string, len(l))
-	for i, e := range l {
-		lines[i] = e.Error()
-	}
-	return strings.Join(lines, "\n")
-}
+// The codes of spec's errors: what kind of problem, for tests and machines (docs/spec.md).
+const (
+	// CodeSyntax: not valid YAML, more than one document, an alias to no anchor, a bad merge key.
+	CodeSyntax = "syntax"
+	// CodeLimit: the file is over a limit (size, nesting depth, alias expansion).
+	CodeLimit = "limit"
+	// CodeEmpty: the file holds no spec.
+	CodeEmpty = "empty"
+	// CodeUnknownField: a key the section does not have.
+	CodeUnknownField = "unknown-field"
+	// CodeMissingField: a required field is not set.
+	CodeMissingField = "missing-field"
+	// CodeDuplicate: a key, config, workload or check name given twice.
+	CodeDuplicate = "duplicate"
+	// CodeType: a value of the wrong YAML type (a string where a number is expected).
+	CodeType = "type"
+	// CodeValue: a value of the right type that is not allowed (out of range, not one of the
+	// choices, badly formed).
+	CodeValue = "value"
+	// CodeConflict: settings that exclude or contradict each other.
+	CodeConflict = "conflict"
+	// CodeUnknownName: a reference to a config or workload the spec does not define.
+	CodeUnknownName = "unknown-name"
+	// CodeUnknownMetric: a metric reckon does not know, or one without a direction where a check
+	// needs one.
+	CodeUnknownMetric = "unknown-metric"
+	// CodeUnmeasured: a metric that no source of this spec (its engine's logs, reckon's
+	// workload) produces, so the check could never be judged.
+	CodeUnmeasured = "unmeasured-metric"
+	// CodeNoPower: a statistical check that could never find a regression.
+	CodeNoPower = "no-power"
+	// CodeUnsupported: a setting the spec's engine kind would drop or refuse at launch.
+	CodeUnsupported = "unsupported"
+	// CodeUnreadable: the file cannot be read.
+	CodeUnreadable = "unreadable"
 
-// Unwrap returns the individual errors, for errors.Is and errors.As.
-func (l ErrorList) Unwrap() []error {
-	out := make([]error, len(l))
-	for i, e := range l {
-		out[i] = e
-	}
-	return out
-}
+	// The codes of warnings (`reckon spec check`): the spec is valid, but may fail or mislead.
 
-// sort orders the list by position (stable, so that problems at one position keep their order)
-// and drops exact duplicates.
-func (l ErrorList) sorted() ErrorList {
-	sort.SliceStable(l, func(i, j int) bool {
-		if l[i].Line != l[j].Line {
-			return l[i].Line < l[j].Line
-		}
-		return l[i].Column < l[j].Column
-	})
-	out := l[:0]
-	seen := map[string]bool{}
-	for _, e := range l {
-		k := e.Error()
-		if seen[k] {
-			continue
-		}
-		seen[k] = true
-		out = append(out, e)
-	}
-	return out
-}
+	// CodeMissingPath: a file the run will read does not exist relative to the current directory.
+	CodeMissingPath = "missing-path"
+	// CodeUncalibrated: a numerical check whose bound cannot tell a real error from rounding, or
+	// numerics without the under-load pass.
+	CodeUncalibrated = "uncalibrated"
+)

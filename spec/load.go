@@ -46,7 +46,7 @@ func Load(path string) (*Spec, error) {
 // invalid input the error is an ErrorList holding every problem found, in file order.
 func Parse(data []byte, filename string) (*Spec, error) {
 	if err := checkLimits(data, filename); err != nil { // limits.go: size, depth, aliases
-		return nil, err
+		return nil, coded(err, CodeLimit)
 	}
 	d := &decoder{file: filename}
 	f, err := parser.ParseBytes(data, 0, parser.AllowDuplicateMapKey())
@@ -55,7 +55,7 @@ func Parse(data []byte, filename string) (*Spec, error) {
 	}
 	for _, doc := range f.Docs {
 		if err := checkAliasExpansion(doc, filename); err != nil {
-			return nil, err
+			return nil, coded(err, CodeLimit)
 		}
 	}
 	var bodies []ast.Node
@@ -66,9 +66,9 @@ func Parse(data []byte, filename string) (*Spec, error) {
 	}
 	switch {
 	case len(bodies) == 0:
-		return nil, ErrorList{{File: filename, Msg: "empty spec: expected a mapping with name, engine, configs and checks"}}
+		return nil, ErrorList{{Code: CodeEmpty, File: filename, Msg: "empty spec: expected a mapping with name, engine, configs and checks"}}
 	case len(bodies) > 1:
-		d.errorf(bodies[1], "", "expected one YAML document, found %d (remove the extra \"---\")", len(bodies))
+		d.errorc(CodeSyntax, bodies[1], "", "expected one YAML document, found %d (remove the extra \"---\")", len(bodies))
 	}
 	d.collectAnchors(bodies[0])
 	b := &builder{decoder: d}
@@ -76,7 +76,7 @@ func Parse(data []byte, filename string) (*Spec, error) {
 	s.File = filename
 	b.link(s)
 	if len(d.errs) > 0 {
-		return nil, d.errs.sorted()
+		return nil, d.errs.Sorted()
 	}
 	return s, nil
 }
@@ -85,13 +85,26 @@ func Parse(data []byte, filename string) (*Spec, error) {
 func syntaxError(filename string, err error) *Error {
 	var ye yaml.Error
 	if errors.As(err, &ye) {
-		e := &Error{File: filename, Msg: "invalid YAML: " + ye.GetMessage()}
+		e := &Error{Code: CodeSyntax, File: filename, Msg: "invalid YAML: " + ye.GetMessage()}
 		if t := ye.GetToken(); t != nil && t.Position != nil {
 			e.Line, e.Column = t.Position.Line, t.Position.Column
 		}
 		return e
 	}
-	return &Error{File: filename, Msg: "invalid YAML: " + err.Error()}
+	return &Error{Code: CodeSyntax, File: filename, Msg: "invalid YAML: " + err.Error()}
+}
+
+// coded gives code to every problem of the ErrorList err that has none (the limits' errors).
+func coded(err error, code string) error {
+	var list ErrorList
+	if errors.As(err, &list) {
+		for _, e := range list {
+			if e.Code == "" {
+				e.Code = code
+			}
+		}
+	}
+	return err
 }
 
 // builder turns the syntax tree into a Spec, remembering references to resolve at the end.
@@ -201,7 +214,7 @@ func (b *builder) spec(root ast.Node) *Spec {
 		c, nameNode := b.config(cm)
 		if c.Name != "" {
 			if line, dup := seen[c.Name]; dup {
-				b.errorf(nameNode, path+".name", "duplicate config name %q (first defined at line %d)", c.Name, line)
+				b.errorc(CodeDuplicate, nameNode, path+".name", "duplicate config name %q (first defined at line %d)", c.Name, line)
 			} else {
 				seen[c.Name] = c.Line
 			}
@@ -219,7 +232,7 @@ func (b *builder) spec(root ast.Node) *Spec {
 		w, nameNode := b.workload(wm)
 		if w.Name != "" {
 			if line, dup := seenW[w.Name]; dup {
-				b.errorf(nameNode, path+".name", "duplicate workload name %q (first defined at line %d)", w.Name, line)
+				b.errorc(CodeDuplicate, nameNode, path+".name", "duplicate workload name %q (first defined at line %d)", w.Name, line)
 			} else {
 				seenW[w.Name] = w.Line
 			}
@@ -431,7 +444,7 @@ func (b *builder) workload(m *mapping) (*Workload, ast.Node) {
 	switch {
 	case m.has("concurrency") && m.has("request_rate"):
 		v, _ := m.get("request_rate")
-		m.bad(v, "request_rate", "concurrency and request_rate exclude each other: set one (closed loop) or the other (open loop)")
+		m.badc(CodeConflict, v, "request_rate", "concurrency and request_rate exclude each other: set one (closed loop) or the other (open loop)")
 	case !m.has("concurrency") && !m.has("request_rate"):
 		m.missing("concurrency", "the requests in flight, or request_rate for an open loop")
 	}
@@ -439,7 +452,7 @@ func (b *builder) workload(m *mapping) (*Workload, ast.Node) {
 		w.Burstiness = *r
 		if !m.has("request_rate") {
 			v, _ := m.get("burstiness")
-			m.bad(v, "burstiness", "applies only to an open loop (set request_rate)")
+			m.badc(CodeConflict, v, "burstiness", "applies only to an open loop (set request_rate)")
 		}
 	} else if m.has("request_rate") {
 		w.Burstiness = 1
@@ -468,7 +481,7 @@ func (b *builder) workload(m *mapping) (*Workload, ast.Node) {
 		v, _ := m.get("launches")
 		b.launchesAt[w.Name] = v
 		if n > 1 && m.has("max_trials") {
-			b.errorf(v, m.field("launches"), "launches %d and max_trials exclude each other: with relaunches the unit is a launch, so add launches rather than sequential trials", n)
+			b.errorc(CodeConflict, v, m.field("launches"), "launches %d and max_trials exclude each other: with relaunches the unit is a launch, so add launches rather than sequential trials", n)
 		}
 	}
 	w.MaxTrials = w.Trials
@@ -538,7 +551,7 @@ func (b *builder) floorWorkload(m *mapping, c *Check, s *Spec) {
 	}
 	if IsEngineMetric(c.Metric) {
 		if v, ok := m.get("workload"); ok {
-			m.bad(v, "workload", "%s is an engine metric, read once per launch; workload applies to result metrics only", c.Metric)
+			m.badc(CodeConflict, v, "workload", "%s is an engine metric, read once per launch; workload applies to result metrics only", c.Metric)
 		}
 		return
 	}
@@ -611,7 +624,7 @@ func (b *builder) refStr(m *mapping, key, what string, required bool) string {
 func (b *builder) refList(m *mapping) []string {
 	if m.has("config") && m.has("configs") {
 		v, _ := m.get("configs")
-		m.bad(v, "configs", "config and configs exclude each other: use configs for a list")
+		m.badc(CodeConflict, v, "configs", "config and configs exclude each other: use configs for a list")
 		return nil
 	}
 	if m.has("config") {
@@ -676,7 +689,7 @@ func (b *builder) check(m *mapping, s *Spec) *Check {
 			m.missing("min", "a lower bound; or max, or both")
 		case c.Min != nil && c.Max != nil && *c.Min > *c.Max:
 			v, _ := m.get("max")
-			m.bad(v, "max", "max (%s) is below min (%s)", num.Exact(*c.Max), num.Exact(*c.Min))
+			m.badc(CodeConflict, v, "max", "max (%s) is below min (%s)", num.Exact(*c.Max), num.Exact(*c.Min))
 		}
 	case KindRelative:
 		c.Config = b.refStr(m, "config", "config", true)
@@ -687,7 +700,7 @@ func (b *builder) check(m *mapping, s *Spec) *Check {
 		}
 		if c.Config != "" && c.Config == c.Of {
 			v, _ := m.get("of")
-			m.bad(v, "of", "a config compared with itself (%q) always passes; name another config", c.Of)
+			m.badc(CodeConflict, v, "of", "a config compared with itself (%q) always passes; name another config", c.Of)
 		}
 		c.Metric = b.metric(m, true, IsEngineMetric, "the engine report or the GPU sampler")
 		c.metricAt = fieldAt(m, "metric")
@@ -698,7 +711,7 @@ func (b *builder) check(m *mapping, s *Spec) *Check {
 			m.missing("min_ratio", "a lower bound on the ratio; or max_ratio, or both")
 		case c.MinRatio != nil && c.MaxRatio != nil && *c.MinRatio > *c.MaxRatio:
 			v, _ := m.get("max_ratio")
-			m.bad(v, "max_ratio", "max_ratio (%s) is below min_ratio (%s)", num.Exact(*c.MaxRatio), num.Exact(*c.MinRatio))
+			m.badc(CodeConflict, v, "max_ratio", "max_ratio (%s) is below min_ratio (%s)", num.Exact(*c.MaxRatio), num.Exact(*c.MinRatio))
 		}
 	case KindExpect:
 		c.Configs = b.refList(m)
@@ -714,7 +727,7 @@ func (b *builder) check(m *mapping, s *Spec) *Check {
 		c.Head = b.refStr(m, "head", "config", true)
 		if c.Base != "" && c.Base == c.Head {
 			v, _ := m.get("head")
-			m.bad(v, "head", "a config compared with itself (%q) always passes; name another config", c.Head)
+			m.badc(CodeConflict, v, "head", "a config compared with itself (%q) always passes; name another config", c.Head)
 		}
 		c.TopK, _ = m.integer("top_k", 1)
 		if v, ok := m.get("twin"); ok {
@@ -729,16 +742,16 @@ func (b *builder) check(m *mapping, s *Spec) *Check {
 		for _, k := range []struct{ key, name string }{{"twin", c.Twin}, {"oracle", c.Oracle}} {
 			if k.name != "" && (k.name == c.Base || k.name == c.Head) {
 				v, _ := m.get(k.key)
-				m.bad(v, k.key, "%s %q is also the check's base or head; it must be a third config", k.key, k.name)
+				m.badc(CodeConflict, v, k.key, "%s %q is also the check's base or head; it must be a third config", k.key, k.name)
 			}
 		}
 		if c.Twin != "" && c.Twin == c.Oracle {
 			v, _ := m.get("oracle")
-			m.bad(v, "oracle", "twin and oracle are the same config %q; name one of them", c.Oracle)
+			m.badc(CodeConflict, v, "oracle", "twin and oracle are the same config %q; name one of them", c.Oracle)
 		}
 		if c.NoTwin && c.Oracle != "" {
 			v, _ := m.get("twin")
-			m.bad(v, "twin", "twin: none asks for the uncalibrated bound, but an oracle is named; leave one of them out")
+			m.badc(CodeConflict, v, "twin", "twin: none asks for the uncalibrated bound, but an oracle is named; leave one of them out")
 		}
 		// Without twin or oracle reckon derives a twin (link), so only `twin: none` is uncalibrated.
 		calibrated := !c.NoTwin
@@ -751,21 +764,21 @@ func (b *builder) check(m *mapping, s *Spec) *Check {
 		}
 		for _, key := range []string{"max_ratio", "bitwise_tolerance"} {
 			if v, ok := m.get(key); ok && !calibrated {
-				m.bad(v, key, "%s needs a twin or an oracle to calibrate against (with twin: none the bound is max_distance)", key)
+				m.badc(CodeConflict, v, key, "%s needs a twin or an oracle to calibrate against (with twin: none the bound is max_distance)", key)
 			}
 		}
 		if v, ok := m.get("max_distance"); ok && calibrated {
-			m.bad(v, "max_distance", "max_distance is the uncalibrated bound of `twin: none`; with a twin or oracle (derived when neither is written) the bound is max_ratio")
+			m.badc(CodeConflict, v, "max_distance", "max_distance is the uncalibrated bound of `twin: none`; with a twin or oracle (derived when neither is written) the bound is max_ratio")
 		}
 		c.MaxAbsLogprobDelta = m.numberIn("max_abs_logprob_delta", 0, math.MaxFloat64, "a tolerance >= 0")
 		c.MeanAbsLogprobDelta = m.numberIn("mean_abs_logprob_delta", 0, math.MaxFloat64, "a tolerance >= 0")
 		c.MinExactMatch = m.numberIn("min_exact_match", 0, 1, "a fraction in [0, 1]")
 		if c.MeanAbsLogprobDelta != nil && c.MaxAbsLogprobDelta != nil && *c.MeanAbsLogprobDelta > *c.MaxAbsLogprobDelta {
 			v, _ := m.get("mean_abs_logprob_delta")
-			b.errorf(v, m.field("mean_abs_logprob_delta"), "mean tolerance (%s) above the max tolerance (%s) can never matter", num.Exact(*c.MeanAbsLogprobDelta), num.Exact(*c.MaxAbsLogprobDelta))
+			b.errorc(CodeConflict, v, m.field("mean_abs_logprob_delta"), "mean tolerance (%s) above the max tolerance (%s) can never matter", num.Exact(*c.MeanAbsLogprobDelta), num.Exact(*c.MaxAbsLogprobDelta))
 		}
 		if s.Numerics == nil {
-			b.errorf(m.node, m.path, "an equivalence check needs a numerics section (the prompts the probe sends)")
+			b.errorc(CodeMissingField, m.node, m.path, "an equivalence check needs a numerics section (the prompts the probe sends)")
 		}
 		if c.TopK > 0 && s.Numerics != nil && c.TopK > s.Numerics.TopLogprobs {
 			v, _ := m.get("top_k")
@@ -805,7 +818,7 @@ func (b *builder) check(m *mapping, s *Spec) *Check {
 				c.AgainstConfig = strings.TrimSpace(strings.TrimPrefix(a, "config:"))
 				b.refs = append(b.refs, ref{node: v, field: m.field("against"), name: c.AgainstConfig, what: "config"})
 				if c.AgainstConfig == c.Config {
-					m.bad(v, "against", "a config compared with itself (%q) always passes; name another config", c.Config)
+					m.badc(CodeConflict, v, "against", "a config compared with itself (%q) always passes; name another config", c.Config)
 				}
 			default:
 				m.bad(v, "against", "expected baseline, history or config:NAME, got %q", a)
@@ -815,7 +828,7 @@ func (b *builder) check(m *mapping, s *Spec) *Check {
 			if n, ok := m.integer("history_runs", 2); ok {
 				c.HistoryRuns = n
 				if c.Against != AgainstHistory {
-					m.bad(m.entries[m.index["history_runs"]].value, "history_runs", "history_runs applies to against: history only (against is %s)", c.Against)
+					m.badc(CodeConflict, m.entries[m.index["history_runs"]].value, "history_runs", "history_runs applies to against: history only (against is %s)", c.Against)
 				}
 			}
 		} else if c.Against == AgainstHistory {
@@ -858,11 +871,11 @@ func (b *builder) metric(m *mapping, required bool, valid func(string) bool, fro
 	r, known := metric.Lookup(s)
 	switch {
 	case !known:
-		m.bad(v, "metric", "unknown metric %q (expected %s)", s, expected)
+		m.badc(CodeUnknownMetric, v, "metric", "unknown metric %q (expected %s)", s, expected)
 	case from == fromWorkload && r.Sources.Has(metric.Workload) && !r.Comparable():
-		m.bad(v, "metric", "%s has no better direction (a count or a setting), so %s cannot compare it; a floor can bound it (expected %s)", s, m.what, expected)
+		m.badc(CodeUnknownMetric, v, "metric", "%s has no better direction (a count or a setting), so %s cannot compare it; a floor can bound it (expected %s)", s, m.what, expected)
 	default:
-		m.bad(v, "metric", "%s is not produced by %s (its sources: %s), so this check could never judge it (expected %s)", s, from, r.Sources, expected)
+		m.badc(CodeUnmeasured, v, "metric", "%s is not produced by %s (its sources: %s), so this check could never judge it (expected %s)", s, from, r.Sources, expected)
 	}
 	return ""
 }
@@ -932,7 +945,7 @@ func (b *builder) dtypeMap(m *mapping, key string) map[string]float64 {
 	for _, e := range sub.entries {
 		dt, ok := dtypeNames[strings.ToLower(e.key)]
 		if !ok {
-			b.errorf(e.keyN, sub.path, "unknown dtype %q (expected float32, bfloat16 or float16)", e.key)
+			b.errorc(CodeValue, e.keyN, sub.path, "unknown dtype %q (expected float32, bfloat16 or float16)", e.key)
 			sub.known = append(sub.known, e.key)
 			continue
 		}
@@ -966,11 +979,11 @@ func (b *builder) link(s *Spec) {
 		switch r.what {
 		case "config":
 			if !configs[r.name] {
-				b.errorf(r.node, r.field, "names no config %q (%sconfigs: %s)", r.name, didYouMean(r.name, configNames), listOrNone(configNames))
+				b.errorc(CodeUnknownName, r.node, r.field, "names no config %q (%sconfigs: %s)", r.name, didYouMean(r.name, configNames), listOrNone(configNames))
 			}
 		case "workload":
 			if !workloads[r.name] {
-				b.errorf(r.node, r.field, "names no workload %q (%sworkloads: %s)", r.name, didYouMean(r.name, workloadNames), listOrNone(workloadNames))
+				b.errorc(CodeUnknownName, r.node, r.field, "names no workload %q (%sworkloads: %s)", r.name, didYouMean(r.name, workloadNames), listOrNone(workloadNames))
 			}
 		}
 	}
@@ -1040,11 +1053,11 @@ func (b *builder) checkGoodput(s *Spec) {
 		msg := fmt.Sprintf("%s needs goodput SLOs on workload %q (goodput: {ttft_ms: 500, tpot_ms: 50}); without them no request is judged and the metric is never measured", c.Metric, w.Name)
 		if c.metricAt != nil {
 			e := *c.metricAt
-			e.Msg = msg
+			e.Code, e.Msg = CodeMissingField, msg
 			b.errs = append(b.errs, &e)
 			continue
 		}
-		b.errorf(b.checkNode[c], b.checkPath[c], "%s", msg)
+		b.errorc(CodeMissingField, b.checkNode[c], b.checkPath[c], "%s", msg)
 	}
 }
 
@@ -1088,18 +1101,18 @@ func (b *builder) checkPower(s *Spec, c *Check) {
 	if w.LaunchCount() > 1 {
 		// Launches are the unit: one value per launch and side.
 		if c.Against == AgainstBaseline {
-			b.errorf(b.checkNode[c], b.checkPath[c], "this %s check compares with the stored baseline, but workload %q has launches: %d; relaunches judge configs of the same run against each other (against: config:NAME), the baseline keeps no launches to compare with", c.Kind, w.Name, w.Launches)
+			b.errorc(CodeConflict, b.checkNode[c], b.checkPath[c], "this %s check compares with the stored baseline, but workload %q has launches: %d; relaunches judge configs of the same run against each other (against: config:NAME), the baseline keeps no launches to compare with", c.Kind, w.Name, w.Launches)
 			return
 		}
 		if n := w.Launches; minRankP(n) > RankGuardAlpha {
-			b.errorf(b.checkNode[c], b.checkPath[c], "this %s check can never find a regression: workload %q has launches: %d, and with launches as the unit the smallest p-value of the rank test is %s, above its level %s; raise launches (>= %d)",
+			b.errorc(CodeNoPower, b.checkNode[c], b.checkPath[c], "this %s check can never find a regression: workload %q has launches: %d, and with launches as the unit the smallest p-value of the rank test is %s, above its level %s; raise launches (>= %d)",
 				c.Kind, w.Name, n, num.Exact(roundSig(minRankP(n))), num.Exact(RankGuardAlpha), minTrialsFor(RankGuardAlpha))
 		}
 		return
 	}
 	n := w.MaxTrials
 	if minRankP(n) > RankGuardAlpha {
-		b.errorf(b.checkNode[c], b.checkPath[c], "this %s check can never find a regression: with at most %d trials per side (workload %q) the smallest p-value of the rank test is %s, above its level %s; raise trials or max_trials (>= %d)",
+		b.errorc(CodeNoPower, b.checkNode[c], b.checkPath[c], "this %s check can never find a regression: with at most %d trials per side (workload %q) the smallest p-value of the rank test is %s, above its level %s; raise trials or max_trials (>= %d)",
 			c.Kind, n, w.Name, num.Exact(roundSig(minRankP(n))), num.Exact(RankGuardAlpha), minTrialsFor(RankGuardAlpha))
 	}
 }
@@ -1159,9 +1172,9 @@ func (b *builder) checkConsistency(s *Spec) {
 			}
 			if c.Implicit {
 				at := b.expectAt[name]
-				b.errorf(at.node, at.field, "config %s expects allreduce custom, but %s", name, why)
+				b.errorc(CodeConflict, at.node, at.field, "config %s expects allreduce custom, but %s", name, why)
 			} else {
-				b.errorf(b.checkNode[c], b.checkPath[c], "config %s expects allreduce custom, but %s", name, why)
+				b.errorc(CodeConflict, b.checkNode[c], b.checkPath[c], "config %s expects allreduce custom, but %s", name, why)
 			}
 		}
 	}
@@ -1185,7 +1198,7 @@ func (b *builder) nameChecks(s *Spec) {
 			continue
 		}
 		if first, dup := explicit[c.Name]; dup {
-			b.errorf(b.nameNodes[c], b.checkPath[c]+".name", "duplicate check name %q (first used at line %d)", c.Name, first.Line)
+			b.errorc(CodeDuplicate, b.nameNodes[c], b.checkPath[c]+".name", "duplicate check name %q (first used at line %d)", c.Name, first.Line)
 			continue
 		}
 		explicit[c.Name] = c
@@ -1227,7 +1240,7 @@ func (b *builder) checkTwin(s *Spec, c *Check, configs map[string]bool) {
 	if string(tj) == string(bj) {
 		for _, r := range b.refs {
 			if r.name == c.Twin && strings.HasSuffix(r.field, ".twin") {
-				b.errorf(r.node, r.field, "twin %q launches exactly like base %q: a rerun of the same allreduce is bit-identical and calibrates nothing; give the twin another summation order (e.g. env NCCL_ALGO: Tree)", c.Twin, c.Base)
+				b.errorc(CodeConflict, r.node, r.field, "twin %q launches exactly like base %q: a rerun of the same allreduce is bit-identical and calibrates nothing; give the twin another summation order (e.g. env NCCL_ALGO: Tree)", c.Twin, c.Base)
 				return
 			}
 		}

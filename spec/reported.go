@@ -29,7 +29,7 @@ func (s *Spec) UnreportedMetrics(reported []string) ErrorList {
 		if c.metricAt != nil {
 			e = *c.metricAt
 		}
-		e.Msg = fmt.Sprintf("%s's logs never report %s, so this %s check could never be judged; expected one of %s", s.Engine.Kind, c.Metric, c.Kind, strings.Join(append(append([]string(nil), reported...), MetricPeakGPUMem), ", "))
+		e.Code, e.Msg = CodeUnmeasured, fmt.Sprintf("%s's logs never report %s, so this %s check could never be judged; expected one of %s", s.Engine.Kind, c.Metric, c.Kind, strings.Join(append(append([]string(nil), reported...), MetricPeakGPUMem), ", "))
 		out = append(out, &e)
 	}
 	return out

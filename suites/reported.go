@@ -44,7 +44,7 @@ func EngineProblems(s *spec.Spec) spec.ErrorList {
 				continue
 			}
 			if msg := vllmDraftTokensProblem(l.Speculative); msg != "" {
-				out = append(out, &spec.Error{File: s.File, Line: c.Line, Column: 1,
+				out = append(out, &spec.Error{Code: spec.CodeUnsupported, File: s.File, Line: c.Line, Column: 1,
 					Field: fmt.Sprintf("configs[%d].speculative.num_draft_tokens", i), Msg: fmt.Sprintf("config %s: %s", c.Name, msg)})
 			}
 		}

@@ -10,9 +10,9 @@ import (
 	"os"
 	"reflect"
 	"regexp"
-	"slices"
-	"strconv"
 	"strings"
+
+	"github.com/reckon-ci/reckon/internal/strictjson"
 )
 
 // This file is the strict reader of the op-level allreduce probe (docs/allreduce-probe.md). A probe
@@ -21,7 +21,8 @@ import (
 // column, the JSON path (results[3].algorithms[1].max_rel_err) and what was expected: an unknown or
 // misspelt field, a missing required field (a missing max_rel_err must not read as 0 and pass), a
 // value of the wrong type, null, NaN or Infinity (which Python's json writes by default), a
-// duplicated field, trailing data, and every rule of the contract that Validate checks.
+// duplicated field, trailing data, and every rule of the contract that Validate checks. The walk
+// against the Go types is internal/strictjson's; the contract's own messages and rules are here.
 
 // maxProbeProblems bounds how many problems a ProbeError keeps; the rest are counted.
 // maxProbeProblemLines bounds how many distinct problems its message lists.
@@ -164,11 +165,19 @@ func DecodeAllReduceProbe(r io.Reader) (*AllReduceProbe, error) {
 
 func decodeAllReduceProbe(data []byte) (*AllReduceProbe, error) {
 	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf")) // a UTF-8 byte order mark
-	w := &walker{data: data, pos: map[string]int{}, errs: &ProbeError{Decoding: true}}
-	w.document(reflect.TypeFor[AllReduceProbe]())
-	if len(w.errs.Problems) > 0 {
-		w.explainSchema()
-		return nil, w.errs
+	errs := &ProbeError{Decoding: true}
+	doc := strictjson.Check(data, reflect.TypeFor[AllReduceProbe](), strictjson.Options{
+		Expected:  "a JSON object with \"schema\": \"" + AllReduceProbeSchema + "\"",
+		Document:  "the probe's JSON object",
+		NonFinite: "write a non-finite error as a large finite number such as 1e300, so that the check fails the algorithm instead of rejecting the file",
+		Optional:  optionalWhen,
+		Report: func(p strictjson.Problem) {
+			errs.add(ProbeProblem{Path: p.Path, Line: p.Line, Column: p.Column, Msg: p.Msg})
+		},
+	})
+	if len(errs.Problems) > 0 {
+		explainSchema(data, doc, errs)
+		return nil, errs
 	}
 	var p AllReduceProbe
 	if err := json.Unmarshal(data, &p); err != nil {
@@ -179,7 +188,7 @@ func decodeAllReduceProbe(data []byte) (*AllReduceProbe, error) {
 		var pe *ProbeError
 		if errors.As(err, &pe) {
 			for i := range pe.Problems {
-				pe.Problems[i].Line, pe.Problems[i].Column = w.locate(pe.Problems[i].Path)
+				pe.Problems[i].Line, pe.Problems[i].Column = doc.Locate(pe.Problems[i].Path)
 			}
 		}
 		return nil, err
@@ -447,245 +456,27 @@ func checkProbeMetric(bad func(string, string, ...any), at string, v float64) {
 	}
 }
 
-// walker checks a JSON document against a Go struct type token by token, so that every problem
-// carries its line, column and JSON path (encoding/json alone reports neither indices nor
-// positions, matches field names case-insensitively, and decodes null and missing fields as
-// zero).
-type walker struct {
-	data []byte
-	dec  *json.Decoder
-	pos  map[string]int // JSON path -> byte offset where its value starts
-	errs *ProbeError
-}
-
-// errStop ends the walk after a syntax error: nothing after it can be trusted.
-var errStop = errors.New("stop")
-
-func (w *walker) document(t reflect.Type) {
-	if len(bytes.TrimSpace(w.data)) == 0 {
-		w.errs.add(ProbeProblem{Msg: "empty input, expected a JSON object with \"schema\": \"" + AllReduceProbeSchema + "\""})
-		return
-	}
-	w.dec = json.NewDecoder(bytes.NewReader(w.data))
-	w.dec.UseNumber()
-	if err := w.value("", t); err != nil {
-		return
-	}
-	off := w.valueStart()
-	if tok, err := w.dec.Token(); err != io.EOF {
-		what := "more data"
-		if err == nil {
-			what = describeToken(tok)
-		}
-		w.problemAt(off, "", "trailing data after the probe's JSON object (%s), expected one JSON object per file", what)
-	}
-}
-
 // explainSchema puts first, when the document names another schema, that it is not (this version
 // of) an allreduce probe: the other problems then follow from that.
-func (w *walker) explainSchema() {
+func explainSchema(data []byte, doc *strictjson.Doc, errs *ProbeError) {
 	var head struct {
 		Schema any `json:"schema"`
 	}
-	if json.Unmarshal(w.data, &head) != nil {
+	if json.Unmarshal(data, &head) != nil {
 		return
 	}
 	s, ok := head.Schema.(string)
 	if !ok || s == AllReduceProbeSchema || s == AllReduceProbeSchemaV1 {
 		return
 	}
-	line, col := w.locate("schema")
+	line, col := doc.Locate("schema")
 	p := ProbeProblem{Path: "schema", Line: line, Column: col,
 		Msg: fmt.Sprintf("field \"schema\": %q, expected %q (or the older %q): this is not an allreduce probe file, or not a version this reckon reads", s, AllReduceProbeSchema, AllReduceProbeSchemaV1)}
-	w.errs.Problems = append([]ProbeProblem{p}, w.errs.Problems...)
-	if len(w.errs.Problems) > maxProbeProblems {
-		w.errs.Problems = w.errs.Problems[:maxProbeProblems]
-		w.errs.More++
+	errs.Problems = append([]ProbeProblem{p}, errs.Problems...)
+	if len(errs.Problems) > maxProbeProblems {
+		errs.Problems = errs.Problems[:maxProbeProblems]
+		errs.More++
 	}
-}
-
-// problemAt records a problem about the value at path, found at byte offset off.
-func (w *walker) problemAt(off int, path, format string, args ...any) {
-	line, col := lineCol(w.data, off)
-	w.errs.add(ProbeProblem{Path: path, Line: line, Column: col, Msg: fmt.Sprintf(format, args...)})
-}
-
-// fieldProblem records a problem with the value of the field at path, prefixing the message with
-// `field "PATH": `.
-func (w *walker) fieldProblem(off int, path, format string, args ...any) {
-	if path == "" {
-		w.problemAt(off, path, "the document: %s", fmt.Sprintf(format, args...))
-		return
-	}
-	w.problemAt(off, path, "field %q: %s", path, fmt.Sprintf(format, args...))
-}
-
-// valueStart is the offset of the next value: past whitespace, ':' and ',' after the decoder's
-// position.
-func (w *walker) valueStart() int {
-	off := int(w.dec.InputOffset())
-	for off < len(w.data) {
-		switch w.data[off] {
-		case ' ', '\t', '\r', '\n', ':', ',':
-			off++
-			continue
-		}
-		break
-	}
-	return off
-}
-
-// token reads the next token, turning a syntax error or a premature end into a problem at path.
-func (w *walker) token(path string) (json.Token, int, error) {
-	off := w.valueStart()
-	tok, err := w.dec.Token()
-	if err == nil {
-		return tok, off, nil
-	}
-	where := ""
-	if path != "" {
-		where = fmt.Sprintf(" (in %s)", path)
-	}
-	var se *json.SyntaxError
-	switch {
-	case errors.As(err, &se):
-		// The decoder's offsets are relative to its buffer; a one-shot scan of the whole
-		// document gives the absolute offset of the first syntax error.
-		bad := off
-		var v any
-		if uerr := json.Unmarshal(w.data, &v); errors.As(uerr, &se) {
-			bad = int(se.Offset) - 1
-		}
-		bad = max(0, min(bad, len(w.data)))
-		if lit, start := nonFiniteAt(w.data, bad); lit != "" {
-			w.problemAt(start, path, "not valid JSON%s: %s is not a JSON number, expected a finite number (Python's json.dumps writes NaN and Infinity unless allow_nan=False; write a non-finite error as a large finite number such as 1e300, so that the check fails the algorithm instead of rejecting the file)", where, lit)
-		} else {
-			w.problemAt(bad, path, "not valid JSON%s: %v", where, err)
-		}
-	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
-		w.problemAt(len(w.data), path, "unexpected end of input%s, expected the rest of the document (is the file truncated?)", where)
-	default:
-		w.problemAt(off, path, "not valid JSON%s: %v", where, err)
-	}
-	return nil, off, errStop
-}
-
-// value checks the next value against t. Problems of shape are recorded and the value skipped;
-// only a syntax error stops the walk (errStop).
-func (w *walker) value(path string, t reflect.Type) error {
-	tok, off, err := w.token(path)
-	if err != nil {
-		return err
-	}
-	w.pos[path] = off
-	if tok == nil { // null
-		switch t.Kind() {
-		case reflect.Pointer, reflect.Slice:
-			return nil
-		}
-		w.fieldProblem(off, path, "null, expected %s", describeType(t))
-		return nil
-	}
-	if t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	mismatch := func() error {
-		w.fieldProblem(off, path, "got %s, expected %s", describeToken(tok), describeType(t))
-		return w.skip(tok, path)
-	}
-	switch t.Kind() {
-	case reflect.Struct:
-		if d, ok := tok.(json.Delim); !ok || d != '{' {
-			return mismatch()
-		}
-		return w.object(path, off, t)
-	case reflect.Slice:
-		if d, ok := tok.(json.Delim); !ok || d != '[' {
-			return mismatch()
-		}
-		for i := 0; w.dec.More(); i++ {
-			if err := w.value(fmt.Sprintf("%s[%d]", path, i), t.Elem()); err != nil {
-				return err
-			}
-		}
-		_, _, err := w.token(path) // ']'
-		return err
-	case reflect.String:
-		if _, ok := tok.(string); !ok {
-			return mismatch()
-		}
-	case reflect.Bool:
-		if _, ok := tok.(bool); !ok {
-			return mismatch()
-		}
-	case reflect.Int, reflect.Int64, reflect.Int32:
-		n, ok := tok.(json.Number)
-		if !ok {
-			return mismatch()
-		}
-		if _, err := strconv.ParseInt(string(n), 10, t.Bits()); err != nil {
-			w.fieldProblem(off, path, "%s, expected an integer that fits in %d bits", n, t.Bits())
-		}
-	case reflect.Float64, reflect.Float32:
-		n, ok := tok.(json.Number)
-		if !ok {
-			return mismatch()
-		}
-		if _, err := strconv.ParseFloat(string(n), t.Bits()); err != nil {
-			w.fieldProblem(off, path, "%s is out of range, expected a finite number", n)
-		}
-	default:
-		// A field type this walker does not know: accept any value (encoding/json will judge it).
-		return w.skip(tok, path)
-	}
-	return nil
-}
-
-// object checks the members of an object whose '{' has been read against struct type t.
-func (w *walker) object(path string, off int, t reflect.Type) error {
-	fields := jsonFields(t)
-	present := map[string]bool{}
-	suggested := map[string]bool{} // known names an unknown key was taken for
-	for w.dec.More() {
-		tok, koff, err := w.token(path)
-		if err != nil {
-			return err
-		}
-		key, _ := tok.(string) // the decoder guarantees object keys are strings
-		kpath := joinPath(path, key)
-		f, known := fields[key]
-		switch {
-		case present[key]:
-			w.fieldProblem(koff, kpath, "appears twice in this object, expected each field once")
-		case !known:
-			hint := ""
-			if guess := didYouMean(key, fields); guess != "" {
-				hint = fmt.Sprintf(" (did you mean %q?)", guess)
-				suggested[guess] = true
-			}
-			w.problemAt(koff, kpath, "unknown field %q in %s%s, expected one of %s", key, orDocument(path), hint, fieldList(fields))
-		}
-		present[key] = true
-		if !known {
-			if err := w.skipValue(kpath); err != nil {
-				return err
-			}
-			continue
-		}
-		if err := w.value(kpath, f.typ); err != nil {
-			return err
-		}
-	}
-	if _, _, err := w.token(path); err != nil { // '}'
-		return err
-	}
-	for _, name := range fieldOrder(t) {
-		f := fields[name]
-		if !present[name] && !suggested[name] && f.required && !optionalWhen(t, name, present) {
-			w.problemAt(off, joinPath(path, name), "%s: missing required field %q (%s)", orDocument(path), name, describeType(f.typ))
-		}
-	}
-	return nil
 }
 
 // optionalWhen relaxes the tags' notion of required where the contract does: a skipped
@@ -698,230 +489,4 @@ func optionalWhen(t reflect.Type, name string, present map[string]bool) bool {
 		return name == "pairs"
 	}
 	return false
-}
-
-// skipValue reads and discards the next value.
-func (w *walker) skipValue(path string) error {
-	tok, _, err := w.token(path)
-	if err != nil {
-		return err
-	}
-	return w.skip(tok, path)
-}
-
-// skip discards the rest of a value whose first token is tok.
-func (w *walker) skip(tok json.Token, path string) error {
-	d, ok := tok.(json.Delim)
-	if !ok || (d != '{' && d != '[') {
-		return nil
-	}
-	for depth := 1; depth > 0; {
-		t, _, err := w.token(path)
-		if err != nil {
-			return err
-		}
-		if d, ok := t.(json.Delim); ok {
-			if d == '{' || d == '[' {
-				depth++
-			} else {
-				depth--
-			}
-		}
-	}
-	return nil
-}
-
-// locate finds the line and column of path, or of its nearest recorded ancestor.
-func (w *walker) locate(path string) (int, int) {
-	for {
-		if off, ok := w.pos[path]; ok {
-			return lineCol(w.data, off)
-		}
-		if path == "" {
-			return 0, 0
-		}
-		i := strings.LastIndexAny(path, ".[")
-		if i < 0 {
-			path = ""
-		} else {
-			path = path[:i]
-		}
-	}
-}
-
-type jsonField struct {
-	typ      reflect.Type
-	required bool
-}
-
-// jsonFields maps t's JSON field names to their types; a field is required unless tagged
-// omitempty.
-func jsonFields(t reflect.Type) map[string]jsonField {
-	out := map[string]jsonField{}
-	for i := 0; i < t.NumField(); i++ {
-		f := t.Field(i)
-		name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if !f.IsExported() || name == "-" {
-			continue
-		}
-		if name == "" {
-			name = f.Name
-		}
-		out[name] = jsonField{typ: f.Type, required: !strings.Contains(","+opts+",", ",omitempty,")}
-	}
-	return out
-}
-
-// fieldOrder lists t's JSON field names in declaration order.
-func fieldOrder(t reflect.Type) []string {
-	var names []string
-	for i := 0; i < t.NumField(); i++ {
-		f := t.Field(i)
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if !f.IsExported() || name == "-" {
-			continue
-		}
-		if name == "" {
-			name = f.Name
-		}
-		names = append(names, name)
-	}
-	return names
-}
-
-func fieldList(fields map[string]jsonField) string {
-	names := make([]string, 0, len(fields))
-	for n := range fields {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return strings.Join(names, ", ")
-}
-
-// didYouMean returns the known field a misspelt key most likely meant, or "": the same name in
-// another case or with '-' for '_', one edit (or one transposition) away, or a longer or shorter
-// form of it (max_rel_error for max_rel_err).
-func didYouMean(key string, fields map[string]jsonField) string {
-	norm := func(s string) string { return strings.ReplaceAll(strings.ToLower(s), "-", "_") }
-	k := norm(key)
-	for n := range fields {
-		if norm(n) == k {
-			return n
-		}
-	}
-	best := ""
-	for n := range fields {
-		near := closeSpelling(k, n) ||
-			(min(len(k), len(n)) >= 4 && (strings.HasPrefix(k, n) || strings.HasPrefix(n, k)))
-		if near && (best == "" || n < best) {
-			best = n
-		}
-	}
-	return best
-}
-
-// closeSpelling reports whether a and b differ by one insertion, deletion, substitution or
-// transposition of adjacent characters.
-func closeSpelling(a, b string) bool {
-	if a == b {
-		return true
-	}
-	if len(a) > len(b) {
-		a, b = b, a
-	}
-	if len(b)-len(a) > 1 {
-		return false
-	}
-	i := 0
-	for i < len(a) && a[i] == b[i] {
-		i++
-	}
-	if len(a) == len(b) {
-		if a[i+1:] == b[i+1:] {
-			return true // substitution
-		}
-		return i+1 < len(a) && a[i] == b[i+1] && a[i+1] == b[i] && a[i+2:] == b[i+2:] // transposition
-	}
-	return a[i:] == b[i+1:] // insertion
-}
-
-func joinPath(path, key string) string {
-	if path == "" {
-		return key
-	}
-	return path + "." + key
-}
-
-func orDocument(path string) string {
-	if path == "" {
-		return "the document"
-	}
-	return path
-}
-
-func describeType(t reflect.Type) string {
-	if t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	switch t.Kind() {
-	case reflect.Struct:
-		return "an object"
-	case reflect.Slice:
-		return "an array"
-	case reflect.String:
-		return "a string"
-	case reflect.Bool:
-		return "true or false"
-	case reflect.Int, reflect.Int64, reflect.Int32:
-		return "an integer"
-	case reflect.Float64, reflect.Float32:
-		return "a number"
-	}
-	return t.String()
-}
-
-func describeToken(tok json.Token) string {
-	switch v := tok.(type) {
-	case nil:
-		return "null"
-	case json.Delim:
-		switch v {
-		case '{':
-			return "an object"
-		case '[':
-			return "an array"
-		}
-		return fmt.Sprintf("%q", string(v))
-	case string:
-		if len(v) > 40 {
-			v = v[:40] + "..."
-		}
-		return fmt.Sprintf("string %q", v)
-	case json.Number:
-		return "number " + string(v)
-	case bool:
-		return fmt.Sprintf("%v", v)
-	}
-	return fmt.Sprintf("%v", tok)
-}
-
-// nonFiniteAt reports which of Python's non-standard literals (NaN, Infinity, -Infinity) starts
-// at or just before off, and where; "" when none does.
-func nonFiniteAt(data []byte, off int) (string, int) {
-	for _, lit := range []string{"-Infinity", "Infinity", "NaN"} {
-		for start := max(0, off-1); start <= off && start < len(data); start++ {
-			if bytes.HasPrefix(data[start:], []byte(lit)) {
-				return lit, start
-			}
-		}
-	}
-	return "", off
-}
-
-// lineCol converts a byte offset into a 1-based line and column (in bytes).
-func lineCol(data []byte, off int) (int, int) {
-	off = max(0, min(off, len(data)))
-	line := 1 + bytes.Count(data[:off], []byte("\n"))
-	col := off - bytes.LastIndexByte(data[:off], '\n')
-	return line, col
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/reckon-ci/reckon/engine"
+	"github.com/reckon-ci/reckon/internal/diag"
 	"github.com/reckon-ci/reckon/spec"
 	"github.com/reckon-ci/reckon/suites"
 )
@@ -42,11 +43,13 @@ refuse at launch (e.g. an EAGLE top-k above 1 for vLLM) are found before any GPU
 A directory stands for every .yaml and .yml file under it. A valid file prints "OK" with its spec
 name, engine and counts. Paths the run will read (numerics prompts, datasets, probe files, a
 command given as a path) that do not exist relative to the current directory are warned about
-without failing the file: the gate may run elsewhere.
+without failing the file: the gate may run elsewhere. Warnings and errors are printed together, in
+file order.
 
 --json prints the resolved spec instead: defaults filled in, generated check names, implied expect
 checks, and per config the effective launch settings with the engine's argv (the harness adds
---host and --port at launch). One JSON object per file, a JSON array for several files.
+--host and --port at launch), and the diagnostics (errors and warnings in file order, each with its
+severity, code, position and field path). One JSON object per file, a JSON array for several files.
 
 Exit code 0 when every file is valid, 2 when any file is invalid or unreadable.`,
 		Example: `  reckon spec check fixtures/specs/examples/
@@ -60,56 +63,23 @@ Exit code 0 when every file is valid, 2 when any file is invalid or unreadable.`
 	return cmd
 }
 
-// specProblem is one reason a spec file is invalid (or, as a warning, may fail at run time).
-type specProblem struct {
-	File    string `json:"file"`
-	Line    int    `json:"line,omitempty"`
-	Column  int    `json:"column,omitempty"`
-	Field   string `json:"field,omitempty"`
-	Message string `json:"message"`
-}
-
-// String formats the problem as "file:line:col: field: message" (line and column only when
-// known), the form spec.Error uses.
-func (p specProblem) String() string { return p.format("") }
-
-// format is String with an optional severity ("warning") after the position.
-func (p specProblem) format(severity string) string {
-	var b strings.Builder
-	b.WriteString(p.File)
-	if p.Line > 0 {
-		fmt.Fprintf(&b, ":%d", p.Line)
-		if p.Column > 0 {
-			fmt.Fprintf(&b, ":%d", p.Column)
-		}
-	}
-	b.WriteString(": ")
-	if severity != "" {
-		b.WriteString(severity)
-		b.WriteString(": ")
-	}
-	if p.Field != "" {
-		b.WriteString(p.Field)
-		b.WriteString(": ")
-	}
-	b.WriteString(p.Message)
-	return b.String()
-}
-
 // specLaunch is a config's effective launch settings and the argv its engine adapter builds.
 type specLaunch struct {
 	spec.Launch
 	Argv []string `json:"argv,omitempty"`
 }
 
-// specCheckResult is what `reckon spec check --json` prints for one file.
+// specCheckResult is what `reckon spec check --json` prints for one file. Diagnostics holds its
+// errors and warnings together in file order; Errors and Warnings are the same diagnostics split
+// by severity (the form earlier versions printed).
 type specCheckResult struct {
-	File     string        `json:"file"`
-	Valid    bool          `json:"valid"`
-	Errors   []specProblem `json:"errors,omitempty"`
-	Warnings []specProblem `json:"warnings,omitempty"`
-	Spec     *spec.Spec    `json:"spec,omitempty"`
-	Launches []specLaunch  `json:"launches,omitempty"`
+	File        string         `json:"file"`
+	Valid       bool           `json:"valid"`
+	Diagnostics spec.ErrorList `json:"diagnostics,omitempty"`
+	Errors      spec.ErrorList `json:"errors,omitempty"`
+	Warnings    spec.ErrorList `json:"warnings,omitempty"`
+	Spec        *spec.Spec     `json:"spec,omitempty"`
+	Launches    []specLaunch   `json:"launches,omitempty"`
 }
 
 // runSpecCheck validates every file and prints the results; any invalid file makes it return
@@ -181,11 +151,8 @@ func expandSpecArgs(args []string) ([]string, error) {
 }
 
 func printSpecCheck(w io.Writer, r specCheckResult) {
-	for _, p := range r.Errors {
-		fmt.Fprintln(w, p.String())
-	}
-	for _, p := range r.Warnings {
-		fmt.Fprintln(w, p.format("warning"))
+	for _, d := range r.Diagnostics {
+		fmt.Fprintln(w, d.Error())
 	}
 	if !r.Valid {
 		return
@@ -215,39 +182,44 @@ func plural(n int, what string) string {
 	return fmt.Sprintf("%d %ss", n, what)
 }
 
-// checkSpecFile loads one spec and builds every config's engine command line.
-func checkSpecFile(path string) specCheckResult {
-	r := specCheckResult{File: path}
+// checkSpecFile loads one spec and builds every config's engine command line; its errors and
+// warnings come out together, in file order.
+func checkSpecFile(path string) (r specCheckResult) {
+	r.File = path
+	var all spec.ErrorList
+	defer func() {
+		r.Diagnostics = all.Sorted()
+		r.Errors, r.Warnings = r.Diagnostics.Only(diag.Error), r.Diagnostics.Only(diag.Warning)
+		r.Valid = !r.Diagnostics.HasErrors()
+	}()
 	s, err := spec.Load(path)
 	if err != nil {
 		var list spec.ErrorList
 		if errors.As(err, &list) {
-			for _, e := range list {
-				r.Errors = append(r.Errors, specProblem{File: e.File, Line: e.Line, Column: e.Column, Field: e.Field, Message: e.Msg})
-			}
+			all = append(all, list...)
 		} else {
 			// An unreadable file: the message already names it ("read spec: open x.yaml: ...").
-			r.Errors = append(r.Errors, specProblem{File: path, Message: err.Error()})
+			all = append(all, &spec.Error{Code: spec.CodeUnreadable, File: path, Msg: err.Error()})
 		}
 		return r
 	}
 	r.Spec = s
 	adapter, err := engine.AdapterFor(s.Engine.Kind)
 	if err != nil {
-		r.Errors = append(r.Errors, specProblem{File: path, Field: "engine.kind", Message: err.Error()})
+		all = append(all, &spec.Error{Code: spec.CodeValue, File: path, Field: "engine.kind", Msg: err.Error()})
 	}
 	for i, c := range s.Configs {
 		l, err := s.Resolved(c.Name)
 		if err != nil {
-			r.Errors = append(r.Errors, specProblem{File: path, Line: c.Line, Field: fmt.Sprintf("configs[%d]", i), Message: err.Error()})
+			all = append(all, &spec.Error{Code: spec.CodeValue, File: path, Line: c.Line, Field: fmt.Sprintf("configs[%d]", i), Msg: err.Error()})
 			continue
 		}
 		sl := specLaunch{Launch: l}
 		if adapter != nil {
 			argv, err := adapter.Command(suites.LaunchConfig(l))
 			if err != nil {
-				r.Errors = append(r.Errors, specProblem{File: path, Line: c.Line, Field: fmt.Sprintf("configs[%d]", i),
-					Message: fmt.Sprintf("config %s cannot be launched: %v", c.Name, err)})
+				all = append(all, &spec.Error{Code: spec.CodeUnsupported, File: path, Line: c.Line, Field: fmt.Sprintf("configs[%d]", i),
+					Msg: fmt.Sprintf("config %s cannot be launched: %v", c.Name, err)})
 			}
 			sl.Argv = argv
 		}
@@ -255,45 +227,43 @@ func checkSpecFile(path string) specCheckResult {
 	}
 	// What the engine kind would drop or never report (suites.EngineProblems: the gate refuses
 	// the same spec before launching anything).
-	for _, e := range suites.EngineProblems(s) {
-		r.Errors = append(r.Errors, specProblem{File: e.File, Line: e.Line, Column: e.Column, Field: e.Field, Message: e.Msg})
-	}
-	r.Warnings = append(missingPaths(s), uncalibratedChecks(s)...)
-	r.Valid = len(r.Errors) == 0
+	all = append(all, suites.EngineProblems(s)...)
+	all = append(all, missingPaths(s)...)
+	all = append(all, uncalibratedChecks(s)...)
 	return r
 }
 
 // missingPaths lists the files the run will read that do not exist relative to the current
 // directory: numerics prompts, workload datasets, probe files, and a command given as a path.
 // The model is left out: it may be a hub id, which looks like a relative path.
-func missingPaths(s *spec.Spec) []specProblem {
-	var out []specProblem
-	warn := func(field, path, what string) {
+func missingPaths(s *spec.Spec) spec.ErrorList {
+	var out spec.ErrorList
+	warn := func(line int, field, path, what string) {
 		if path == "" {
 			return
 		}
 		if _, err := os.Stat(path); err != nil {
-			out = append(out, specProblem{File: s.File, Field: field,
-				Message: fmt.Sprintf("%s %s does not exist relative to the current directory (paths are relative to where reckon runs, not to the spec)", what, path)})
+			out = append(out, &spec.Error{Severity: diag.Warning, Code: spec.CodeMissingPath, File: s.File, Line: line, Field: field,
+				Msg: fmt.Sprintf("%s %s does not exist relative to the current directory (paths are relative to where reckon runs, not to the spec)", what, path)})
 		}
 	}
 	if len(s.Engine.Command) > 0 && strings.ContainsRune(s.Engine.Command[0], '/') {
-		warn("engine.command[0]", s.Engine.Command[0], "program")
+		warn(0, "engine.command[0]", s.Engine.Command[0], "program")
 	}
 	for i, c := range s.Configs {
 		if len(c.Command) > 0 && strings.ContainsRune(c.Command[0], '/') {
-			warn(fmt.Sprintf("configs[%d].command[0]", i), c.Command[0], "program")
+			warn(c.Line, fmt.Sprintf("configs[%d].command[0]", i), c.Command[0], "program")
 		}
 	}
 	for i, w := range s.Workloads {
-		warn(fmt.Sprintf("workloads[%d].dataset", i), w.Dataset, "dataset")
+		warn(w.Line, fmt.Sprintf("workloads[%d].dataset", i), w.Dataset, "dataset")
 	}
 	if s.Numerics != nil {
-		warn("numerics.prompts", s.Numerics.Prompts, "prompts file")
+		warn(0, "numerics.prompts", s.Numerics.Prompts, "prompts file")
 	}
 	for _, c := range s.Checks {
 		if c.Kind == spec.KindAllReduceProbe {
-			warn("check "+c.Name, c.File, "probe file")
+			warn(c.Line, "check "+c.Name, c.File, "probe file")
 		}
 	}
 	return out
@@ -303,8 +273,8 @@ func missingPaths(s *spec.Spec) []specProblem {
 // comes from the dtype's unit roundoff, not from the spread of a correct algorithm on the same
 // inputs, and it cannot tell a 1% bf16 allreduce error from rounding. Also about a spec whose
 // numerics skip the under-load pass.
-func uncalibratedChecks(s *spec.Spec) []specProblem {
-	var out []specProblem
+func uncalibratedChecks(s *spec.Spec) spec.ErrorList {
+	var out spec.ErrorList
 	for _, c := range s.Checks {
 		if c.Kind != spec.KindEquivalence || !c.NoTwin {
 			continue
@@ -313,12 +283,12 @@ func uncalibratedChecks(s *spec.Spec) []specProblem {
 		if c.MaxDistance == nil {
 			bound = "a bound derived from the dtype's unit roundoff and the tp size (docs/statistics.md)"
 		}
-		out = append(out, specProblem{File: s.File, Line: c.Line, Field: "check " + c.Name,
-			Message: "uncalibrated (twin: none): the verdict uses " + bound + " and cannot tell a 1% bf16 allreduce error from rounding; leave twin out for a derived one, or name a twin (a correct allreduce summing in another order, e.g. NCCL with env NCCL_ALGO: Tree)"})
+		out = append(out, &spec.Error{Severity: diag.Warning, Code: spec.CodeUncalibrated, File: s.File, Line: c.Line, Field: "check " + c.Name,
+			Msg: "uncalibrated (twin: none): the verdict uses " + bound + " and cannot tell a 1% bf16 allreduce error from rounding; leave twin out for a derived one, or name a twin (a correct allreduce summing in another order, e.g. NCCL with env NCCL_ALGO: Tree)"})
 	}
 	if s.Numerics != nil && s.Numerics.BatchSize == 0 {
-		out = append(out, specProblem{File: s.File, Field: "numerics.batch_size",
-			Message: "0: the under-load pass is off, so faults that appear only in big batches or above a message size go unseen"})
+		out = append(out, &spec.Error{Severity: diag.Warning, Code: spec.CodeUncalibrated, File: s.File, Field: "numerics.batch_size",
+			Msg: "0: the under-load pass is off, so faults that appear only in big batches or above a message size go unseen"})
 	}
 	return out
 }

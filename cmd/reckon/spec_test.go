@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -407,5 +408,62 @@ checks:
 		!strings.Contains(all, "numerics.batch_size: 0: the under-load pass is off") || strings.Contains(all, "check calibrated: uncalibrated") ||
 		strings.Contains(all, "check derived: uncalibrated") || !strings.Contains(all, "  derived twin b-twin: b with disable_custom_all_reduce (NCCL, the reference allreduce)") {
 		t.Errorf("warnings:\n%s", all)
+	}
+}
+
+// TestSpecCheckDiagnosticsInFileOrder: errors and warnings come out together, in file order, in
+// the text form (a full-text golden) and in --json's diagnostics, each with its code and field
+// path; errors and warnings are also listed apart.
+func TestSpecCheckDiagnosticsInFileOrder(t *testing.T) {
+	const body = `name: order
+engine: {kind: vllm, model: meta-llama/Llama-3.1-8B-Instruct, tp_size: 2}
+configs:
+  - name: nccl
+    disable_custom_all_reduce: true
+    command: [./no/such/vllm]
+  - name: eagle-tree
+    speculative: {algorithm: EAGLE3, draft_model: yuhuili/EAGLE3-LLaMA3.1-Instruct-8B, eagle_topk: 4, num_draft_tokens: 8}
+workloads:
+  - {name: w, dataset: no/such/data.jsonl, concurrency: 4, num_prompts: 64}
+`
+	p := writeSpec(t, "order.yaml", body)
+	out, errs, code := runSpecCmd(t, "check", p)
+	if code != 2 {
+		t.Fatalf("exit %d, want 2\n%s%s", code, out, errs)
+	}
+	want := p + ":4: warning: configs[0].command[0]: program ./no/such/vllm does not exist relative to the current directory (paths are relative to where reckon runs, not to the spec)\n" +
+		p + ":7: configs[1]: config eagle-tree cannot be launched: "
+	if !strings.HasPrefix(out, want) {
+		t.Errorf("output:\n%s\nwant prefix:\n%s", out, want)
+	}
+	wantLast := p + ":10: warning: workloads[0].dataset: dataset no/such/data.jsonl does not exist relative to the current directory (paths are relative to where reckon runs, not to the spec)\n"
+	if !strings.HasSuffix(out, wantLast) {
+		t.Errorf("output:\n%s\nwant suffix:\n%s", out, wantLast)
+	}
+
+	out, errs, code = runSpecCmd(t, "check", "--json", p)
+	if code != 2 {
+		t.Fatalf("--json: exit %d, want 2\n%s%s", code, out, errs)
+	}
+	type diagnostic struct {
+		Severity, Code, Field string
+		Line                  int
+	}
+	var r struct {
+		Valid       bool
+		Diagnostics []diagnostic
+		Errors      []diagnostic
+		Warnings    []diagnostic
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("not one JSON object: %v\n%s", err, out)
+	}
+	wantDiags := []diagnostic{
+		{"warning", "missing-path", "configs[0].command[0]", 4},
+		{"error", "unsupported", "configs[1]", 7},
+		{"warning", "missing-path", "workloads[0].dataset", 10},
+	}
+	if r.Valid || !reflect.DeepEqual(r.Diagnostics, wantDiags) || len(r.Errors) != 1 || len(r.Warnings) != 2 {
+		t.Errorf("--json: valid %v\ndiagnostics %+v\nwant %+v\nerrors %+v\nwarnings %+v", r.Valid, r.Diagnostics, wantDiags, r.Errors, r.Warnings)
 	}
 }

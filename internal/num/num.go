@@ -1,6 +1,7 @@
 // Package num holds the harness's small number helpers, shared by spec, gate, history, suites
 // and reporters so that a value reads the same in every message and report: one compact
-// formatter, one exact formatter, one percentage formatter and one median.
+// formatter, one exact formatter, one percentage formatter, one median, and the one JSON form of
+// NaN and the infinities.
 package num
 
 import (

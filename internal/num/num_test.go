@@ -23,3 +23,25 @@ func TestFormatters(t *testing.T) {
 		t.Error("median of none is NaN")
 	}
 }
+
+func TestJSONNonFinite(t *testing.T) {
+	for _, c := range []struct {
+		v    float64
+		want string
+	}{{math.NaN(), `"NaN"`}, {math.Inf(1), `"+Inf"`}, {math.Inf(-1), `"-Inf"`}, {0.1, "0.1"}, {1e300, "1e+300"}, {-3, "-3"}} {
+		if got := string(AppendJSON(nil, c.v)); got != c.want {
+			t.Errorf("AppendJSON(%v) = %s, want %s", c.v, got, c.want)
+		}
+	}
+	for s, want := range map[string]float64{"+Inf": math.Inf(1), "Inf": math.Inf(1), "Infinity": math.Inf(1), "-Inf": math.Inf(-1), "-Infinity": math.Inf(-1)} {
+		if got, err := ParseNonFinite(s); err != nil || got != want {
+			t.Errorf("ParseNonFinite(%q) = %v, %v, want %v", s, got, err, want)
+		}
+	}
+	if got, err := ParseNonFinite("NaN"); err != nil || !math.IsNaN(got) {
+		t.Errorf("ParseNonFinite(NaN) = %v, %v", got, err)
+	}
+	if _, err := ParseNonFinite("nan"); err == nil || err.Error() != `expected a number, NaN, +Inf or -Inf, found "nan"` {
+		t.Errorf("ParseNonFinite(nan): %v", err)
+	}
+}
