@@ -162,6 +162,7 @@ func newFramework(ctx context.Context, s *spec.Spec, specPath string, opts Optio
 		Schema:        reporters.Schema,
 		SpecName:      s.Name,
 		SpecPath:      specPath,
+		SpecDigest:    s.Digest(),
 		Engine:        s.Engine.Kind,
 		ReckonVersion: opts.Version,
 		GitCommit:     opts.GitCommit,
@@ -655,15 +656,33 @@ func (fw *framework) finish() *reporters.Run {
 }
 
 func tailFile(path string, n int) string {
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return ""
 	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
+	defer f.Close()
+	// Only the end of the file: an engine log may be gigabytes.
+	const window = 256 << 10
+	if st, err := f.Stat(); err == nil && st.Size() > window {
+		if _, err := f.Seek(st.Size()-window, io.SeekStart); err != nil {
+			return ""
+		}
 	}
-	return strings.Join(lines, "\n")
+	b, err := io.ReadAll(io.LimitReader(f, window))
+	if err != nil {
+		return ""
+	}
+	return lastLines(string(b), n)
+}
+
+// logTail is the end of the config's engine log: read from the log reckon wrote, or, for a
+// config replayed by reckon merge, the tail its shard recorded (merge opens no path a shard
+// names).
+func (cs *configState) logTail() string {
+	if cs.replayed {
+		return lastLines(cs.out.LogTail, maxLogTailLines)
+	}
+	return tailFile(cs.logPath, maxLogTailLines)
 }
 
 // launchDType is the dtype a launch asks for with --dtype ("" when not given or "auto").

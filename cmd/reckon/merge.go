@@ -70,6 +70,7 @@ shards of different specs, a shard missing or repeated), 3 infrastructure errors
 	f.StringVar(&opts.BaselineDir, "baselines", "baselines", "directory of stored baselines, for statistical checks against the baseline")
 	f.BoolVar(&opts.Strict, "strict", false, "fail no_baseline and inconclusive checks (default: on when every shard ran with --strict)")
 	f.BoolVar(&opts.RequireBaseline, "require-baseline", false, "fail statistical checks that have no stored baseline for their testbed")
+	f.BoolVar(&opts.AllowMixed, "allow-mixed", false, "merge shards of different commits (the merged run is red and says which ran which) instead of refusing them")
 	f.BoolVar(&quiet, "quiet", false, "do not print the Markdown summary")
 	return cmd
 }
