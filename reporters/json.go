@@ -38,13 +38,24 @@ func WriteJSON(w io.Writer, r *Run) error {
 	return nil
 }
 
+// MaxResultsBytes bounds the size of a results.json that ReadResults reads.
+const MaxResultsBytes = 256 << 20
+
 // ReadResults reads a results.json written by WriteJSON. Corrupt JSON, a wrong type and a schema
 // this version does not read are reported with the file name, the line and column, and what was
 // expected.
 func ReadResults(path string) (*Run, error) {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("read results: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxResultsBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("read results: %w", err)
+	}
+	if len(data) > MaxResultsBytes {
+		return nil, fmt.Errorf("%s: larger than the %d MiB a results file may have", path, MaxResultsBytes>>20)
 	}
 	r, err := DecodeResults(data)
 	if err != nil {
