@@ -179,7 +179,7 @@ func newFramework(ctx context.Context, s *spec.Spec, specPath string, opts Optio
 		fw.configs[c.Name] = &configState{
 			name:        c.Name,
 			launch:      l,
-			logPath:     filepath.Join(opts.OutDir, "logs", c.Name+".log"),
+			logPath:     launchLogFile(opts.OutDir, c.Name, 1),
 			trials:      map[string][]map[string]float64{},
 			trialLaunch: map[string][]int{},
 			measErr:     map[string]error{},
@@ -530,7 +530,7 @@ func (fw *framework) runTrial(ctx context.Context, cs *configState, w *spec.Work
 	if err := cs.infraError(); err != nil {
 		return err
 	}
-	path := filepath.Join(fw.opts.OutDir, "trials", fmt.Sprintf("%s-%s-%d.json", cs.name, w.Name, i+1))
+	path := trialFile(fw.opts.OutDir, cs.name, w.Name, i+1)
 	if err := workload.WriteResult(path, res); err != nil {
 		return err
 	}

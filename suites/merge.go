@@ -373,7 +373,7 @@ func replay(cs *configState, sh *shardRun, s *spec.Spec) {
 	}
 	cs.out, cs.reported = *c, true
 	// The log is shown from the tail the shard recorded; the path it names is never opened.
-	cs.logPath = filepath.Join(sh.dir, "logs", cs.name+".log")
+	cs.logPath = launchLogFile(sh.dir, cs.name, 1)
 	cs.allreduce = c.AllReduce // judged again as recorded, never re-derived from text
 	if c.LaunchError != "" {
 		cs.launchEr = errors.New(c.LaunchError)
