@@ -534,6 +534,10 @@ func (fw *framework) runTrial(ctx context.Context, cs *configState, w *spec.Work
 	if err := workload.WriteResult(path, res); err != nil {
 		return err
 	}
+	if err := trialFailed(res); err != nil {
+		// Its result file stays as evidence; its zeros never reach a statistic or a baseline.
+		return fmt.Errorf("config %s workload %s trial %d (%s): %w", cs.name, w.Name, i+1, path, err)
+	}
 	m := res.Metrics()
 	cs.trials[w.Name] = append(cs.trials[w.Name], m)
 	launchNo := max(cs.launchNo, 1)

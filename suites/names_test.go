@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/reckon-ci/reckon/workload"
 )
 
 // Valid names never share a derived file: config "a" + workload "w-x" and config "a-w" +
@@ -84,5 +86,16 @@ func TestReusedOutDirIsCleared(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(target, "precious")); err != nil {
 		t.Errorf("followed the link: %v", err)
+	}
+}
+
+// A trial where every request failed is a measurement error, never a 0 tok/s sample.
+func TestTrialWithNoCompletedRequestFails(t *testing.T) {
+	err := trialFailed(&workload.Result{Completed: 0, Failed: 16, Warnings: []string{"16 of 16 requests failed; first errors: [connection refused]"}})
+	if err == nil || !strings.Contains(err.Error(), "no request completed (16 failed): 16 of 16 requests failed") {
+		t.Errorf("all failed: %v", err)
+	}
+	if err := trialFailed(&workload.Result{Completed: 15, Failed: 1}); err != nil {
+		t.Errorf("one failed of 16: %v", err)
 	}
 }
