@@ -50,6 +50,9 @@ func ReadResults(path string) (*Run, error) {
 		return nil, fmt.Errorf("read results: %w", err)
 	}
 	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.Size() > MaxResultsBytes {
+		return nil, fmt.Errorf("%s: %d MiB, larger than the %d MiB a results file may have", path, st.Size()>>20, MaxResultsBytes>>20)
+	}
 	data, err := io.ReadAll(io.LimitReader(f, MaxResultsBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("read results: %w", err)
