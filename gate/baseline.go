@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/reckon-ci/reckon/internal/atomicfile"
+	"github.com/reckon-ci/reckon/internal/domain"
 	"github.com/reckon-ci/reckon/internal/num"
 )
 
@@ -272,8 +273,8 @@ func (b *Baseline) Validate() error {
 					return fmt.Errorf("field %s.samples: empty", fm)
 				}
 				for k, s := range m.Samples {
-					if math.IsNaN(s) || math.IsInf(s, 0) {
-						return fmt.Errorf("field %s.samples[%d]: %v is not a finite number", fm, k, s)
+					if err := domain.Measured(s, false); err != nil {
+						return fmt.Errorf("field %s.samples[%d]: %w", fm, k, err)
 					}
 				}
 				if med := num.Median(m.Samples); math.Abs(med-m.Median) > 1e-9*math.Max(1, math.Abs(med)) {

@@ -102,6 +102,7 @@ func TestLoadBaselineCorrupt(t *testing.T) {
 		{"type", strings.Replace(string(good), `"samples": [`, `"samples": ["fast", `, 1), "field configs.workloads.metrics.samples: expected float64"},
 		{"median edited", strings.Replace(string(good), `"median": 50`, `"median": 40`, 1), "configs[0].workloads[0].metrics.median_ttft_ms.median: 40 but the median of the samples is 50"},
 		{"empty samples", strings.Replace(string(good), "\"samples\": [\n                50,\n                51,\n                49\n              ]", `"samples": []`, 1), "metrics.median_ttft_ms.samples: empty"},
+		{"absurd sample", strings.Replace(string(good), "\"samples\": [\n                50,", "\"samples\": [\n                1.5e308,", 1), "metrics.median_ttft_ms.samples[0]: 1.5e+308 is outside the range of a measurement"},
 		{"other testbed", strings.Replace(string(good), `"testbed_key": "h200x1-3f9a2c"`, `"testbed_key": "a100x8-0000"`, 1), `testbed_key is "a100x8-0000"`},
 	}
 	for _, c := range cases {

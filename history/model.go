@@ -14,6 +14,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/reckon-ci/reckon/internal/domain"
 )
 
 // Sources of a stored run (Run.Source).
@@ -94,6 +96,18 @@ func (r *Run) Validate() error {
 		for j, t := range c.Trials {
 			if t.Workload == "" {
 				return fmt.Errorf("history: config %s: trials[%d]: empty workload name", c.Name, j)
+			}
+			for _, k := range sortedKeys(t.Metrics) {
+				// Non-finite values are not stored (Append); an absurd finite one would be, and
+				// would hide every change point of its series.
+				if err := domain.Measured(t.Metrics[k], true); err != nil {
+					return fmt.Errorf("history: config %s: trials[%d] (%s): metric %s: %w", c.Name, j, t.Workload, k, err)
+				}
+			}
+		}
+		for _, k := range sortedKeys(c.EngineValues) {
+			if err := domain.Measured(c.EngineValues[k], true); err != nil {
+				return fmt.Errorf("history: config %s: engine value %s: %w", c.Name, k, err)
 			}
 		}
 	}

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io/fs"
 	"math"
-	"net/url"
 	"os"
 	"path"
 	"path/filepath"
@@ -51,52 +50,12 @@ var ErrUnavailable = errors.New("history store unavailable")
 type Store struct {
 	db      *sql.DB
 	backend string
+	// secrets are the DSN's secret values (passwords), removed from every error text.
+	secrets []string
 	// where names the store in errors: the file path, or the URL with its password redacted.
 	where string
 	// Timeout bounds each call whose context has no deadline (DefaultTimeout when 0).
 	Timeout time.Duration
-}
-
-// ParseDSN returns the backend and the driver's data source for a DSN: a file path or
-// sqlite://PATH (SQLite), or a postgres:// or postgresql:// URL. It checks syntax only.
-func ParseDSN(dsn string) (backend, source, where string, err error) {
-	dsn = strings.TrimSpace(dsn)
-	switch {
-	case dsn == "":
-		return "", "", "", errors.New("history DSN is empty (expected a file path, sqlite://PATH or postgres://USER@HOST/DB)")
-	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
-		u, perr := url.Parse(dsn)
-		if perr != nil {
-			return "", "", "", fmt.Errorf("history DSN: %v (expected postgres://USER:PASSWORD@HOST:PORT/DB)", redactErr(perr))
-		}
-		return BackendPostgres, dsn, u.Redacted(), nil
-	case strings.Contains(dsn, "://") && !strings.HasPrefix(dsn, "sqlite://"):
-		scheme, _, _ := strings.Cut(dsn, "://")
-		return "", "", "", fmt.Errorf("history DSN: unknown scheme %q (expected a file path, sqlite://PATH, or postgres://...)", scheme)
-	}
-	p := strings.TrimPrefix(dsn, "sqlite://")
-	if p == "" {
-		return "", "", "", errors.New("history DSN sqlite://: empty path")
-	}
-	if strings.ContainsAny(p, "?#") {
-		return "", "", "", fmt.Errorf("history DSN %q: a SQLite path may not hold '?' or '#'", dsn)
-	}
-	q := url.Values{}
-	q.Add("_pragma", "busy_timeout(30000)")
-	q.Add("_pragma", "journal_mode(WAL)")
-	q.Add("_pragma", "synchronous(NORMAL)")
-	q.Add("_pragma", "foreign_keys(1)")
-	q.Set("_txlock", "immediate")
-	return BackendSQLite, "file:" + p + "?" + q.Encode(), p, nil
-}
-
-// redactErr drops a URL (which may hold a password) from a url.Parse error.
-func redactErr(err error) error {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		return ue.Err
-	}
-	return err
 }
 
 // Open opens (creating when needed: an SQLite file, the schema) the store at dsn and applies
@@ -106,6 +65,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	secrets := dsnSecrets(dsn)
 	driver := "sqlite"
 	if backend == BackendPostgres {
 		driver = "pgx"
@@ -116,9 +76,9 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	}
 	db, err := sql.Open(driver, source)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrUnavailable, where, err)
+		return nil, fmt.Errorf("%w: %s: %v", ErrUnavailable, where, redactText(err.Error(), secrets))
 	}
-	s := &Store{db: db, backend: backend, where: where}
+	s := &Store{db: db, backend: backend, where: where, secrets: secrets}
 	if backend == BackendSQLite {
 		// One connection: SQLite serialises writers anyway, and the pragmas hold per connection.
 		db.SetMaxOpenConns(1)
@@ -160,7 +120,7 @@ func (s *Store) deadline(ctx context.Context) (context.Context, context.CancelFu
 }
 
 func (s *Store) unavailable(what string, err error) error {
-	return fmt.Errorf("%w: %s: %s: %v", ErrUnavailable, s.where, what, err)
+	return fmt.Errorf("%w: %s: %s: %s", ErrUnavailable, s.where, what, redactText(err.Error(), s.secrets))
 }
 
 // q rewrites '?' placeholders to PostgreSQL's $1, $2, ...

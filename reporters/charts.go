@@ -131,8 +131,7 @@ func hbarChart(title, unit string, groups []hgroup, legend []legendItem) svgChar
 	if maxV <= 0 {
 		maxV = 1
 	}
-	step := niceStep(maxV / 5)
-	top := math.Ceil(maxV/step) * step
+	step, top, ticks := axisTicks(maxV)
 	xOf := func(v float64) float64 {
 		if !finite(v) || v < 0 {
 			v = 0
@@ -185,7 +184,8 @@ func hbarChart(title, unit string, groups []hgroup, legend []legendItem) svgChar
 	}
 	axisY := y + 2
 	ch.Lines = append(ch.Lines, svgLine{X1: chartLabelW, Y1: chartTop - 4, X2: chartLabelW, Y2: axisY, Stroke: "#555", Width: 1})
-	for v := 0.0; v <= top+step/2; v += step {
+	for i := 0; i <= ticks; i++ {
+		v := float64(i) * step
 		x := xOf(v)
 		ch.Lines = append(ch.Lines, svgLine{X1: x, Y1: chartTop - 4, X2: x, Y2: axisY, Stroke: "#e0e0e0", Width: 1, Dash: "2,2"})
 		ch.Texts = append(ch.Texts, svgText{X: x, Y: axisY + 14, Text: num.Format(v), Anchor: "middle", Class: "tick"})
@@ -193,6 +193,30 @@ func hbarChart(title, unit string, groups []hgroup, legend []legendItem) svgChar
 	ch.Texts = append(ch.Texts, svgText{X: chartLabelW + chartPlotW/2, Y: axisY + 28, Text: unit, Anchor: "middle", Class: "tick"})
 	ch.Height = axisY + chartAxisH
 	return ch
+}
+
+// maxAxisTicks bounds the ticks of a chart axis.
+const maxAxisTicks = 12
+
+// axisTicks returns the tick step, the axis end (a multiple of step) and the number of steps
+// of a linear axis from zero that holds maxV. It always terminates with at most maxAxisTicks
+// steps and a finite end: a value near math.MaxFloat64 (or a sum of values that overflows to
+// +Inf) would otherwise round the end up to +Inf, and a tick loop stepping towards it would
+// never end.
+func axisTicks(maxV float64) (step, top float64, ticks int) {
+	if !finite(maxV) || maxV > math.MaxFloat64/4 {
+		maxV = math.MaxFloat64 / 4
+	}
+	if maxV <= 0 {
+		maxV = 1
+	}
+	step = niceStep(maxV / 5)
+	top = math.Ceil(maxV/step) * step
+	n := math.Round(top / step)
+	if !finite(top) || top <= 0 || !finite(n) || n < 1 || n > maxAxisTicks {
+		step, top, n = maxV/5, maxV, 5
+	}
+	return step, top, int(n)
 }
 
 // niceStep rounds a raw tick step to 1, 2 or 5 times a power of ten.

@@ -9,11 +9,13 @@ import (
 	"math"
 	"os"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/reckon-ci/reckon/gate"
+	"github.com/reckon-ci/reckon/internal/domain"
 	"github.com/reckon-ci/reckon/internal/num"
 	"github.com/reckon-ci/reckon/internal/strictjson"
 )
@@ -38,13 +40,27 @@ func WriteJSON(w io.Writer, r *Run) error {
 	return nil
 }
 
+// MaxResultsBytes bounds the size of a results.json that ReadResults reads.
+const MaxResultsBytes = 256 << 20
+
 // ReadResults reads a results.json written by WriteJSON. Corrupt JSON, a wrong type and a schema
 // this version does not read are reported with the file name, the line and column, and what was
 // expected.
 func ReadResults(path string) (*Run, error) {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("read results: %w", err)
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.Size() > MaxResultsBytes {
+		return nil, fmt.Errorf("%s: %d MiB, larger than the %d MiB a results file may have", path, st.Size()>>20, MaxResultsBytes>>20)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxResultsBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("read results: %w", err)
+	}
+	if len(data) > MaxResultsBytes {
+		return nil, fmt.Errorf("%s: larger than the %d MiB a results file may have", path, MaxResultsBytes>>20)
 	}
 	r, err := DecodeResults(data)
 	if err != nil {
@@ -345,9 +361,13 @@ func (ci *checkIn) v1Stat(c *Check, p string) error {
 }
 
 // anyFloat converts a decoded JSON value to a float64: a number, or "NaN", "+Inf", "-Inf".
+// A finite number outside the range of a measurement (domain.Measured) is an error.
 func anyFloat(v any, field string) (float64, error) {
 	switch x := v.(type) {
 	case float64:
+		if err := domain.Measured(x, true); err != nil {
+			return 0, fmt.Errorf("field %q: %w", field, err)
+		}
 		return x, nil
 	case string:
 		var f jfloat
@@ -400,6 +420,30 @@ func anyMetrics(m map[string]any, field string) (map[string]float64, error) {
 	return out, nil
 }
 
+// measuredTree checks every number inside a decoded JSON value (an engine report) against
+// domain.Measured.
+func measuredTree(v any, field string) error {
+	switch x := v.(type) {
+	case float64:
+		if err := domain.Measured(x, true); err != nil {
+			return fmt.Errorf("field %q: %w", field, err)
+		}
+	case map[string]any:
+		for _, k := range sortedKeys(x) {
+			if err := measuredTree(x[k], field+"."+k); err != nil {
+				return err
+			}
+		}
+	case []any:
+		for i, e := range x {
+			if err := measuredTree(e, fmt.Sprintf("%s[%d]", field, i)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 func (in *runIn) run() (*Run, error) {
 	r := Run(in.runJSON)
 	r.Configs, r.Checks = nil, nil
@@ -432,6 +476,14 @@ func (in *runIn) run() (*Run, error) {
 				c.GPUPeakMiB[j] = f
 			}
 		}
+		for _, m := range []struct {
+			name string
+			v    map[string]any
+		}{{"engine", c.Engine}, {"baseline_engine", c.BaselineEngine}} {
+			if err := measuredTree(m.v, fmt.Sprintf("configs[%d].%s", i, m.name)); err != nil {
+				return nil, err
+			}
+		}
 		r.Configs[i] = c
 	}
 	if in.Checks != nil {
@@ -445,6 +497,11 @@ func (in *runIn) run() (*Run, error) {
 		if c.Metrics, err = anyMetrics(ci.Metrics, p+".metrics"); err != nil {
 			return nil, err
 		}
+		for j, v := range c.Trend {
+			if err := domain.Measured(v, true); err != nil {
+				return nil, fmt.Errorf("field %q: %w", fmt.Sprintf("%s.trend[%d]", p, j), err)
+			}
+		}
 		if r.Schema == SchemaV1 {
 			if err := ci.v1Stat(&c, p); err != nil {
 				return nil, err
@@ -457,4 +514,13 @@ func (in *runIn) run() (*Run, error) {
 		r.Checks[i] = c
 	}
 	return &r, nil
+}
+
+func sortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }

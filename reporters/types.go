@@ -47,6 +47,9 @@ type Run struct {
 	Schema   string `json:"schema"`
 	SpecName string `json:"spec_name"`
 	SpecPath string `json:"spec_path,omitempty"`
+	// SpecDigest identifies the spec's content (spec.Spec.Digest); reckon merge joins only shards
+	// of one digest, the spec's it judges with.
+	SpecDigest string `json:"spec_digest,omitempty"`
 	// Engine is the engine kind of the spec: "sglang", "vllm" or "refengine".
 	Engine string `json:"engine"`
 	// Testbed is the testbed fingerprint as a JSON object (GPUs, topology, driver, ...).

@@ -7,7 +7,9 @@ package spec
 import (
 	"fmt"
 	"io"
+	"math"
 	"os"
+	"time"
 
 	"github.com/goccy/go-yaml/ast"
 )
@@ -28,6 +30,10 @@ const (
 	MaxSpecAliases = 1000
 	// MaxSpecAliasExpansion bounds the nodes a spec would have with every alias expanded.
 	MaxSpecAliasExpansion = 1 << 20
+	// MaxNameLength bounds the spec's, configs' and workloads' names, which name files: the
+	// longest derived name, a trial's CONFIG+WORKLOAD+NNNN.json, with the temporary suffix of an
+	// atomic write (".NAME.tmp-" and 10 digits), stays under the 255-byte limit of file names.
+	MaxNameLength = 100
 )
 
 // limitError is the ErrorList for a spec over a limit.
@@ -259,4 +265,89 @@ func checkAliasExpansion(root ast.Node, filename string) error {
 		return limitError(filename, 0, "with its aliases expanded the spec would have more than %d nodes (the limit, spec.MaxSpecAliasExpansion)", MaxSpecAliasExpansion)
 	}
 	return nil
+}
+
+// Value domains of a spec's numbers: each bounded by what a real run can use, so that a typo
+// (input_len: 1000000000) is a spec error at its line rather than a gate that allocates 144 GB
+// and writes no report.
+const (
+	// MaxSequenceTokens bounds input_len + output_len (the longest context of any served model
+	// is 1M tokens).
+	MaxSequenceTokens = 1 << 20
+	// MaxWorkloadTokens bounds num_prompts x (input_len + output_len): the token ids of a
+	// trial's prompts are generated in memory (8 bytes each: 512 MiB).
+	MaxWorkloadTokens = 1 << 26
+	// MaxNumPrompts bounds num_prompts and warmup.
+	MaxNumPrompts = 1_000_000
+	// MaxConcurrency bounds concurrency (requests in flight).
+	MaxConcurrency = 100_000
+	// MaxTrials bounds trials and max_trials per workload and launch.
+	MaxTrials = 1000
+	// MaxLaunches bounds launches per workload.
+	MaxLaunches = 100
+	// MaxTPSize bounds tp_size (GPUs of one engine).
+	MaxTPSize = 64
+	// MaxStopGrace bounds stop_grace; MaxTimeout bounds ready_timeout and request_timeout.
+	MaxStopGrace = 10 * time.Minute
+	MaxTimeout   = 24 * time.Hour
+)
+
+// atMost reports an integer field above max at its line; why says what the bound protects.
+func (m *mapping) atMost(key string, max int64, why string) {
+	v, ok := m.get(key)
+	if !ok {
+		return
+	}
+	iv, isInt := v.(*ast.IntegerNode)
+	if !isInt {
+		return // reported where the field is read
+	}
+	var n int64
+	switch x := iv.Value.(type) {
+	case int64:
+		n = x
+	case uint64:
+		n = math.MaxInt64
+		if x < math.MaxInt64 {
+			n = int64(x)
+		}
+	}
+	if n > max && n <= math.MaxInt32 { // larger: reported as too large where it is read
+		m.bad(v, key, "%d is more than %d, the most %s", n, max, why)
+	}
+}
+
+// durationAtMost reports a duration field above max at its line.
+func (m *mapping) durationAtMost(key string, d Duration, max time.Duration, why string) {
+	if v, ok := m.get(key); ok && time.Duration(d) > max {
+		m.bad(v, key, "%s is more than %s, the most %s", time.Duration(d), max, why)
+	}
+}
+
+// engineBounds checks the engine's (or a config's) numbers against their domains.
+func (m *mapping) engineBounds(readyTimeout, stopGrace Duration) {
+	m.atMost("tp_size", MaxTPSize, "GPUs one engine can use")
+	m.durationAtMost("ready_timeout", readyTimeout, MaxTimeout, "reckon waits for an engine")
+	m.durationAtMost("stop_grace", stopGrace, MaxStopGrace, "reckon waits for an engine to stop")
+}
+
+// workloadBounds checks a workload's numbers against their domains.
+func (m *mapping) workloadBounds(w *Workload) {
+	m.atMost("num_prompts", MaxNumPrompts, "requests of one trial")
+	m.atMost("warmup", MaxNumPrompts, "warmup requests")
+	m.atMost("concurrency", MaxConcurrency, "requests in flight")
+	m.atMost("input_len", MaxSequenceTokens, "tokens of a sequence")
+	m.atMost("output_len", MaxSequenceTokens, "tokens of a sequence")
+	m.atMost("trials", MaxTrials, "trials of a workload")
+	m.atMost("max_trials", MaxTrials, "trials of a workload")
+	m.atMost("launches", MaxLaunches, "launches of a config")
+	m.durationAtMost("request_timeout", w.RequestTimeout, MaxTimeout, "one request may take")
+	seq := int64(w.InputLen) + int64(w.OutputLen)
+	if w.InputLen <= MaxSequenceTokens && w.OutputLen <= MaxSequenceTokens && seq > MaxSequenceTokens {
+		v, _ := m.get("output_len")
+		m.bad(v, "output_len", "input_len + output_len is %d tokens, more than %d, the most tokens of a sequence", seq, MaxSequenceTokens)
+	} else if total := int64(w.NumPrompts) * seq; w.NumPrompts <= MaxNumPrompts && seq <= MaxSequenceTokens && total > MaxWorkloadTokens {
+		v, _ := m.get("num_prompts")
+		m.bad(v, "num_prompts", "num_prompts x (input_len + output_len) is %d tokens, more than %d, the most one trial may generate in memory", total, MaxWorkloadTokens)
+	}
 }

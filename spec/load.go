@@ -147,6 +147,8 @@ func (b *builder) nameField(m *mapping, what string) (string, ast.Node) {
 	n := m.entries[m.index["name"]].value
 	if !namePattern.MatchString(s) {
 		m.bad(n, "name", "%s name %q must start with a letter or digit and hold only letters, digits, '.', '_' and '-' (it names files)", what, s)
+	} else if len(s) > MaxNameLength {
+		m.bad(n, "name", "%s name is %d characters, more than the %d a name may have (it names files: trials/CONFIG+WORKLOAD+N.json and its temporary file must fit a file system's 255-byte name limit)", what, len(s), MaxNameLength)
 	}
 	return s, n
 }
@@ -187,6 +189,8 @@ func (b *builder) spec(root ast.Node) *Spec {
 	if name, ok := m.reqStr("name", "the spec's name, used for baseline file names"); ok {
 		if !namePattern.MatchString(name) {
 			m.bad(m.entries[m.index["name"]].value, "name", "spec name %q must start with a letter or digit and hold only letters, digits, '.', '_' and '-' (it names baseline files)", name)
+		} else if len(name) > MaxNameLength {
+			m.bad(m.entries[m.index["name"]].value, "name", "spec name is %d characters, more than the %d a name may have (it names baseline files)", len(name), MaxNameLength)
 		}
 		s.Name = name
 	}
@@ -293,6 +297,7 @@ func (b *builder) engine(m *mapping) Engine {
 	if d, ok := m.duration("stop_grace"); ok {
 		e.StopGrace = d
 	}
+	m.engineBounds(e.ReadyTimeout, e.StopGrace)
 	if n, ok := m.get("version"); ok {
 		// `version: 0.12` is a YAML number: its text is the release.
 		var v string
@@ -384,6 +389,7 @@ func (b *builder) config(m *mapping) (*Config, ast.Node) {
 		m.get("model")
 	}
 	c.TPSize = m.intPtr("tp_size", 1)
+	m.atMost("tp_size", MaxTPSize, "GPUs one engine can use")
 	c.MemFractionStatic = m.numberIn("mem_fraction_static", math.SmallestNonzeroFloat64, 1, "a fraction in (0, 1]")
 	c.CudaGraphMaxBS = m.intPtr("cuda_graph_max_bs", 1)
 	c.DisableCustomAllReduce = m.boolean("disable_custom_all_reduce")
@@ -508,6 +514,7 @@ func (b *builder) workload(m *mapping) (*Workload, ast.Node) {
 	if d, ok := m.duration("request_timeout"); ok {
 		w.RequestTimeout = d
 	}
+	m.workloadBounds(w)
 	m.done()
 	return w, nameNode
 }

@@ -162,6 +162,7 @@ func newFramework(ctx context.Context, s *spec.Spec, specPath string, opts Optio
 		Schema:        reporters.Schema,
 		SpecName:      s.Name,
 		SpecPath:      specPath,
+		SpecDigest:    s.Digest(),
 		Engine:        s.Engine.Kind,
 		ReckonVersion: opts.Version,
 		GitCommit:     opts.GitCommit,
@@ -178,7 +179,7 @@ func newFramework(ctx context.Context, s *spec.Spec, specPath string, opts Optio
 		fw.configs[c.Name] = &configState{
 			name:        c.Name,
 			launch:      l,
-			logPath:     filepath.Join(opts.OutDir, "logs", c.Name+".log"),
+			logPath:     launchLogFile(opts.OutDir, c.Name, 1),
 			trials:      map[string][]map[string]float64{},
 			trialLaunch: map[string][]int{},
 			measErr:     map[string]error{},
@@ -529,9 +530,13 @@ func (fw *framework) runTrial(ctx context.Context, cs *configState, w *spec.Work
 	if err := cs.infraError(); err != nil {
 		return err
 	}
-	path := filepath.Join(fw.opts.OutDir, "trials", fmt.Sprintf("%s-%s-%d.json", cs.name, w.Name, i+1))
+	path := trialFile(fw.opts.OutDir, cs.name, w.Name, i+1)
 	if err := workload.WriteResult(path, res); err != nil {
 		return err
+	}
+	if err := trialFailed(res); err != nil {
+		// Its result file stays as evidence; its zeros never reach a statistic or a baseline.
+		return fmt.Errorf("config %s workload %s trial %d (%s): %w", cs.name, w.Name, i+1, path, err)
 	}
 	m := res.Metrics()
 	cs.trials[w.Name] = append(cs.trials[w.Name], m)
@@ -655,15 +660,33 @@ func (fw *framework) finish() *reporters.Run {
 }
 
 func tailFile(path string, n int) string {
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return ""
 	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
+	defer f.Close()
+	// Only the end of the file: an engine log may be gigabytes.
+	const window = 256 << 10
+	if st, err := f.Stat(); err == nil && st.Size() > window {
+		if _, err := f.Seek(st.Size()-window, io.SeekStart); err != nil {
+			return ""
+		}
 	}
-	return strings.Join(lines, "\n")
+	b, err := io.ReadAll(io.LimitReader(f, window))
+	if err != nil {
+		return ""
+	}
+	return lastLines(string(b), n)
+}
+
+// logTail is the end of the config's engine log: read from the log reckon wrote, or, for a
+// config replayed by reckon merge, the tail its shard recorded (merge opens no path a shard
+// names).
+func (cs *configState) logTail() string {
+	if cs.replayed {
+		return lastLines(cs.out.LogTail, maxLogTailLines)
+	}
+	return tailFile(cs.logPath, maxLogTailLines)
 }
 
 // launchDType is the dtype a launch asks for with --dtype ("" when not given or "auto").

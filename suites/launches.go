@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -98,7 +97,7 @@ func defineRelaunch(fw *framework, base *configState, st launchStep) {
 	rs := &configState{
 		name:        base.name,
 		launch:      base.launch,
-		logPath:     filepath.Join(fw.opts.OutDir, "logs", fmt.Sprintf("%s.launch%d.log", base.name, st.launch)),
+		logPath:     launchLogFile(fw.opts.OutDir, base.name, st.launch),
 		trials:      base.trials,
 		trialLaunch: base.trialLaunch,
 		measErr:     base.measErr,

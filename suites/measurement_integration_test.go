@@ -77,7 +77,7 @@ func TestMeasurementFieldsEndToEnd(t *testing.T) {
 			OutputLens []int `json:"output_lens"`
 		} `json:"details"`
 	}
-	b, err := os.ReadFile(filepath.Join(first.out, "trials", "nccl-chat-sharegpt-1.json"))
+	b, err := os.ReadFile(filepath.Join(first.out, "trials", "nccl+chat-sharegpt+1.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -35,8 +34,11 @@ type MergeOptions struct {
 	// Strict and RequireBaseline are the gate's policies for the checks merge judges; Strict is
 	// also on when every shard ran under --strict.
 	Strict, RequireBaseline bool
-	Version                 string
-	Log                     logrus.FieldLogger
+	// AllowMixed merges shards of different commits instead of refusing them; the merged run
+	// is red (a check of kind merge says which shards ran which commit).
+	AllowMixed bool
+	Version    string
+	Log        logrus.FieldLogger
 }
 
 // shardRun is one shard's results read back.
@@ -75,6 +77,10 @@ func Merge(opts MergeOptions) (*reporters.Run, error) {
 	}
 	if s.Name != first.SpecName {
 		return nil, fmt.Errorf("%w: %s is spec %q, the shards ran spec %q", ErrInvalidInput, specPath, s.Name, first.SpecName)
+	}
+	mixed, err := verifyShards(s, shards, opts.AllowMixed)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidInput, err)
 	}
 	strict := opts.Strict
 	if !strict {
@@ -162,13 +168,24 @@ func Merge(opts MergeOptions) (*reporters.Run, error) {
 		cfgIndex[n] = i
 	}
 	sort.SliceStable(own, func(a, b int) bool { return cfgIndex[own[a].Config] < cfgIndex[own[b].Config] })
+	own, disagree := fw.rejudgeOwn(own)
 	fw.run.Checks = own
 	for _, c := range s.Checks {
 		entries := byName[c.Name]
 		if cross[c.Name] == nil || len(entries) == 0 {
-			continue // not a cross-config check, or no shard selected it (--label-filter)
+			continue // not a cross-config check, or no shard selected it (--label-filter; verifyShards)
 		}
-		fw.run.Checks = append(fw.run.Checks, fw.mergeCheck(c, entries, shardOf))
+		e, d := fw.mergeCheck(c, entries, shardOf)
+		fw.run.Checks = append(fw.run.Checks, e)
+		if d != "" {
+			disagree = append(disagree, d)
+		}
+	}
+	if len(mixed) > 0 {
+		fw.run.Checks = append(fw.run.Checks, mergeProblemCheck("merge: every shard ran one commit", mixed))
+	}
+	if len(disagree) > 0 {
+		fw.run.Checks = append(fw.run.Checks, mergeProblemCheck("merge: the shards' stated outcomes agree with their evidence", disagree))
 	}
 	run := fw.view()
 	if err := reporters.WriteAll(opts.OutDir, &run); err != nil {
@@ -183,8 +200,9 @@ type baselineEntry struct {
 }
 
 // mergeCheck returns the merged entry of a cross-config (or statistical) check from what the
-// shards recorded for it.
-func (fw *framework) mergeCheck(c *spec.Check, entries []*reporters.Check, shardOf map[string]*shardRun) reporters.Check {
+// shards recorded for it, and a line when the outcome a shard stated disagrees with the verdict
+// its evidence gives.
+func (fw *framework) mergeCheck(c *spec.Check, entries []*reporters.Check, shardOf map[string]*shardRun) (reporters.Check, string) {
 	var judged *reporters.Check
 	for _, e := range entries {
 		if e.Outcome != reporters.OutcomeDeferred {
@@ -212,14 +230,28 @@ func (fw *framework) mergeCheck(c *spec.Check, entries []*reporters.Check, shard
 		v := gate.Verdict{Name: c.Name, Kind: string(c.Kind), Config: e.Config, Outcome: gate.Error,
 			Message: fmt.Sprintf("%s: not judged: its configs ran on different testbeds (%s); reckon merge compares configs only within one testbed key (run them on identical runners, or keep them in one shard with --shard-by group)", e.Config, strings.Join(parts, "; "))}
 		out := fw.entryOf(e, v, false, "")
-		return out
+		return out, ""
 	}
 	k := crossKindOf(c)
 	if !k.rejudge(c, judged != nil) {
-		if judged != nil {
-			return *judged // judged where every config it compares ran (or against the history store, which merge does not read)
+		if judged == nil {
+			return *entries[0], ""
 		}
-		return *entries[0]
+		// Judged where every config it compares ran (or against the history store, which merge
+		// does not read): kept, unless its evidence, which the results carry, says otherwise.
+		if _, ok := k.(relativeKind); ok && judged.Outcome != reporters.OutcomeNotRun && judged.Outcome != reporters.OutcomePartial {
+			if v := k.judge(fw, nil, c); v.Outcome != judged.Outcome {
+				out := fw.entryOf(e, v, false, "")
+				out.Message = strings.TrimSpace(out.Message + " (judged again by reckon merge: the shard recorded " + string(judged.Outcome) + ")")
+				return out, fmt.Sprintf("%q: the shard says %s, its evidence says %s", c.Name, judged.Outcome, v.Outcome)
+			}
+		}
+		if st, _ := (gate.Policy{}).Status(judged.Outcome); red(st) && !red(judged.Status) {
+			out := *judged
+			out.Status = st
+			return out, fmt.Sprintf("%q: status %s for outcome %s", c.Name, judged.Status, judged.Outcome)
+		}
+		return *judged, ""
 	}
 	// Judged again: a statistical family is the whole run's, as without shards.
 	v := k.judge(fw, nil, c)
@@ -227,7 +259,7 @@ func (fw *framework) mergeCheck(c *spec.Check, entries []*reporters.Check, shard
 	if judged == nil {
 		out.Details = strings.TrimSpace(out.Details + "\n\njudged by reckon merge from the shards' results (its configs ran on different shards of testbed " + onlyKey(keys) + ")")
 	}
-	return out
+	return out, ""
 }
 
 func onlyKey(keys map[string][]string) string {
@@ -286,7 +318,7 @@ func readShards(dirs []string) ([]shardRun, error) {
 func mergedRun(s *spec.Spec, shards []shardRun, strict bool, version string) reporters.Run {
 	f := shards[0].run
 	r := reporters.Run{
-		Schema: reporters.Schema, SpecName: f.SpecName, SpecPath: f.SpecPath, Engine: f.Engine,
+		Schema: reporters.Schema, SpecName: f.SpecName, SpecPath: f.SpecPath, SpecDigest: f.SpecDigest, Engine: f.Engine,
 		ReckonVersion: f.ReckonVersion, GitCommit: f.GitCommit, GitCommitSource: f.GitCommitSource,
 		EngineVersion: f.EngineVersion, LabelFilter: f.LabelFilter, Strict: strict,
 		StartedAt: f.StartedAt, FinishedAt: f.FinishedAt,
@@ -340,7 +372,8 @@ func replay(cs *configState, sh *shardRun, s *spec.Spec) {
 		}
 	}
 	cs.out, cs.reported = *c, true
-	cs.logPath = c.LogPath
+	// The log is shown from the tail the shard recorded; the path it names is never opened.
+	cs.logPath = launchLogFile(sh.dir, cs.name, 1)
 	cs.allreduce = c.AllReduce // judged again as recorded, never re-derived from text
 	if c.LaunchError != "" {
 		cs.launchEr = errors.New(c.LaunchError)
@@ -366,18 +399,16 @@ func replay(cs *configState, sh *shardRun, s *spec.Spec) {
 		}
 	}
 	if c.NumericsFile != "" {
-		// The shard's directory may have moved (a CI artifact): read it from there.
-		p := filepath.Join(sh.dir, "numerics", cs.name+".json")
-		b, err := os.ReadFile(p)
-		if err != nil {
-			b, err = os.ReadFile(c.NumericsFile)
-		}
+		// Only the shard's own numerics/CONFIG.json, never the path the results name (a shard's
+		// results are data, not instructions: readShardFile).
+		rel := filepath.Join("numerics", cs.name+".json")
+		b, err := readShardFile(sh.dir, rel, maxShardFileBytes)
 		var probe wire.NumericsProbe
 		if err == nil {
 			err = json.Unmarshal(b, &probe)
 		}
 		if err != nil {
-			cs.probeErr = fmt.Errorf("config %s: numerics probe of shard %d (%s): %w", cs.name, sh.run.Shard.Index, p, err)
+			cs.probeErr = fmt.Errorf("config %s: numerics probe of shard %d (%s): %w", cs.name, sh.run.Shard.Index, filepath.Join(sh.dir, rel), err)
 		} else {
 			cs.probe = &probe
 		}

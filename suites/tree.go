@@ -219,7 +219,7 @@ func (fw *framework) entryOf(e reporters.Check, v gate.Verdict, filtered bool, w
 	}
 	if e.Status == reporters.StatusError {
 		if cs, ok := fw.configs[e.Config]; ok && cs.launchEr != nil {
-			e.Details = strings.TrimSpace(e.Details + "\n\nengine log tail (" + cs.logPath + "):\n" + tailFile(cs.logPath, 40))
+			e.Details = strings.TrimSpace(e.Details + "\n\nengine log tail (" + cs.logPath + "):\n" + cs.logTail())
 		}
 	}
 	return e

@@ -149,8 +149,8 @@ func TestCrossEngineSGLangVsVLLM(t *testing.T) {
 		t.Fatal("no teacher-forced positions compared")
 	}
 	// Throughput: reported, not gated.
-	sgTrials, _ := filepath.Glob(filepath.Join(sg.out, "trials", "custom-ar-decode-*.json"))
-	vlTrials, _ := filepath.Glob(filepath.Join(vl.out, "trials", "custom-ar-decode-*.json"))
+	sgTrials, _ := filepath.Glob(filepath.Join(sg.out, "trials", "custom-ar+decode+*.json"))
+	vlTrials, _ := filepath.Glob(filepath.Join(vl.out, "trials", "custom-ar+decode+*.json"))
 	if len(sgTrials) == 0 || len(vlTrials) == 0 {
 		t.Fatalf("trial files: sglang %d, vllm %d", len(sgTrials), len(vlTrials))
 	}

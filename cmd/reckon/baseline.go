@@ -215,6 +215,9 @@ func baselineFromResults(f baselineFlags) (*gate.Baseline, string, error) {
 			logrus.Warnf("config %s did not launch (%s); not recorded", c.Name, c.LaunchError)
 			continue
 		}
+		if err := measurementsPassed(run, c.Name); err != nil {
+			return nil, "", fmt.Errorf("%s: %w; a failed measurement cannot become a baseline (run the gate again)", f.from, err)
+		}
 		byWorkload := map[string]map[string][]float64{}
 		var order []string
 		for ti, t := range c.Trials {
@@ -225,6 +228,9 @@ func baselineFromResults(f baselineFlags) (*gate.Baseline, string, error) {
 			if byWorkload[wl] == nil {
 				byWorkload[wl] = map[string][]float64{}
 				order = append(order, wl)
+			}
+			if err := trialMeasured(t); err != nil {
+				return nil, "", fmt.Errorf("%s: configs[%s].trials[%d] (workload %s): %w; such a trial cannot become a baseline", f.from, c.Name, ti, wl, err)
 			}
 			for k, v := range t.Metrics {
 				if math.IsNaN(v) || math.IsInf(v, 0) {
@@ -409,4 +415,33 @@ func listBaselines(w, errW io.Writer, dir string) error {
 func printJSON(w io.Writer, v any) error {
 	enc := jsonEncoder(w)
 	return enc.Encode(v)
+}
+
+// throughputMetrics are the trial metrics that are zero or negative only when a trial measured
+// nothing.
+var throughputMetrics = []string{"output_throughput", "request_throughput", "total_token_throughput"}
+
+// trialMeasured refuses a trial that measured nothing: no completed request, or a throughput
+// that is zero or negative.
+func trialMeasured(t reporters.Trial) error {
+	if n, ok := t.Metrics["completed"]; ok && n <= 0 {
+		return fmt.Errorf("completed is %v: no request completed", n)
+	}
+	for _, k := range throughputMetrics {
+		if v, ok := t.Metrics[k]; ok && v <= 0 {
+			return fmt.Errorf("%s is %v tok/s", k, v)
+		}
+	}
+	return nil
+}
+
+// measurementsPassed refuses a config whose measurements (trials, numerics probe) did not pass
+// in the run.
+func measurementsPassed(run *reporters.Run, config string) error {
+	for _, ch := range run.Checks {
+		if ch.Config == config && ch.Kind == gate.KindMeasurement && (ch.Status == reporters.StatusFailed || ch.Status == reporters.StatusError) {
+			return fmt.Errorf("config %s: check %q is %s: %s", config, ch.Name, ch.Status, ch.Message)
+		}
+	}
+	return nil
 }

@@ -43,7 +43,7 @@ func historyDSN(flag string) string {
 func openHistory(ctx context.Context, flag string) (*history.Store, error) {
 	dsn := historyDSN(flag)
 	if dsn == "" {
-		return nil, withExitCode(2, fmt.Errorf("no history store: pass --history DSN or set %s (a file path, sqlite://PATH or postgres://...)", history.EnvDSN))
+		return nil, withExitCode(2, fmt.Errorf("no history store: pass --history DSN or set %s (a file path, sqlite://PATH, postgres://... or host=... dbname=...)", history.EnvDSN))
 	}
 	if _, _, _, err := history.ParseDSN(dsn); err != nil {
 		return nil, withExitCode(2, err)

@@ -30,8 +30,16 @@ different shards (--shard-by config) are judged here when those shards share a t
 different testbed keys they are refused (an error): throughput, memory and numerics of different
 machines are never compared. Every shard 1..N must be given exactly once.
 
+A shard's results are a claim, not instructions: merge refuses shards of another spec digest, of
+different commits (--allow-mixed merges them red), with configs the spec does not assign them, or
+with checks missing, repeated or unknown to the spec; it judges again the verdicts whose evidence
+the results carry (floors, expects, launch health, measurements, relative checks) and fails the
+merge when a shard's stated outcome disagrees. It never opens a path a shard names (log_path,
+numerics_file): log tails come from the results, numerics only from SHARD/numerics/CONFIG.json.
+
 Exit code: 0 green, 1 a check failed (or a shard was interrupted), 2 bad input (not shard outputs,
-shards of different specs, a shard missing or repeated), 3 infrastructure errors only.`,
+shards of different specs or commits, a shard missing, repeated or not matching the spec), 3
+infrastructure errors only.`,
 		Example: `  reckon merge --out out shard-1 shard-2 shard-3
   reckon merge --out out --spec .reckon/premerge.yaml artifacts/reckon-shard-*`,
 		Args: cobra.ArbitraryArgs,
@@ -70,6 +78,7 @@ shards of different specs, a shard missing or repeated), 3 infrastructure errors
 	f.StringVar(&opts.BaselineDir, "baselines", "baselines", "directory of stored baselines, for statistical checks against the baseline")
 	f.BoolVar(&opts.Strict, "strict", false, "fail no_baseline and inconclusive checks (default: on when every shard ran with --strict)")
 	f.BoolVar(&opts.RequireBaseline, "require-baseline", false, "fail statistical checks that have no stored baseline for their testbed")
+	f.BoolVar(&opts.AllowMixed, "allow-mixed", false, "merge shards of different commits (the merged run is red and says which ran which) instead of refusing them")
 	f.BoolVar(&quiet, "quiet", false, "do not print the Markdown summary")
 	return cmd
 }

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/reckon-ci/reckon/gate"
+	"github.com/reckon-ci/reckon/reporters"
+)
+
+// A run whose trials measured nothing (every request failed: 0 tok/s) or whose measurement
+// failed is never recorded as a baseline.
+func TestBaselineRecordRefusesRunsThatMeasuredNothing(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		tamper func(r *reporters.Run)
+		want   string
+	}{
+		{"0 tok/s", func(r *reporters.Run) {
+			r.Configs[0].Trials[2].Metrics["output_throughput"] = 0
+		}, "configs[nccl].trials[2] (workload chat): output_throughput is 0 tok/s"},
+		{"negative", func(r *reporters.Run) {
+			r.Configs[0].Trials[0].Metrics["output_throughput"] = -5
+		}, "output_throughput is -5 tok/s"},
+		{"no request completed", func(r *reporters.Run) {
+			r.Configs[0].Trials[1].Metrics["completed"] = 0
+		}, "completed is 0: no request completed"},
+		{"a failed measurement", func(r *reporters.Run) {
+			r.Checks = append(r.Checks, reporters.Check{Verdict: gate.Verdict{Name: "nccl: throughput trials (chat)", Kind: gate.KindMeasurement, Config: "nccl", Outcome: gate.Error, Message: "no request completed"}, Status: reporters.StatusError})
+		}, `check "nccl: throughput trials (chat)" is error`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			p := writeResults(t, dir, 1, "nccl")
+			r, err := reporters.ReadResults(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.tamper(r)
+			f, err := os.Create(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := reporters.WriteJSON(f, r); err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+			bdir := filepath.Join(dir, "baselines")
+			_, errs, code := execCmd(t, newBaselineCmd(), "record", "--from", p, "--dir", bdir)
+			if code != 2 || !strings.Contains(errs, tc.want) {
+				t.Errorf("exit %d: %s; want 2 and %q", code, errs, tc.want)
+			}
+			if _, err := os.Stat(gate.BaselinePath(bdir, "cpu-test-1234", "default")); err == nil {
+				t.Error("a baseline was written")
+			}
+		})
+	}
+}
