@@ -163,14 +163,14 @@ checks:
 // writeFixture fills dir with the main branch's tree.
 func writeFixture(repoRoot, dir string) error {
 	files := map[string]string{
-		"build.sh":                  fixtureBuild,
-		"engine.flags":              "",
-		".reckon/build-engine.sh":   fixtureBuildEngine,
-		".reckon/premerge.yaml":     fixturePremerge,
-		".reckon/nightly.yaml":      fixtureNightly,
-		"README.md":                 "# fixture engine\n\nThe reference engine, built by build.sh. reckon gates it (.reckon/).\n",
-		".gitignore":                "engines/\nout/\nout-*/\nshards/\ntrusted/\n.bin/\nhistory/\ncomment/\n",
-		".reckon/baselines/README":  "Baselines of this testbed, recorded by reckon baseline record.\n",
+		"build.sh":                 fixtureBuild,
+		"engine.flags":             "",
+		".reckon/build-engine.sh":  fixtureBuildEngine,
+		".reckon/premerge.yaml":    fixturePremerge,
+		".reckon/nightly.yaml":     fixtureNightly,
+		"README.md":                "# fixture engine\n\nThe reference engine, built by build.sh. reckon gates it (.reckon/).\n",
+		".gitignore":               "engines/\nout/\nout-*/\nshards/\ntrusted/\n.bin/\nhistory/\ncomment/\n",
+		".reckon/baselines/README": "Baselines of this testbed, recorded by reckon baseline record.\n",
 	}
 	for name, body := range files {
 		if err := writeFile(filepath.Join(dir, name), body, strings.HasSuffix(name, ".sh")); err != nil {

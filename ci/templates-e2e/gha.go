@@ -100,7 +100,7 @@ func (r *ghRun) eval(s string) (string, error) {
 }
 
 // cond evaluates a step's if: (the templates use !cancelled(), always(), failure(), success()
-// and hashFiles(...) != ''); nothing is ever cancelled here.
+// and hashFiles(...) != ”); nothing is ever cancelled here.
 func (r *ghRun) cond(s string, failed bool) (bool, error) {
 	s = strings.TrimSpace(s)
 	s = strings.TrimSuffix(strings.TrimPrefix(s, "${{"), "}}")
