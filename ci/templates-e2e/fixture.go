@@ -68,7 +68,7 @@ workloads:
     input_len: 16
     output_len: 24
     warmup: 1
-    trials: 2
+    trials: 3
     launches: 3
     request_timeout: 30s
 numerics:
@@ -85,7 +85,7 @@ checks:
     workload: decode
     metric: output_throughput
     against: config:main
-    min_effect: 5%
+    min_effect: 20%             # a 2-core CI machine: the slow PR is -50%, noise a few %
     alpha: 0.05
 `
 

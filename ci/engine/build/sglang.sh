@@ -25,7 +25,8 @@ python3 -m venv "$prefix"
 "$prefix/bin/pip" install --quiet -e "$src/python[all]"
 if [ -n "$base" ] && ! git -C "$src" diff --quiet "$base" HEAD -- sgl-kernel/; then
 	echo "build-engine: the PR changes sgl-kernel/: building it from the PR's tree"
-	export MAX_JOBS="${MAX_JOBS:-$(nproc)}" CMAKE_BUILD_PARALLEL_LEVEL="${MAX_JOBS:-$(nproc)}"
+	export MAX_JOBS="${MAX_JOBS:-$(nproc)}"
+	export CMAKE_BUILD_PARALLEL_LEVEL="$MAX_JOBS"
 	(
 		# shellcheck disable=SC1091 # the venv's activate script exists once created above
 		. "$prefix/bin/activate"
