@@ -7,7 +7,7 @@ SPEC    ?= fixtures/specs/default.yaml
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: all build gate test bench lint clean
+.PHONY: all build gate test bench lint clean templates-e2e
 
 all: build
 
@@ -34,6 +34,13 @@ BENCHTIME ?= 1x
 bench: build
 	@mkdir -p $(OUT)
 	set -o pipefail; $(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./... | grep -E '^(Benchmark|pkg:|ok|FAIL|---)' | tee $(OUT)/bench.txt
+
+# The engine CI templates (ci/engine/) executed end to end, their own run: lines, against a fixture
+# engine repository (scenarios healthy, slow, numerics, loosened-spec; the nightly twice). Writes
+# $(OUT)/templates-e2e/summary.json and exits non-zero on a mismatch. About 6 minutes on 2 cores
+# (cold build cache), so it is not part of `make test`.
+templates-e2e:
+	$(GO) run ./ci/templates-e2e
 
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)

@@ -62,6 +62,9 @@ var (
 	pinnedInstall   = regexp.MustCompile(`go install "?github\.com/reckon-ci/reckon/cmd/reckon@(\$\{RECKON_VERSION\}|\$RECKON_VERSION|v\d+\.\d+\.\d+)"?`)
 	floatingInstall = regexp.MustCompile(`reckon/cmd/reckon@(latest|main|master|HEAD)\b`)
 	semverPin       = regexp.MustCompile(`^v\d+\.\d+\.\d+$`)
+	sha256Pin       = regexp.MustCompile(`^([0-9a-f]{64}|(amd64|arm64)=[0-9a-f]{64}(,(amd64|arm64)=[0-9a-f]{64})*)$`)
+	releaseInstall  = regexp.MustCompile(`install-reckon\.sh "\$RECKON_VERSION" "\$RECKON_SHA256" `)
+	shaPinnedAction = regexp.MustCompile(`^uses: [\w.-]+/[\w./-]+@[0-9a-f]{40} # v\d+(\.\d+)*$`)
 	// gateTimeoutFlag is the --timeout of a gate command line.
 	gateTimeoutFlag = regexp.MustCompile(`--timeout[ =]"?(\d+[hms][0-9hms]*)"?`)
 )
@@ -107,17 +110,42 @@ func checkGateCommand(where, cmd string, ciMinutes int) []string {
 	return bad
 }
 
-// checkInstall: reckon is installed with go install at a pinned release tag.
+// checkInstall: reckon is a pinned tool: the release archive of tag RECKON_VERSION checked
+// against the pinned RECKON_SHA256 (install-reckon.sh), or go install at a release tag (the Go
+// checksum database verifies the module).
 func checkInstall(where, raw string, env map[string]string) []string {
 	var bad []string
-	if !pinnedInstall.MatchString(raw) || floatingInstall.MatchString(raw) {
-		bad = append(bad, where+": reckon is not installed at a pinned version (go install .../cmd/reckon@vX.Y.Z)")
+	release := releaseInstall.MatchString(raw)
+	if !release && (!pinnedInstall.MatchString(raw) || floatingInstall.MatchString(raw)) {
+		bad = append(bad, where+": reckon is not installed from a pinned release (install-reckon.sh \"$RECKON_VERSION\" \"$RECKON_SHA256\", or go install .../cmd/reckon@vX.Y.Z)")
+	}
+	if floatingInstall.MatchString(raw) {
+		bad = append(bad, where+": reckon is installed at a moving version")
 	}
 	if strings.Contains(raw, "RECKON_VERSION") && !semverPin.MatchString(env["RECKON_VERSION"]) {
 		bad = append(bad, fmt.Sprintf("%s: RECKON_VERSION %q is not a release tag vX.Y.Z", where, env["RECKON_VERSION"]))
 	}
+	if release && !sha256Pin.MatchString(env["RECKON_SHA256"]) {
+		bad = append(bad, fmt.Sprintf("%s: RECKON_SHA256 %q is not a sha256 to verify the release archive with", where, env["RECKON_SHA256"]))
+	}
 	if strings.Contains(raw, "make build") || strings.Contains(raw, "go-version-file: go.mod") {
 		bad = append(bad, where+": builds reckon from its own repository (an engine repository has no reckon go.mod or Makefile)")
+	}
+	return bad
+}
+
+// checkActionPins: every action is pinned by a full commit SHA with its tag in a comment (a tag
+// can be moved; a commit cannot).
+func checkActionPins(raw string) []string {
+	var bad []string
+	for _, l := range strings.Split(raw, "\n") {
+		t := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(l), "- "))
+		if !strings.HasPrefix(t, "uses:") {
+			continue
+		}
+		if !shaPinnedAction.MatchString(t) {
+			bad = append(bad, "action not pinned by commit (uses: owner/repo@<40 hex> # vX.Y.Z): "+t)
+		}
 	}
 	return bad
 }
@@ -153,8 +181,18 @@ func checkEnginePremerge(wf *engineWorkflow, raw string) []string {
 		env[k] = v
 	}
 	bad = append(bad, checkInstall("gate", raw, env)...)
-	var base, pr, gate, comment bool
+	bad = append(bad, checkActionPins(raw)...)
+	var base, pr, gate, comment, trusted, cleared, built bool
 	for _, s := range j.Steps {
+		if strings.Contains(s.Run, "build-engine.sh") {
+			built = true
+			if trusted {
+				bad = append(bad, fmt.Sprintf("step %q: runs the PR's build after the trusted checkout (it could rewrite the gate)", s.Name))
+			}
+		}
+		if strings.TrimSpace(s.Run) == "rm -rf trusted" {
+			cleared = true
+		}
 		if strings.HasPrefix(s.Uses, "actions/checkout@") {
 			if fmt.Sprint(s.With["persist-credentials"]) != "false" {
 				bad = append(bad, fmt.Sprintf("step %q: checkout keeps credentials", s.Name))
@@ -164,15 +202,17 @@ func checkEnginePremerge(wf *engineWorkflow, raw string) []string {
 				base = fmt.Sprint(s.With["ref"]) == "${{ github.event.pull_request.base.sha }}"
 			case "pr":
 				pr = s.With["ref"] == nil
+			case "trusted":
+				trusted = fmt.Sprint(s.With["ref"]) == "${{ github.event.pull_request.base.sha }}" && built && cleared
 			}
 		}
 		for _, cmd := range gateCommands(s.Run) {
 			gate = true
-			if !strings.Contains(cmd, "--spec base/") || !strings.Contains(cmd, "--baselines base/") {
-				bad = append(bad, fmt.Sprintf("step %q: spec and baselines are not read from the base commit (base/): a PR could loosen its own gate", s.Name))
+			if !strings.Contains(cmd, "--spec trusted/") || !strings.Contains(cmd, "--baselines trusted/") {
+				bad = append(bad, fmt.Sprintf("step %q: spec and baselines are not read from the trusted checkout (trusted/): a PR could loosen its own gate", s.Name))
 			}
-			if !strings.HasPrefix(strings.TrimSpace(cmd), "base/") {
-				bad = append(bad, fmt.Sprintf("step %q: the GPU lock script does not come from the base commit", s.Name))
+			if !strings.HasPrefix(strings.TrimSpace(cmd), "trusted/.reckon/gpu-lock.sh") || !strings.Contains(cmd, " trusted/.bin/reckon gate") {
+				bad = append(bad, fmt.Sprintf("step %q: the GPU lock script or reckon does not come from the trusted checkout", s.Name))
 			}
 			ci := j.TimeoutMinutes
 			if s.TimeoutMinutes > 0 {
@@ -186,6 +226,9 @@ func checkEnginePremerge(wf *engineWorkflow, raw string) []string {
 	}
 	if !base || !pr {
 		bad = append(bad, fmt.Sprintf("checkouts: base commit at base/ %v, the PR at pr/ %v (both builds side by side)", base, pr))
+	}
+	if !trusted {
+		bad = append(bad, "no fresh checkout of the base commit into trusted/ after the builds (cleared first)")
 	}
 	if !gate {
 		bad = append(bad, "no reckon gate step")
@@ -215,6 +258,10 @@ func checkComment(wf *engineWorkflow, raw string) []string {
 	}
 	if secretRef.MatchString(raw) {
 		bad = append(bad, "uses repository secrets")
+	}
+	bad = append(bad, checkActionPins(raw)...)
+	if strings.Contains(raw, "--edit-last") || !strings.Contains(raw, `startswith(\"$marker\")`) || !strings.Contains(raw, `"repos/$REPO/issues/comments/$id"`) {
+		bad = append(bad, "the comment is not found by its marker (and author) and edited alone: --edit-last edits whatever comment came last")
 	}
 	for name, j := range wf.Jobs {
 		if !strings.Contains(j.If, "github.event.workflow_run.event == 'pull_request'") {
@@ -308,6 +355,29 @@ func checkShardMatrix(wf *engineWorkflow, raw string) []string {
 	if !merged || !downloaded {
 		bad = append(bad, fmt.Sprintf("merge job: downloads every shard %v, merges them %v", downloaded, merged))
 	}
+	bad = append(bad, checkActionPins(raw)...)
+	// History: shards append nothing; the merge job appends the merged night once, to a store
+	// beyond caches (the history branch, or the DSN), and publishes the trend page.
+	for _, s := range g.Steps {
+		if strings.Contains(s.Run, "--history") || g.Env["RECKON_HISTORY"] != "" {
+			bad = append(bad, fmt.Sprintf("gate step %q: a shard appends to the history (only the merged night is appended)", s.Name))
+		}
+	}
+	var hist bool
+	for _, s := range m.Steps {
+		if strings.Contains(s.Run, "reckon history add") {
+			hist = strings.Contains(s.Run, "out/results.json") && strings.Contains(s.Run, "reckon history report") &&
+				strings.Contains(s.Run, "push") && strings.Contains(s.Run, "reckon-history") && strings.Contains(s.If, "!cancelled()")
+		}
+	}
+	if !hist {
+		bad = append(bad, "merge job: the merged night is not appended to the history branch (red nights too) with its trend page")
+	}
+	for _, s := range strings.Split(raw, "\n") {
+		if strings.Contains(s, "actions/cache@") {
+			bad = append(bad, "the history is kept in the Actions cache, which is evicted")
+		}
+	}
 	return bad
 }
 
@@ -324,8 +394,8 @@ func TestEngineWorkflowsPassActionlint(t *testing.T) {
 	// actionlint does read them: a broken variant of each is caught.
 	for wf, edit := range map[string][2]string{
 		"engine/github/reckon-comment.yml":  {"run-id: ${{ github.event.workflow_run.id }}", "run-id: ${{ github.event.workflow_run.id }"},
-		"engine/github/reckon-premerge.yml": {"if-no-files-found: warn", "if-no-file-found: warn"},
-		"engine/github/reckon-nightly.yml":  {"name: GPU gate (shard ${{ matrix.shard }}/4)", "name: GPU gate (shard ${{ matrix.shards }}/4)"},
+		"engine/github/reckon-premerge.yml": {"    timeout-minutes: 240\n", "    timeout-minutes: forever\n"},
+		"engine/github/reckon-nightly.yml":  {"name: GPU gate (shard ${{ matrix.shard }}/2)", "name: GPU gate (shard ${{ matrix.shards }}/2)"},
 	} {
 		raw := readFile(t, wf)
 		bad := strings.Replace(raw, edit[0], edit[1], 1)
@@ -358,15 +428,19 @@ func mutate(t *testing.T, file, raw string, edits map[string][2]string, rules fu
 func TestEnginePremergeTakesTheGateFromTheBaseBranch(t *testing.T) {
 	raw := readFile(t, "engine/github/reckon-premerge.yml")
 	mutate(t, "reckon-premerge.yml", raw, map[string][2]string{
-		"spec from the PR":        {"--spec base/.reckon/premerge.yaml", "--spec pr/.reckon/premerge.yaml"},
-		"baselines from the PR":   {"--baselines base/.reckon/baselines", "--baselines pr/.reckon/baselines"},
+		"spec from the PR":        {"--spec trusted/.reckon/premerge.yaml", "--spec pr/.reckon/premerge.yaml"},
+		"spec from base/":         {"--spec trusted/.reckon/premerge.yaml", "--spec base/.reckon/premerge.yaml"},
+		"baselines from the PR":   {"--baselines trusted/.reckon/baselines", "--baselines pr/.reckon/baselines"},
 		"base is the PR's head":   {"ref: ${{ github.event.pull_request.base.sha }}", "ref: ${{ github.event.pull_request.head.sha }}"},
-		"lock script from the PR": {"base/.reckon/gpu-lock.sh --timeout 1800", "pr/.reckon/gpu-lock.sh --timeout 1800"},
+		"lock script from the PR": {"trusted/.reckon/gpu-lock.sh --timeout 1800", "pr/.reckon/gpu-lock.sh --timeout 1800"},
+		"trusted not cleared":     {"        run: rm -rf trusted\n", "        run: ls\n"},
+		"build after trusted":     {"run: trusted/.bin/reckon spec check trusted/.reckon/premerge.yaml", "run: base/.reckon/build-engine.sh pr engines/pr HEAD^1"},
+		"action by tag":           {"actions/checkout@11bd71901bbe5b1630ceea73d27597364c9af683 # v4.2.2", "actions/checkout@v4"},
+		"no checksum":             {"RECKON_SHA256: \"0000000000000000000000000000000000000000000000000000000000000000\"", "RECKON_SHA256: \"\""},
 		"not strict":              {" --out out --strict --timeout 150m", " --out out --timeout 150m"},
 		"no timeout":              {" --strict --timeout 150m", " --strict"},
 		"timeout past the step's": {"timeout-minutes: 170", "timeout-minutes: 155"},
-		"floating reckon":         {"cmd/reckon@${RECKON_VERSION}", "cmd/reckon@latest"},
-		"unpinned version":        {"RECKON_VERSION: v0.9.0", "RECKON_VERSION: main"},
+		"unpinned version":        {"RECKON_VERSION: v0.1.0", "RECKON_VERSION: main"},
 		"pull_request_target":     {"  pull_request:\n", "  pull_request_target:\n"},
 		"write token":             {"permissions:\n  contents: read\n", "permissions:\n  contents: read\n  pull-requests: write\n"},
 		"fork pushes":             {"github.event.pull_request.head.repo.full_name == github.repository", "true"},
@@ -384,20 +458,26 @@ func TestEngineCommentIsTheSafeWorkflowRunPattern(t *testing.T) {
 		"unchecked head":      {`if [ "$head_sha" != "$HEAD_SHA" ]; then`, `if false; then`},
 		"write contents":      {"permissions:\n  actions: read\n", "permissions:\n  actions: read\n  contents: write\n"},
 		"any event":           {"github.event.workflow_run.event == 'pull_request' &&", ""},
+		"edits the last":      {`gh api --method PATCH "repos/$REPO/issues/comments/$id"`, `gh pr comment "$pr" --edit-last --body-file x; gh api --method PATCH "repos/$REPO/issues/x"`},
+		"no marker":           {`startswith(\"$marker\")`, `true`},
 	}, func(s string) []string { return checkComment(parseEngineWorkflow(t, s), s) })
 }
 
 func TestEngineNightlyShardMatrixWithMerge(t *testing.T) {
 	raw := readFile(t, "engine/github/reckon-nightly.yml")
 	mutate(t, "reckon-nightly.yml", raw, map[string][2]string{
-		"matrix misses a shard": {"shard: [1, 2, 3, 4]", "shard: [1, 2, 3]"},
+		"matrix misses a shard": {"shard: [1, 2]", "shard: [1]"},
 		"shard not from matrix": {`--shard "$SHARD/$RECKON_SHARDS"`, `--shard "1/$RECKON_SHARDS"`},
 		"merge skips red":       {"    needs: gate\n    if: ${{ !cancelled() }}\n", "    needs: gate\n"},
 		"merge some shards":     {"shards/reckon-shard-*", "shards/reckon-shard-1"},
 		"no require-baseline":   {" --require-baseline --strict", " --strict"},
-		"no timeout":            {" --strict --timeout 240m", " --strict"},
+		"no timeout":            {" --strict --timeout 210m", " --strict"},
 		"no lock":               {".reckon/gpu-lock.sh --timeout 3600 -- \\\n            ", ""},
-		"floating reckon":       {"RECKON_VERSION: v0.9.0", "RECKON_VERSION: latest"},
+		"floating reckon":       {"RECKON_VERSION: v0.1.0", "RECKON_VERSION: latest"},
+		"no history":            {".bin/reckon history add --history", ".bin/reckon history list --history"},
+		"history skips red":     {"if: ${{ !cancelled() && hashFiles('out/results.json') != '' }}", "if: ${{ hashFiles('out/results.json') != '' }}"},
+		"shards append":         {"--out out --require-baseline --strict", "--out out --history history.db --require-baseline --strict"},
+		"action by tag":         {"actions/download-artifact@d3f86a106a0bac45b974a628896c90dbdf5c8093 # v4.3.0", "actions/download-artifact@v4"},
 	}, func(s string) []string { return checkShardMatrix(parseEngineWorkflow(t, s), s) })
 }
 

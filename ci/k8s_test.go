@@ -84,9 +84,28 @@ func checkShardJobs(jobs []batchv1.Job) []string {
 		bad = append(bad, "the merge Job does not run reckon merge")
 	}
 	for i := int32(1); i <= n; i++ {
-		if !strings.Contains(mcmd, "/results/shard-"+itoa(i)) {
+		if !strings.Contains(mcmd, `"$run/shard-`+itoa(i)+`"`) {
 			bad = append(bad, "the merge leaves out shard "+itoa(i))
 		}
+	}
+	// One run's shards only: both Jobs carry the same run id, the shards write under it and the
+	// merge reads under it (never a previous run's shards left on the volume).
+	runID := func(c corev1.Container) string {
+		for _, e := range c.Env {
+			if e.Name == "RECKON_RUN_ID" {
+				return e.Value
+			}
+		}
+		return ""
+	}
+	if id := runID(c); id == "" || id != runID(mc) {
+		bad = append(bad, "the shard and merge Jobs do not share a RECKON_RUN_ID")
+	}
+	if !strings.Contains(cmd, `--out "/results/$RECKON_RUN_ID/shard-`) || !strings.Contains(mcmd, `run="/results/$RECKON_RUN_ID"`) {
+		bad = append(bad, "shards or merge do not use the run's own directory /results/$RECKON_RUN_ID")
+	}
+	if !strings.Contains(mcmd, "reckon history add \"$run/merged/results.json\"") || !strings.Contains(mcmd, "reckon history report") {
+		bad = append(bad, "the merge Job does not append the merged night to the history with its trend page")
 	}
 	return bad
 }
@@ -112,7 +131,11 @@ func TestKubernetesIndexedJob(t *testing.T) {
 		"not strict":            {"--strict --require-baseline", "--require-baseline"},
 		"timeout past deadline": {"--timeout 210m", "--timeout 250m"},
 		"untrusted spec":        {"--spec /trusted/.reckon/nightly.yaml\n              --baselines", "--spec /src/.reckon/nightly.yaml\n              --baselines"},
-		"merge misses a shard":  {"/results/shard-3 /results/shard-4", "/results/shard-3"},
+		"merge misses a shard":  {`"$run/shard-3" "$run/shard-4"`, `"$run/shard-3"`},
+		"merge reads any run":   {`run="/results/$RECKON_RUN_ID"`, `run="/results"`},
+		"shards share one dir":  {`--out "/results/$RECKON_RUN_ID/shard-`, `--out "/results/shard-`},
+		"no run id in merge":    {"            - name: RECKON_RUN_ID\n              value: RECKON_RUN_ID_VALUE\n            - name: RECKON_HISTORY", "            - name: RECKON_HISTORY"},
+		"no history":            {`reckon history add "$run/merged/results.json" &&`, `true &&`},
 	} {
 		bad := strings.Replace(raw, edit[0], edit[1], 1)
 		if bad == raw {

@@ -475,6 +475,8 @@ func TestScriptsPassShellcheck(t *testing.T) {
 		t.Skip("shellcheck not installed (apt-get install shellcheck)")
 	}
 	scripts, err := filepath.Glob("scripts/*.sh")
+	builds, _ := filepath.Glob("engine/build/*.sh")
+	scripts = append(scripts, builds...)
 	if err != nil || len(scripts) == 0 {
 		t.Fatalf("no scripts: %v", err)
 	}

@@ -39,7 +39,12 @@ func Load(path string) (*Spec, error) {
 	if err != nil {
 		return nil, err
 	}
-	return Parse(data, path)
+	s, err := Parse(data, path)
+	if err != nil {
+		return nil, err
+	}
+	s.resolvePaths(path) // paths.go: data files are relative to the spec file
+	return s, nil
 }
 
 // Parse validates a spec held in memory; filename is used in messages and Spec.File. On

@@ -233,37 +233,39 @@ func checkSpecFile(path string) (r specCheckResult) {
 	return r
 }
 
-// missingPaths lists the files the run will read that do not exist relative to the current
-// directory: numerics prompts, workload datasets, probe files, and a command given as a path.
-// The model is left out: it may be a hub id, which looks like a relative path.
+// missingPaths lists the files the run will read that do not exist: numerics prompts, workload
+// datasets and probe files (spec.Load has made them relative to the spec file), and a command
+// given as a path (relative to the current directory). The model is left out: it may be a hub
+// id, which looks like a relative path.
 func missingPaths(s *spec.Spec) spec.ErrorList {
 	var out spec.ErrorList
-	warn := func(line int, field, path, what string) {
+	warn := func(line int, field, path, what, where string) {
 		if path == "" {
 			return
 		}
 		if _, err := os.Stat(path); err != nil {
 			out = append(out, &spec.Error{Severity: diag.Warning, Code: spec.CodeMissingPath, File: s.File, Line: line, Field: field,
-				Msg: fmt.Sprintf("%s %s does not exist relative to the current directory (paths are relative to where reckon runs, not to the spec)", what, path)})
+				Msg: fmt.Sprintf("%s %s does not exist (%s)", what, path, where)})
 		}
 	}
+	const cwd, specDir = "programs are relative to where reckon runs", "data files are relative to the spec file"
 	if len(s.Engine.Command) > 0 && strings.ContainsRune(s.Engine.Command[0], '/') {
-		warn(0, "engine.command[0]", s.Engine.Command[0], "program")
+		warn(0, "engine.command[0]", s.Engine.Command[0], "program", cwd)
 	}
 	for i, c := range s.Configs {
 		if len(c.Command) > 0 && strings.ContainsRune(c.Command[0], '/') {
-			warn(c.Line, fmt.Sprintf("configs[%d].command[0]", i), c.Command[0], "program")
+			warn(c.Line, fmt.Sprintf("configs[%d].command[0]", i), c.Command[0], "program", cwd)
 		}
 	}
 	for i, w := range s.Workloads {
-		warn(w.Line, fmt.Sprintf("workloads[%d].dataset", i), w.Dataset, "dataset")
+		warn(w.Line, fmt.Sprintf("workloads[%d].dataset", i), w.Dataset, "dataset", specDir)
 	}
 	if s.Numerics != nil {
-		warn(0, "numerics.prompts", s.Numerics.Prompts, "prompts file")
+		warn(0, "numerics.prompts", s.Numerics.Prompts, "prompts file", specDir)
 	}
 	for _, c := range s.Checks {
 		if c.Kind == spec.KindAllReduceProbe {
-			warn(c.Line, "check "+c.Name, c.File, "probe file")
+			warn(c.Line, "check "+c.Name, c.File, "probe file", specDir)
 		}
 	}
 	return out

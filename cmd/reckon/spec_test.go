@@ -177,7 +177,7 @@ checks:
 	}
 	for _, want := range []string{
 		p + ": warning: engine.command[0]: program ./no/such/engine does not exist",
-		p + ": warning: numerics.prompts: prompts file no/such/prompts.jsonl does not exist",
+		p + ": warning: numerics.prompts: prompts file " + filepath.Join(filepath.Dir(p), "no/such/prompts.jsonl") + " does not exist (data files are relative to the spec file)",
 		"OK " + p + ": spec paths",
 	} {
 		if !strings.Contains(out, want) {

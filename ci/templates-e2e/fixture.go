@@ -1,0 +1,273 @@
+package main
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// The fixture engine repository: a small git repository whose engine is the reference engine,
+// built from source (its own copy of cmd/refengine, refengine/ and wire/) by the repository's
+// build script build.sh. engine.flags holds the flags this tree's build bakes into bin/engine:
+// a PR branch that slows every step or breaks the allreduce changes that file, as a kernel PR
+// changes the kernels. .reckon/ is what docs/ci.md tells an engine team to add.
+
+const fixtureBuild = `#!/usr/bin/env bash
+# The engine's build: the reference engine from this tree's source, with this tree's flags
+# (engine.flags) baked into PREFIX/bin/engine.
+set -euo pipefail
+src="$(cd "$(dirname "$0")" && pwd)"
+mkdir -p "$1/bin"
+prefix="$(cd "$1" && pwd)"
+(cd "$src" && go build -o "$prefix/bin/refengine" ./cmd/refengine)
+flags="$(cat "$src/engine.flags")"
+printf '#!/bin/sh\nexec "%s/bin/refengine" %s "$@"\n' "$prefix" "$flags" > "$prefix/bin/engine"
+chmod +x "$prefix/bin/engine"
+`
+
+// fixtureBuildEngine is the repository's .reckon/build-engine.sh (SRC PREFIX [BASE_REV]), the
+// counterpart of ci/engine/build/sglang.sh for this engine: it calls the engine's own build.
+const fixtureBuildEngine = `#!/usr/bin/env bash
+# .reckon/build-engine.sh SRC PREFIX [BASE_REV]: the engine's own build (build.sh) of SRC.
+set -euo pipefail
+if [ -n "${3:-}" ]; then
+	echo "build-engine: changed since $3:"
+	git -C "$1" diff --stat "$3" HEAD
+fi
+"$1/build.sh" "$2"
+`
+
+const fixturePremerge = `# The fixture engine's pre-merge gate: main's build against the PR's.
+name: premerge
+tags: [premerge]
+engine:
+  kind: sglang
+  model: base/model/tiny.json
+  tp_size: 2
+  args: [--dtype, bfloat16, --random-seed, "1"]
+  ready_timeout: 60s
+  stop_grace: 5s
+configs:
+  - name: main
+    command: [engines/main/bin/engine]
+    expect: {allreduce: custom}
+  - name: main-nccl
+    command: [engines/main/bin/engine]
+    disable_custom_all_reduce: true
+    expect: {allreduce: nccl}
+  - name: pr
+    command: [engines/pr/bin/engine]
+    expect: {allreduce: custom}
+workloads:
+  - name: decode
+    configs: [main, pr]
+    concurrency: 4
+    num_prompts: 16
+    input_len: 16
+    output_len: 24
+    warmup: 1
+    trials: 3
+    launches: 3
+    request_timeout: 30s
+numerics:
+  prompts: numerics.jsonl
+  max_tokens: 16
+  top_logprobs: 5
+checks:
+  - kind: equivalence
+    base: main
+    head: pr
+    twin: main-nccl
+  - kind: throughput
+    config: pr
+    workload: decode
+    metric: output_throughput
+    against: config:main
+    min_effect: 20%             # a 2-core CI machine: the slow PR is -50%, noise a few %
+    alpha: 0.05
+`
+
+// loosenedPremerge is what the loosened-spec PR writes over .reckon/premerge.yaml: no
+// equivalence check, and a throughput check no slowdown can fail.
+const loosenedPremerge = `name: premerge
+tags: [premerge]
+engine:
+  kind: sglang
+  model: base/model/tiny.json
+  tp_size: 2
+  ready_timeout: 60s
+configs:
+  - name: main
+    command: [engines/main/bin/engine]
+  - name: pr
+    command: [engines/pr/bin/engine]
+workloads:
+  - name: decode
+    concurrency: 4
+    num_prompts: 16
+    input_len: 16
+    output_len: 24
+    trials: 2
+checks:
+  - kind: floor
+    metric: kv_cache_tokens
+    min: 1
+`
+
+const fixtureNightly = `# The fixture engine's nightly: two groups (nccl, custom-ar), one per shard, each against the
+# stored baselines of this testbed.
+name: nightly
+tags: [nightly]
+engine:
+  kind: sglang
+  command: [engines/main/bin/engine]
+  model: model/tiny.json
+  tp_size: 2
+  ready_timeout: 60s
+  stop_grace: 5s
+configs:
+  - name: nccl
+    disable_custom_all_reduce: true
+    expect: {allreduce: nccl}
+  - name: custom-ar
+    expect: {allreduce: custom}
+workloads:
+  - name: decode
+    concurrency: 4
+    num_prompts: 16
+    input_len: 16
+    output_len: 24
+    warmup: 1
+    trials: 3
+    request_timeout: 30s
+checks:
+  - kind: floor
+    metric: kv_cache_tokens
+    min: 1000
+  - kind: throughput
+    config: nccl
+    workload: decode
+    metric: output_throughput
+    against: baseline
+    min_effect: 50%
+  - kind: throughput
+    config: custom-ar
+    workload: decode
+    metric: output_throughput
+    against: baseline
+    min_effect: 50%
+`
+
+// writeFixture fills dir with the main branch's tree.
+func writeFixture(repoRoot, dir string) error {
+	files := map[string]string{
+		"build.sh":                 fixtureBuild,
+		"engine.flags":             "",
+		".reckon/build-engine.sh":  fixtureBuildEngine,
+		".reckon/premerge.yaml":    fixturePremerge,
+		".reckon/nightly.yaml":     fixtureNightly,
+		"README.md":                "# fixture engine\n\nThe reference engine, built by build.sh. reckon gates it (.reckon/).\n",
+		".gitignore":               "engines/\nout/\nout-*/\nshards/\ntrusted/\n.bin/\nhistory/\ncomment/\n",
+		".reckon/baselines/README": "Baselines of this testbed, recorded by reckon baseline record.\n",
+	}
+	for name, body := range files {
+		if err := writeFile(filepath.Join(dir, name), body, strings.HasSuffix(name, ".sh")); err != nil {
+			return err
+		}
+	}
+	copies := map[string]string{
+		"fixtures/prompts/numerics.jsonl": ".reckon/numerics.jsonl",
+		"fixtures/models/tiny.json":       "model/tiny.json",
+		"ci/scripts/gpu-lock.sh":          ".reckon/gpu-lock.sh",
+		"ci/scripts/step-summary.sh":      ".reckon/step-summary.sh",
+		"ci/scripts/install-reckon.sh":    ".reckon/install-reckon.sh",
+		"go.mod":                          "go.mod",
+		"go.sum":                          "go.sum",
+	}
+	for from, to := range copies {
+		if err := copyFile(filepath.Join(repoRoot, from), filepath.Join(dir, to)); err != nil {
+			return err
+		}
+	}
+	// The engine's source: the reference engine and the wire types it shares.
+	for _, tree := range []string{"cmd/refengine", "refengine", "wire"} {
+		err := filepath.WalkDir(filepath.Join(repoRoot, tree), func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
+				return nil
+			}
+			rel, _ := filepath.Rel(repoRoot, p)
+			return copyFile(p, filepath.Join(dir, rel))
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func writeFile(p, body string, exec bool) error {
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	mode := os.FileMode(0o644)
+	if exec {
+		mode = 0o755
+	}
+	return os.WriteFile(p, []byte(body), mode)
+}
+
+func copyFile(from, to string) error {
+	b, err := os.ReadFile(from)
+	if err != nil {
+		return err
+	}
+	st, err := os.Stat(from)
+	if err != nil {
+		return err
+	}
+	return writeFile(to, string(b), st.Mode()&0o111 != 0)
+}
+
+// scenario is a PR branch: what it changes on top of main, and the verdict the gate must give.
+type scenario struct {
+	name, expected string
+	edit           func(dir string) error
+}
+
+var scenarios = []scenario{
+	{"healthy", "green", func(dir string) error {
+		return writeFile(filepath.Join(dir, "README.md"), "# fixture engine\n\nA harmless change.\n", false)
+	}},
+	// Every step twice as slow: far beyond the run-to-run noise of a 2-core machine.
+	{"slow", "red", func(dir string) error {
+		return writeFile(filepath.Join(dir, "engine.flags"), "--fault-slowdown 2", false)
+	}},
+	// The custom allreduce off by 1% on every sum.
+	{"numerics", "red", func(dir string) error {
+		return writeFile(filepath.Join(dir, "engine.flags"), "--fault-allreduce-error 1e-2", false)
+	}},
+	// Slow, and the PR rewrites its gate to pass (the spec) and its baselines: the trusted
+	// spec of the base commit still judges it.
+	{"loosened-spec", "red", func(dir string) error {
+		if err := writeFile(filepath.Join(dir, "engine.flags"), "--fault-slowdown 2", false); err != nil {
+			return err
+		}
+		if err := writeFile(filepath.Join(dir, ".reckon/premerge.yaml"), loosenedPremerge, false); err != nil {
+			return err
+		}
+		return writeFile(filepath.Join(dir, ".reckon/baselines/README"), "loosened by the PR\n", false)
+	}},
+}
+
+func sh(dir string, env []string, name string, args ...string) (string, error) {
+	out, err := command(dir, env, name, args...).CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
