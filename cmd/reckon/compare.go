@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/reckon-ci/reckon/gate"
+	"github.com/reckon-ci/reckon/internal/textutil"
 	"github.com/reckon-ci/reckon/workload"
 )
 
@@ -214,31 +215,11 @@ func parseCompareArgs(help *pflag.FlagSet, args []string) (compareOptions, bool,
 func closestName(s string, names []string) string {
 	best, bestD := "", 3
 	for _, n := range names {
-		if d := levenshtein(s, n); d < bestD {
+		if d := textutil.EditDistance(s, n, false); d < bestD {
 			best, bestD = n, d
 		}
 	}
 	return best
-}
-
-func levenshtein(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			c := 1
-			if a[i-1] == b[j-1] {
-				c = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+c)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
 }
 
 // compareRow is one metric of compare's --json output.

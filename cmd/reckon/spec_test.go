@@ -431,12 +431,12 @@ workloads:
 	if code != 2 {
 		t.Fatalf("exit %d, want 2\n%s%s", code, out, errs)
 	}
-	want := p + ":4: warning: configs[0].command[0]: program ./no/such/vllm does not exist relative to the current directory (paths are relative to where reckon runs, not to the spec)\n" +
+	want := p + ":4: warning: configs[0].command[0]: program ./no/such/vllm does not exist (programs are relative to where reckon runs)\n" +
 		p + ":7: configs[1]: config eagle-tree cannot be launched: "
 	if !strings.HasPrefix(out, want) {
 		t.Errorf("output:\n%s\nwant prefix:\n%s", out, want)
 	}
-	wantLast := p + ":10: warning: workloads[0].dataset: dataset no/such/data.jsonl does not exist relative to the current directory (paths are relative to where reckon runs, not to the spec)\n"
+	wantLast := p + ":10: warning: workloads[0].dataset: dataset " + filepath.Join(filepath.Dir(p), "no/such/data.jsonl") + " does not exist (data files are relative to the spec file)\n"
 	if !strings.HasSuffix(out, wantLast) {
 		t.Errorf("output:\n%s\nwant suffix:\n%s", out, wantLast)
 	}
