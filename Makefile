@@ -25,7 +25,7 @@ gate: build
 test:
 	$(GO) vet ./...
 	$(GO) test -timeout 5m $$($(GO) list ./... | grep -v '/suites$$')
-	$(GO) test -timeout 5m ./suites/
+	$(GO) test -timeout 8m ./suites/
 
 # Benchmarks: speed and memory targets are measured here, never asserted in tests. Prints one
 # table row per benchmark (custom units: out_tok/s, kv_tokens, tokens/s, detect5%@cv2n5_%, ...)
