@@ -60,10 +60,14 @@ func NextStep(c *Check) string {
 	case s.MoreTrials < 0:
 		return fmt.Sprintf("more than %d %s per side would be needed: the difference is smaller than the noise; set the check's min_effect or accept no change", s.MaxTrials, units)
 	}
-	if s.Reason != "" {
-		return fmt.Sprintf("run more %s of its workload (%d per side so far): %s", units, have, oneLine(s.Reason, 200))
+	so := ""
+	if have > 0 {
+		so = fmt.Sprintf(" (%d per side so far)", have)
 	}
-	return fmt.Sprintf("run more %s of its workload (%d per side so far)", units, have)
+	if s.Reason != "" {
+		return fmt.Sprintf("run more %s of its workload%s: %s", units, so, oneLine(s.Reason, 200))
+	}
+	return fmt.Sprintf("run more %s of its workload%s", units, so)
 }
 
 // throughputMedian is a config's median of a metric over one workload's trials as the verdicts

@@ -68,3 +68,21 @@ func TestNextStepFromStatistics(t *testing.T) {
 		t.Errorf("NextStep(pass) = %q", got)
 	}
 }
+
+// TestSameMediansInTablesAndVerdicts: with relaunches, the configs table and the throughput chart
+// show the medians the verdict line states (of the launch means), not the median of all trials.
+func TestSameMediansInTablesAndVerdicts(t *testing.T) {
+	r := abRun()
+	for i, want := range []string{"1210 (3 launches)", "506.9 (3 launches)"} {
+		if got := throughputTexts(r, &r.Configs[i]); len(got) != 1 || got[0] != want {
+			t.Errorf("%s: %v, want %s", r.Configs[i].Name, got, want)
+		}
+	}
+	var b strings.Builder
+	if err := WriteTerminal(&b, r, TerminalOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "1210 (3 launches)") || !strings.Contains(b.String(), "next: about 4 more launches per side would decide (workload launches: 7)") {
+		t.Errorf("terminal:\n%s", b.String())
+	}
+}
