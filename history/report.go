@@ -5,7 +5,9 @@ import (
 	"html/template"
 	"io"
 	"math"
+	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/reckon-ci/reckon/internal/num"
@@ -19,6 +21,9 @@ type ReportOptions struct {
 	Title string
 	// Generated is shown at the bottom (zero: not shown).
 	Generated time.Time
+	// Gated reports whether a series is judged by one of the spec's checks; those come first.
+	// Nil: the metrics a gate usually judges (throughput and latency) count as gated.
+	Gated func(SeriesKey) bool
 }
 
 type trendDot struct {
@@ -39,7 +44,10 @@ type trendText struct {
 }
 
 type trendChart struct {
+	// ID is the chart's anchor (the change-point list links to it).
+	ID            string
 	Title, Note   string
+	Subtitle      string
 	Width, Height float64
 	Dots          []trendDot
 	Lines         []trendLine
@@ -49,10 +57,98 @@ type trendChart struct {
 	Regression    bool
 }
 
-// WriteReport writes a self-contained HTML page (inline SVG, no scripts) with one chart per
-// series: the last LastN runs (each run's median, its trials as faint dots; the commit and date
-// on hover), change points as dashed lines with their forward change, the newest run ("tonight")
-// highlighted, and the change points listed under the chart.
+// trendGroup is a section of the page: the gated metrics, the engine report, the bookkeeping
+// (folded away).
+type trendGroup struct {
+	Title  string
+	Folded bool
+	Charts []trendChart
+}
+
+// trendCP is one change point in the list at the top, linked to its chart.
+type trendCP struct {
+	ID, Title, Range, Line string
+	Regression             bool
+}
+
+// Ranks of series on the page (seriesRank).
+const (
+	rankGated = iota
+	rankEngine
+	rankBookkeeping
+)
+
+// bookkeeping metrics describe the benchmark run rather than the engine's performance.
+var bookkeeping = map[string]bool{
+	"completed": true, "concurrency": true, "duration": true, "failed": true, "max_concurrency": true,
+	"num_prompts": true, "total_input_tokens": true, "total_output_tokens": true, "request_rate": true,
+	"burstiness": true, "errors": true, "num_failed": true, "trials": true,
+}
+
+// seriesRank places a series: gated metrics (o.Gated, or throughput and latency without it),
+// then the engine report's KV cache and memory, then bookkeeping.
+func seriesRank(k SeriesKey, o ReportOptions) int {
+	m := k.Metric
+	switch {
+	case bookkeeping[m]:
+		return rankBookkeeping
+	case o.Gated != nil && o.Gated(k):
+		return rankGated
+	case o.Gated == nil && (strings.Contains(m, "throughput") || strings.Contains(m, "ttft") || strings.Contains(m, "tpot") ||
+		strings.Contains(m, "itl") || strings.Contains(m, "e2el") || strings.Contains(m, "goodput")):
+		return rankGated
+	case strings.HasPrefix(m, "kv_") || strings.HasSuffix(m, "_gib") || strings.Contains(m, "mem") || strings.Contains(m, "cuda_graph") ||
+		strings.Contains(m, "running_requests") || strings.Contains(m, "accept"):
+		return rankEngine
+	}
+	if o.Gated != nil {
+		return rankEngine
+	}
+	return rankBookkeeping
+}
+
+// metricOrder puts the most looked-at metrics of a rank first.
+func metricOrder(m string) int {
+	for i, p := range []string{"output_throughput", "total_token_throughput", "request_throughput", "ttft", "tpot", "itl", "e2el", "kv_cache_tokens", "kv_cache_gib"} {
+		if strings.Contains(m, p) {
+			return i
+		}
+	}
+	return 100
+}
+
+// seriesTitle names a series fully: metric, then spec, config, workload and testbed.
+func seriesTitle(k SeriesKey) string {
+	parts := []string{k.Spec, k.Config}
+	if k.Workload != "" {
+		parts = append(parts, k.Workload)
+	}
+	parts = append(parts, k.Testbed)
+	return k.Metric + " — " + strings.Join(parts, " · ")
+}
+
+// chartID is a stable anchor of a series.
+func chartID(k SeriesKey) string {
+	var b strings.Builder
+	b.WriteString("s-")
+	for _, r := range strings.ToLower(k.String()) {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('-')
+		}
+	}
+	return b.String()
+}
+
+// WriteReport writes a self-contained HTML page (inline SVG and CSS, one small inline script for
+// the filter box) with one chart per series, each titled with its metric, spec, config,
+// workload and testbed: the gated metrics first, then the engine report's KV cache and memory,
+// then the bookkeeping series folded away. The change points are listed at the top, each linked
+// to its chart with its commit range. A chart draws the last LastN runs (each run's median, its
+// trials as faint dots; the commit and date on hover) on a dated axis with readable ticks and
+// units (counts and sizes never below zero), change points as dashed lines with their forward
+// change, and the newest run highlighted.
 func WriteReport(w io.Writer, series []Series, findings []Finding, o ReportOptions) error {
 	if o.Title == "" {
 		o.Title = "reckon history"
@@ -61,20 +157,150 @@ func WriteReport(w io.Writer, series []Series, findings []Finding, o ReportOptio
 	for _, f := range findings {
 		byKey[f.Series] = append(byKey[f.Series], f)
 	}
-	var charts []trendChart
-	var lines []string
-	for i := range series {
-		c := trendSVG(&series[i], byKey[series[i].Key], o.LastN)
-		charts = append(charts, c)
-		for _, f := range byKey[series[i].Key] {
-			lines = append(lines, f.Line())
+	order := make([]int, len(series))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool {
+		ka, kb := series[order[a]].Key, series[order[b]].Key
+		ra, rb := seriesRank(ka, o), seriesRank(kb, o)
+		if ra != rb {
+			return ra < rb
+		}
+		// Within a rank: series with a change point first, then by spec, config, metric.
+		ca, cb := len(byKey[ka]) > 0, len(byKey[kb]) > 0
+		if ca != cb {
+			return ca
+		}
+		if ka.Spec != kb.Spec {
+			return ka.Spec < kb.Spec
+		}
+		if ka.Config != kb.Config {
+			return ka.Config < kb.Config
+		}
+		if oa, ob := metricOrder(ka.Metric), metricOrder(kb.Metric); oa != ob {
+			return oa < ob
+		}
+		return ka.String() < kb.String()
+	})
+	groups := []trendGroup{
+		{Title: "Gated metrics"},
+		{Title: "Engine report: KV cache and memory"},
+		{Title: "Bookkeeping (run sizes, counts, durations)", Folded: true},
+	}
+	var cps []trendCP
+	for _, i := range order {
+		s := &series[i]
+		c := trendSVG(s, byKey[s.Key], o.LastN)
+		r := seriesRank(s.Key, o)
+		if len(byKey[s.Key]) > 0 && r == rankBookkeeping {
+			r = rankEngine // a change point is never folded away
+		}
+		groups[r].Charts = append(groups[r].Charts, c)
+		for _, f := range byKey[s.Key] {
+			cps = append(cps, trendCP{ID: c.ID, Title: seriesTitle(s.Key), Range: f.CommitRange(), Line: f.Line(), Regression: f.Regression})
 		}
 	}
-	data := map[string]any{"Title": o.Title, "Charts": charts, "Lines": lines, "NSeries": len(series), "NFindings": len(findings)}
+	sort.SliceStable(cps, func(a, b int) bool { return cps[a].Regression && !cps[b].Regression })
+	var shown []trendGroup
+	for _, g := range groups {
+		if len(g.Charts) > 0 {
+			shown = append(shown, g)
+		}
+	}
+	data := map[string]any{"Title": o.Title, "Groups": shown, "CPs": cps, "NSeries": len(series), "NFindings": len(findings)}
 	if !o.Generated.IsZero() {
 		data["Generated"] = o.Generated.UTC().Format(time.RFC3339)
 	}
 	return trendTemplate.Execute(w, data)
+}
+
+// isCount reports whether a metric can never be negative (every metric reckon stores: counts,
+// sizes, rates and times), so its axis starts at zero or above.
+func isCount(metric string) bool {
+	return !strings.Contains(metric, "change") && !strings.Contains(metric, "delta")
+}
+
+// metricUnit is the unit of a stored metric, from its name ("" when unknown).
+func metricUnit(m string) string {
+	switch {
+	case strings.HasSuffix(m, "_ms"):
+		return "ms"
+	case strings.HasSuffix(m, "_gib"):
+		return "GiB"
+	case strings.HasSuffix(m, "_mib"):
+		return "MiB"
+	case strings.HasSuffix(m, "_seconds"), m == "duration":
+		return "s"
+	case m == "request_throughput":
+		return "req/s"
+	case strings.Contains(m, "throughput"):
+		return "tok/s"
+	case strings.Contains(m, "tokens"):
+		return "tokens"
+	}
+	return ""
+}
+
+// niceStep rounds a raw tick step to 1, 2 or 5 times a power of ten.
+func niceStep(raw float64) float64 {
+	if raw <= 0 || math.IsNaN(raw) || math.IsInf(raw, 0) {
+		return 1
+	}
+	p := math.Pow(10, math.Floor(math.Log10(raw)))
+	for _, m := range []float64{1, 2, 5, 10} {
+		if raw <= m*p {
+			return m * p
+		}
+	}
+	return 10 * p
+}
+
+// tickLabel formats an axis value compactly: 282497.2 -> "282.5k", 0.25 -> "0.25".
+func tickLabel(v, step float64) string {
+	a := math.Abs(v)
+	switch {
+	case a >= 1e9:
+		return trimZeros(strconv.FormatFloat(v/1e9, 'f', decimals(step/1e9), 64)) + "G"
+	case a >= 1e6:
+		return trimZeros(strconv.FormatFloat(v/1e6, 'f', decimals(step/1e6), 64)) + "M"
+	case a >= 1e4:
+		return trimZeros(strconv.FormatFloat(v/1e3, 'f', decimals(step/1e3), 64)) + "k"
+	}
+	return trimZeros(strconv.FormatFloat(v, 'f', decimals(step), 64))
+}
+
+// decimals is how many decimals a tick step needs.
+func decimals(step float64) int {
+	if step <= 0 || step >= 1 {
+		return 0
+	}
+	return min(6, int(math.Ceil(-math.Log10(step)-1e-9)))
+}
+
+func trimZeros(s string) string {
+	if strings.Contains(s, ".") {
+		s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
+	}
+	if s == "-0" {
+		return "0"
+	}
+	return s
+}
+
+// dateLabel formats a run's time for the x axis: the day when the runs span days, else the time
+// (with the day on the first tick).
+func dateLabel(t, first, last time.Time, firstTick bool) string {
+	if last.Sub(first) >= 36*time.Hour {
+		if first.Year() != last.Year() {
+			return t.Format("2 Jan 2006")
+		}
+		return t.Format("2 Jan")
+	}
+	if firstTick {
+		return t.Format("2 Jan 15:04")
+	}
+	return t.Format("15:04")
 }
 
 func trendSVG(s *Series, fs []Finding, lastN int) trendChart {
@@ -85,7 +311,11 @@ func trendSVG(s *Series, fs []Finding, lastN int) trendChart {
 		offset = len(pts) - lastN
 		pts = pts[offset:]
 	}
-	c := trendChart{Title: fmt.Sprintf("%s · %s · %s · %s", s.Key.Config, s.Key.Workload, s.Key.Metric, s.Key.Testbed), Width: W, Height: H}
+	unit := metricUnit(s.Key.Metric)
+	c := trendChart{ID: chartID(s.Key), Title: seriesTitle(s.Key), Width: W, Height: H}
+	if unit != "" {
+		c.Subtitle = unit
+	}
 	if len(pts) == 0 {
 		c.Note = "no runs"
 		return c
@@ -96,11 +326,21 @@ func trendSVG(s *Series, fs []Finding, lastN int) trendChart {
 			lo, hi = math.Min(lo, v), math.Max(hi, v)
 		}
 	}
+	nonNeg := isCount(s.Key.Metric) && lo >= 0
 	if hi-lo < 1e-9*math.Max(1, math.Abs(hi)) {
-		lo, hi = lo-1, hi+1
+		d := math.Max(math.Abs(hi)*0.05, 1)
+		lo, hi = lo-d, hi+d
 	}
 	pad := (hi - lo) * 0.08
 	lo, hi = lo-pad, hi+pad
+	if nonNeg && lo < 0 {
+		lo = 0 // counts, sizes and rates are never negative
+	}
+	step := niceStep((hi - lo) / 4)
+	lo, hi = math.Floor(lo/step)*step, math.Ceil(hi/step)*step
+	if nonNeg && lo < 0 {
+		lo = 0
+	}
 	x := func(i int) float64 {
 		if len(pts) == 1 {
 			return left + (W-left-right)/2
@@ -111,14 +351,17 @@ func trendSVG(s *Series, fs []Finding, lastN int) trendChart {
 	// Axes and ticks.
 	c.Lines = append(c.Lines, trendLine{X1: left, Y1: top, X2: left, Y2: H - bottom, W: 1, Stroke: "#999"},
 		trendLine{X1: left, Y1: H - bottom, X2: W - right, Y2: H - bottom, W: 1, Stroke: "#999"})
-	for k := 0; k <= 4; k++ {
-		v := lo + (hi-lo)*float64(k)/4
+	for v, k := lo, 0; v <= hi+step*1e-6 && k < 12; v, k = v+step, k+1 {
 		c.Lines = append(c.Lines, trendLine{X1: left, Y1: y(v), X2: W - right, Y2: y(v), W: 0.5, Stroke: "#e3e6ea"})
-		c.Texts = append(c.Texts, trendText{X: left - 4, Y: y(v) + 3, Anchor: "end", Text: num.Format(v), Class: "tick"})
+		c.Texts = append(c.Texts, trendText{X: left - 4, Y: y(v) + 3, Anchor: "end", Text: tickLabel(v, step), Class: "tick"})
 	}
-	step := max(1, len(pts)/8)
-	for i := 0; i < len(pts); i += step {
-		c.Texts = append(c.Texts, trendText{X: x(i), Y: H - bottom + 14, Anchor: "middle", Text: pts[i].StartedAt.Format("01-02"), Class: "tick"})
+	if unit != "" {
+		c.Texts = append(c.Texts, trendText{X: 4, Y: top - 2, Anchor: "start", Text: unit, Class: "tick"})
+	}
+	first, last := pts[0].StartedAt, pts[len(pts)-1].StartedAt
+	xstep := max(1, (len(pts)+6)/7)
+	for i := 0; i < len(pts); i += xstep {
+		c.Texts = append(c.Texts, trendText{X: x(i), Y: H - bottom + 14, Anchor: "middle", Text: dateLabel(pts[i].StartedAt, first, last, i == 0), Class: "tick"})
 	}
 	// Change points.
 	for _, f := range fs {
@@ -136,7 +379,11 @@ func trendSVG(s *Series, fs []Finding, lastN int) trendChart {
 			c.Regression = true
 		}
 		c.Lines = append(c.Lines, trendLine{X1: xc, Y1: top, X2: xc, Y2: H - bottom, W: 1.5, Stroke: col, Dash: "5 3"})
-		c.Texts = append(c.Texts, trendText{X: xc + 4, Y: top + 10, Anchor: "start", Text: fmt.Sprintf("%+.1f%% %s", f.Forward*100, f.CommitRange()), Class: "cp"})
+		anchor, tx := "start", xc+4
+		if xc > W*0.6 {
+			anchor, tx = "end", xc-4
+		}
+		c.Texts = append(c.Texts, trendText{X: tx, Y: top + 10, Anchor: anchor, Text: fmt.Sprintf("%+.1f%% %s", f.Forward*100, f.CommitRange()), Class: "cp"})
 		c.Findings = append(c.Findings, f.Line())
 		// Segment means.
 		c.Lines = append(c.Lines, trendLine{X1: x(max(0, i-f.Before.N)), Y1: y(f.Before.Mean), X2: x(i - 1), Y2: y(f.Before.Mean), W: 1, Stroke: "#888", Dash: "2 2"},
@@ -152,14 +399,14 @@ func trendSVG(s *Series, fs []Finding, lastN int) trendChart {
 		}
 	}
 	for i, p := range pts {
-		tip := fmt.Sprintf("run %d · %s · commit %s · median %s of %d trial(s)", p.RunID, p.StartedAt.Format("2006-01-02 15:04"), short(p.Commit), num.Format(p.Value), len(p.Samples))
+		tip := fmt.Sprintf("run %d · %s · commit %s · median %s %s of %d trial(s)", p.RunID, p.StartedAt.Format("2006-01-02 15:04"), short(p.Commit), num.Format(p.Value), unit, len(p.Samples))
 		d := trendDot{X: x(i), Y: y(p.Value), R: 3, Fill: "#4c78a8", Tip: tip}
 		if i == len(pts)-1 {
 			d.R, d.Fill, d.Tip = 5.5, "#f28e2b", "latest run (tonight): "+tip
 		}
 		c.Dots = append(c.Dots, d)
 	}
-	c.Note = fmt.Sprintf("%d of %d runs shown; latest %s (%s)", len(pts), len(s.Points), pts[len(pts)-1].StartedAt.Format("2006-01-02"), short(pts[len(pts)-1].Commit))
+	c.Note = fmt.Sprintf("%d of %d runs shown, %s to %s; latest commit %s", len(pts), len(s.Points), first.Format("2006-01-02 15:04"), last.Format("2006-01-02 15:04"), short(pts[len(pts)-1].Commit))
 	return c
 }
 
@@ -178,15 +425,17 @@ h1{font-size:22px;margin:0 0 6px}h2{font-size:18px;margin:28px 0 10px}h3{font-si
 .chart.regression{border-left:4px solid #c0392b}
 .chart svg{width:100%;height:auto;max-width:860px;display:block}
 .chart .tick{font-size:10px;fill:#666}.chart .cp{font-size:11px;fill:#000;font-weight:600}
-ul.cps{margin:6px 0 0;padding-left:18px;font-size:13px}
+ul.cps{margin:6px 0 0;padding-left:18px;font-size:13px}ul.cps li{margin:3px 0}ul.cps li.regression a{color:#c0392b;font-weight:600}
+details.group summary h2{display:inline}input#filter{font:inherit;padding:2px 6px}
 </style>
 </head>
 <body><main>
 <h1>{{.Title}}</h1>
 <p class="muted">{{.NSeries}} series, {{.NFindings}} change points (E-divisive means, t-test significance; see docs/history.md). Hover a point for its run and commit; the orange point is the latest run.</p>
-{{if .Lines}}<h2>Change points</h2><ul class="cps">{{range .Lines}}<li><code>{{.}}</code></li>{{end}}</ul>{{end}}
-<h2>Series</h2>
-{{range .Charts}}<div class="chart{{if .Regression}} regression{{end}}"><h3>{{.Title}}</h3>
+<p><label>Filter <input id="filter" type="search" placeholder="metric, config, workload, testbed…" size="40"></label> <span id="shown" class="muted"></span></p>
+{{if .CPs}}<h2 id="change-points">Change points ({{len .CPs}})</h2><ul class="cps">{{range .CPs}}<li{{if .Regression}} class="regression"{{end}}><a href="#{{.ID}}">{{.Title}}</a> · <code>{{.Range}}</code>{{if .Regression}} · <b>regression</b>{{end}}<br><span class="muted">{{.Line}}</span></li>{{end}}</ul>{{else}}<p class="muted">No change points.</p>{{end}}
+{{range .Groups}}{{if .Folded}}<details class="group"><summary><h2>{{.Title}} ({{len .Charts}})</h2></summary>{{else}}<section class="group"><h2>{{.Title}} ({{len .Charts}})</h2>{{end}}
+{{range .Charts}}<div class="chart{{if .Regression}} regression{{end}}" id="{{.ID}}" data-title="{{.Title}}"><h3>{{.Title}}{{if .Subtitle}} <span class="muted">({{.Subtitle}})</span>{{end}}</h3>
 <svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {{n .Width}} {{n .Height}}" role="img" aria-label="{{.Title}}">
 {{range .Lines}}<line x1="{{n .X1}}" y1="{{n .Y1}}" x2="{{n .X2}}" y2="{{n .Y2}}" stroke="{{.Stroke}}" stroke-width="{{n .W}}"{{if .Dash}} stroke-dasharray="{{.Dash}}"{{end}}/>
 {{end}}{{range .Dots}}<circle cx="{{n .X}}" cy="{{n .Y}}" r="{{n .R}}" fill="{{.Fill}}">{{if .Tip}}<title>{{.Tip}}</title>{{end}}</circle>
@@ -195,8 +444,27 @@ ul.cps{margin:6px 0 0;padding-left:18px;font-size:13px}
 {{if .Findings}}<ul class="cps">{{range .Findings}}<li>{{.}}</li>{{end}}</ul>{{end}}
 <div class="muted">{{.Note}}</div>
 </div>
+{{end}}{{if .Folded}}</details>{{else}}</section>{{end}}
 {{end}}
 <p class="muted">Generated by reckon history report{{if .Generated}} at {{.Generated}}{{end}}.</p>
+<script>
+(function(){
+  var box=document.getElementById("filter"),shown=document.getElementById("shown");
+  var charts=document.querySelectorAll(".chart");
+  function apply(){
+    var words=box.value.toLowerCase().split(/\s+/).filter(Boolean),n=0;
+    charts.forEach(function(c){
+      var t=(c.getAttribute("data-title")||"").toLowerCase();
+      var ok=words.every(function(w){return t.indexOf(w)>=0;});
+      c.style.display=ok?"":"none";if(ok){n++;}
+    });
+    document.querySelectorAll("details.group").forEach(function(d){if(words.length){d.open=true;}});
+    shown.textContent=words.length?n+" of "+charts.length+" charts":"";
+  }
+  box.addEventListener("input",apply);
+  if(location.hash){var el=document.getElementById(location.hash.slice(1));if(el&&el.closest("details")){el.closest("details").open=true;}}
+})();
+</script>
 </main></body>
 </html>
 `))

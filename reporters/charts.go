@@ -326,8 +326,9 @@ func statChart(title string, checks []Check, keep func(*Check) bool) *svgChart {
 	return &ch
 }
 
-// throughputPerConfigChart: per config, the median output throughput over its trials, with the
-// trials as dots and their range as a whisker; one group per workload when there are several.
+// throughputPerConfigChart: per config, the median output throughput as the verdicts compute it
+// (throughputMedian: of the launch means with several launches), with the trials as dots and
+// their range as a whisker; one group per workload when there are several.
 func throughputPerConfigChart(r *Run) *svgChart {
 	const key = "output_throughput"
 	wls := runWorkloads(r)
@@ -339,8 +340,7 @@ func throughputPerConfigChart(r *Run) *svgChart {
 		}
 		for i := range r.Configs {
 			c := &r.Configs[i]
-			vs := trialValues(c, map[string]bool{w: true}, key)
-			m, ok := median(vs)
+			m, n, vs, ok := throughputMedian(c, w, key)
 			if !ok {
 				continue
 			}
@@ -349,7 +349,7 @@ func throughputPerConfigChart(r *Run) *svgChart {
 				lo, hi = math.Min(lo, v), math.Max(hi, v)
 			}
 			g.Bars = append(g.Bars, hbar{Label: c.Name, Segments: []hseg{{Value: m, Color: colNeutral, Name: "median"}},
-				Whisker: &[2]float64{lo, hi}, Dots: vs, Text: fmt.Sprintf("%s (n=%d)", num.Format(m), len(vs))})
+				Whisker: &[2]float64{lo, hi}, Dots: vs, Text: fmt.Sprintf("%s (%s)", num.Format(m), n)})
 		}
 		if len(g.Bars) > 0 {
 			groups = append(groups, g)
@@ -358,7 +358,7 @@ func throughputPerConfigChart(r *Run) *svgChart {
 	if len(groups) == 0 {
 		return nil
 	}
-	ch := hbarChart("Output throughput per config", "tok/s", groups, []legendItem{{"median of trials", colNeutral}})
+	ch := hbarChart("Output throughput per config", "tok/s", groups, []legendItem{{"median (of launch means with several launches)", colNeutral}})
 	ch.Note = "Dots: single trials; whiskers: their range."
 	return &ch
 }

@@ -341,24 +341,22 @@ func runWorkloads(r *Run) []string {
 	return out
 }
 
-// throughputTexts describes a config's median output throughput per workload (one entry
-// without a workload name when the run has a single workload).
+// throughputTexts describes a config's median output throughput per workload, computed as the
+// verdicts compute it (throughputMedian), e.g. "1210 (n=5)" or "sharegpt: 506.9 (3 launches)";
+// the workload is named only when the run has several.
 func throughputTexts(r *Run, cfg *Config) []string {
-	const key = "output_throughput"
 	wls := runWorkloads(r)
-	if len(wls) <= 1 {
-		vs := trialValues(cfg, nil, key)
-		if m, ok := median(vs); ok {
-			return []string{fmt.Sprintf("%s (n=%d)", num.Format(m), len(vs))}
-		}
-		return nil
-	}
 	var out []string
 	for _, w := range wls {
-		vs := trialValues(cfg, map[string]bool{w: true}, key)
-		if m, ok := median(vs); ok {
-			out = append(out, fmt.Sprintf("%s: %s (n=%d)", w, num.Format(m), len(vs)))
+		m, n, _, ok := throughputMedian(cfg, w, "output_throughput")
+		if !ok {
+			continue
 		}
+		text := fmt.Sprintf("%s (%s)", num.Format(m), n)
+		if len(wls) > 1 {
+			text = w + ": " + text
+		}
+		out = append(out, text)
 	}
 	return out
 }

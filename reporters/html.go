@@ -39,7 +39,9 @@ type htmlCheck struct {
 	Icon, Class, Config, Name, Kind, Message, Explanation, Details, LogTail string
 	Delta, CI, P, Medians, Duration                                         string
 	Outcome                                                                 string
-	Spark                                                                   *sparkline
+	// Next is what would decide an undecided check (NextStep); "" for others.
+	Next  string
+	Spark *sparkline
 }
 
 // sparkline is a check's history trend drawn in its row (Check.Trend).
@@ -191,10 +193,10 @@ func buildPage(r *Run) *htmlPage {
 		}
 		if sm := sums[c.Name]; sm != nil {
 			for _, it := range sm.throughput {
-				hc.VsComparison = append(hc.VsComparison, htmlBadge{string(checkStatus(it.check)), htmlStatus(it.check), cleanText(it.lead + it.name)})
+				hc.VsComparison = append(hc.VsComparison, htmlBadge{htmlClass(it.check), htmlStatus(it.check), cleanText(it.lead + it.name)})
 			}
 			for _, it := range sm.equivalence {
-				hc.Equivalence = append(hc.Equivalence, htmlBadge{string(checkStatus(it.check)), htmlStatus(it.check), cleanText(it.lead + it.name)})
+				hc.Equivalence = append(hc.Equivalence, htmlBadge{htmlClass(it.check), htmlStatus(it.check), cleanText(it.lead + it.name)})
 			}
 		}
 		p.Configs = append(p.Configs, hc)
@@ -251,7 +253,8 @@ func sanitizeChart(c *svgChart) {
 }
 
 // htmlStatus is the status pill text of a check (no emoji: the report must render without an
-// emoji font).
+// emoji font). A skipped check that decided nothing it should have (inconclusive, no baseline,
+// an input filtered out) is UNDECIDED, not SKIP.
 func htmlStatus(c *Check) string {
 	switch checkStatus(c) {
 	case StatusPassed:
@@ -259,16 +262,37 @@ func htmlStatus(c *Check) string {
 	case StatusFailed:
 		return "FAIL"
 	case StatusSkipped:
+		if isUndecided(c) {
+			return "UNDECIDED"
+		}
 		return "SKIP"
 	}
 	return "ERROR"
 }
 
+// htmlClass is the CSS class of a check's row and pill: its status, or "undecided".
+func htmlClass(c *Check) string {
+	if checkStatus(c) == StatusSkipped && isUndecided(c) {
+		return "undecided"
+	}
+	return string(checkStatus(c))
+}
+
+// isUndecided reports whether a check's outcome decided nothing a gate should have decided.
+func isUndecided(c *Check) bool {
+	switch c.Outcome {
+	case "inconclusive", "no_baseline", OutcomePartial:
+		return true
+	}
+	return false
+}
+
 func htmlCheckOf(r *Run, c *Check) htmlCheck {
 	h := htmlCheck{
-		Icon: htmlStatus(c), Class: string(checkStatus(c)), Config: cleanText(c.Config), Name: cleanText(c.Name),
+		Icon: htmlStatus(c), Class: htmlClass(c), Config: cleanText(c.Config), Name: cleanText(c.Name),
 		Kind: cleanText(c.Kind), Message: oneLine(c.Message, 1000), Explanation: oneLine(explanation(r, c), 2000),
 		Details: clip(cleanText(c.Details), htmlBodyBytes), Outcome: cleanText(c.outcomeText()),
+		Next: oneLine(NextStep(c), 400),
 	}
 	if h.Config == "" {
 		h.Config = CrossConfig
@@ -314,13 +338,15 @@ h1{font-size:22px;margin:0 0 6px}h2{font-size:18px;margin:28px 0 10px}h3{font-si
 .badge.pass{background:#00845f}.badge.fail{background:#c0392b}.badge.warn{background:#b7791f}
 .counts span{margin-right:14px}
 .pill{display:inline-block;padding:0 6px;border-radius:3px;font-size:11px;font-weight:700;color:#fff;background:#777}
-.pill.passed{background:#00845f}.pill.failed{background:#c0392b}.pill.error{background:#b7791f}.pill.skipped{background:#8a8a8a}.muted{color:#666}
+.pill.passed{background:#00845f}.pill.failed{background:#c0392b}.pill.error{background:#b7791f}.pill.skipped{background:#8a8a8a}.pill.undecided{background:#6d5cae}.muted{color:#666}
 table{border-collapse:collapse;width:100%;background:#fff;margin:6px 0 12px;font-size:13px}
 th,td{border:1px solid #dde1e6;padding:4px 8px;text-align:left;vertical-align:top}
 th{background:#eef1f4;font-weight:600}td.num{text-align:right;font-variant-numeric:tabular-nums}
 tr.failed td{background:#fdecea}tr.error td{background:#fff4e5}tr.skipped td{color:#666}
 .failure{background:#fff;border-left:4px solid #c0392b;padding:8px 12px;margin:8px 0}
-.failure.error{border-left-color:#b7791f}
+.failure.error{border-left-color:#b7791f}.failure.undecided{border-left-color:#6d5cae}
+.failure ul{margin:4px 0;padding-left:18px}.next{color:#333;margin:2px 0 4px}
+tr.undecided td{background:#f3f0fb}
 .expl{color:#333;margin-top:4px}.expl b{color:#000}
 pre{background:#1e1e1e;color:#e6e6e6;padding:8px;overflow:auto;max-height:360px;font-size:12px;white-space:pre-wrap;word-break:break-all}
 details summary{cursor:pointer;color:#0b5cad}
@@ -335,22 +361,21 @@ dl.meta dt{color:#666}dl.meta dd{margin:0;word-break:break-all}
 </style>
 </head>
 <body><main>
-<h1><span class="badge {{.VerdictClass}}">{{.Verdict}}</span>{{.Title}}</h1>
-<div class="counts"><span><b>{{.Counts.Passed}}</b> passed</span><span><b>{{.Counts.Failed}}</b> failed</span><span><b>{{.Counts.Errors}}</b> {{if eq .Counts.Errors 1}}error{{else}}errors{{end}}</span><span><b>{{.Counts.Inconclusive}}</b> inconclusive</span><span><b>{{.Counts.NoBaseline}}</b> no baseline</span><span><b>{{.Counts.Skipped}}</b> skipped</span><span><b>{{.Counts.NotRun}}</b> not run</span><span class="muted">{{.Counts.Total}} checks</span></div>
-{{if .Interrupted}}<p class="failure error">The run was interrupted{{if .InterruptReason}} ({{.InterruptReason}}){{end}} before every check ran: these results are partial; {{.Counts.NotRun}} selected checks were not run.</p>{{end}}
-{{if .Undecided}}<div class="failure error"><b>{{len .Undecided}} checks decided nothing</b> and count neither as passed nor failed (<code>--strict</code> fails them):<ul>{{range .Undecided}}<li><code>{{.Name}}</code> ({{.Outcome}}): {{.Message}}</li>{{end}}</ul></div>{{end}}
-<details><summary>Run and testbed</summary><dl class="meta">{{range .Meta}}<dt>{{index . 0}}</dt><dd>{{index . 1}}</dd>{{end}}</dl></details>
-
-{{if .Failures}}<h2>Failures</h2>
+<header id="verdict"><h1><span class="badge {{.VerdictClass}}">{{.Verdict}}</span>{{.Title}}</h1>
+<div class="counts"><span><b>{{.Counts.Passed}}</b> passed</span><span><b>{{.Counts.Failed}}</b> failed</span><span><b>{{.Counts.Errors}}</b> {{if eq .Counts.Errors 1}}error{{else}}errors{{end}}</span><span><b>{{.Counts.Inconclusive}}</b> inconclusive</span><span><b>{{.Counts.NoBaseline}}</b> no baseline</span><span><b>{{.Counts.Skipped}}</b> skipped</span><span><b>{{.Counts.NotRun}}</b> not run</span><span class="muted">{{.Counts.Total}} checks</span></div></header>
+{{if .Interrupted}}<p class="failure error" id="interrupted">The run was interrupted{{if .InterruptReason}} ({{.InterruptReason}}){{end}} before every check ran: these results are partial; {{.Counts.NotRun}} selected checks were not run.</p>{{end}}
+{{if .Failures}}<section id="failures"><h2>Failures ({{len .Failures}})</h2>
 {{range .Failures}}<div class="failure {{.Class}}"><div><span class="pill {{.Class}}">{{.Icon}}</span> <b>{{.Config}}</b> · <code>{{.Name}}</code>{{if eq .Class "error"}} (infrastructure error){{end}}: {{.Message}}</div>
 {{if .Explanation}}<div class="expl"><b>Why:</b> {{.Explanation}}</div>{{end}}
 {{if .Details}}<details><summary>details</summary><pre>{{.Details}}</pre></details>{{end}}
-{{if .LogTail}}<details open><summary>engine log tail</summary><pre>{{.LogTail}}</pre></details>{{end}}
+{{if .LogTail}}<details class="log"><summary>engine log tail</summary><pre>{{.LogTail}}</pre></details>{{end}}
 </div>
-{{end}}{{end}}
+{{end}}</section>{{end}}
+{{if .Undecided}}<section id="undecided" class="failure undecided"><b>{{len .Undecided}} {{if eq (len .Undecided) 1}}check{{else}}checks{{end}} decided nothing</b> and count neither as passed nor failed (<code>--strict</code> fails them):<ul>{{range .Undecided}}<li><span class="pill undecided">UNDECIDED</span> <b>{{.Config}}</b> · <code>{{.Name}}</code> ({{.Outcome}}): {{.Message}}{{if .Next}}<div class="next"><b>Next step:</b> {{.Next}}</div>{{end}}</li>{{end}}</ul></section>{{end}}
+<details><summary>Run and testbed</summary><dl class="meta">{{range .Meta}}<dt>{{index . 0}}</dt><dd>{{index . 1}}</dd>{{end}}</dl></details>
 
 {{if .Charts}}<h2>Charts</h2>
-{{range .Charts}}<div class="chart"><h3>{{.Title}}</h3>
+{{range .Charts}}<div class="chart" data-chart="{{.Title}}"><h3>{{.Title}}</h3>
 <svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {{n .Width}} {{n .Height}}" role="img" aria-label="{{.Title}}">
 {{range .Lines}}<line x1="{{n .X1}}" y1="{{n .Y1}}" x2="{{n .X2}}" y2="{{n .Y2}}" stroke="{{.Stroke}}" stroke-width="{{n .Width}}"{{if .Dash}} stroke-dasharray="{{.Dash}}"{{end}}/>
 {{end}}{{range .Rects}}<rect x="{{n .X}}" y="{{n .Y}}" width="{{n .W}}" height="{{n .H}}" fill="{{.Fill}}"><title>{{.Tip}}</title></rect>
@@ -370,7 +395,7 @@ dl.meta dt{color:#666}dl.meta dd{margin:0;word-break:break-all}
 <h2>Checks</h2>
 {{range .Groups}}<h3>{{.Title}}</h3>
 <table><tr><th></th><th>check</th><th>kind</th><th>verdict</th><th>base → head</th><th>Δ</th><th>CI</th><th>p</th><th>time</th></tr>
-{{range .Checks}}<tr class="{{.Class}}"><td><span class="pill {{.Class}}">{{.Icon}}</span></td><td><code>{{.Name}}</code></td><td>{{.Kind}}</td><td>{{.Message}}{{if .Explanation}}<div class="expl"><b>Why:</b> {{.Explanation}}</div>{{end}}{{if .Details}}<details><summary>details</summary><pre>{{.Details}}</pre></details>{{end}}</td><td class="num">{{.Medians}}{{with .Spark}}<br><svg xmlns="http://www.w3.org/2000/svg" width="80" height="18" viewBox="0 0 80 18" role="img" aria-label="history"><title>{{.Tip}}</title><polyline points="{{.Points}}" fill="none" stroke="#4c78a8" stroke-width="1.2"/><circle cx="{{n .LastX}}" cy="{{n .LastY}}" r="2.5" fill="#f28e2b"/></svg>{{end}}</td><td class="num">{{.Delta}}</td><td>{{.CI}}</td><td class="num">{{.P}}</td><td class="num">{{.Duration}}</td></tr>
+{{range .Checks}}<tr class="{{.Class}}"><td><span class="pill {{.Class}}">{{.Icon}}</span></td><td><code>{{.Name}}</code></td><td>{{.Kind}}</td><td>{{.Message}}{{if .Next}}<div class="next"><b>Next step:</b> {{.Next}}</div>{{end}}{{if .Explanation}}<div class="expl"><b>Why:</b> {{.Explanation}}</div>{{end}}{{if .Details}}<details><summary>details</summary><pre>{{.Details}}</pre></details>{{end}}</td><td class="num">{{.Medians}}{{with .Spark}}<br><svg xmlns="http://www.w3.org/2000/svg" width="80" height="18" viewBox="0 0 80 18" role="img" aria-label="history"><title>{{.Tip}}</title><polyline points="{{.Points}}" fill="none" stroke="#4c78a8" stroke-width="1.2"/><circle cx="{{n .LastX}}" cy="{{n .LastY}}" r="2.5" fill="#f28e2b"/></svg>{{end}}</td><td class="num">{{.Delta}}</td><td>{{.CI}}</td><td class="num">{{.P}}</td><td class="num">{{.Duration}}</td></tr>
 {{end}}</table>
 {{end}}
 <p class="muted">Generated by reckon{{if .Generated}} at {{.Generated}}{{end}}. Lossless data: results.json; CI view: junit.xml.</p>

@@ -97,7 +97,11 @@ func renderMarkdown(r *Run, maxBytes int) string {
 				fmt.Fprintf(&head, "> - ... and %d more\n", len(und)-i)
 				break
 			}
-			fmt.Fprintf(&head, "> - `%s` (%s): %s\n", mdCodeText(c.Name), mdEscape(c.outcomeText()), mdEscape(oneLine(c.Message, mdVerdictLen)))
+			next := ""
+			if n := NextStep(c); n != "" {
+				next = " Next step: " + mdEscape(oneLine(n, mdVerdictLen))
+			}
+			fmt.Fprintf(&head, "> - `%s` (%s): %s.%s\n", mdCodeText(c.Name), mdEscape(c.outcomeText()), mdEscape(strings.TrimSuffix(oneLine(c.Message, mdVerdictLen), ".")), next)
 		}
 		head.WriteString("\n")
 	}

@@ -14,7 +14,7 @@ import (
 )
 
 // TestWriteAllSample writes the sample reports; with RECKON_REPORT_SAMPLE=DIR they are kept in
-// DIR (used to take docs/img/report.png).
+// DIR (docs/img/report-*.png are taken by TestReportsInABrowser).
 func TestWriteAllSample(t *testing.T) {
 	dir := os.Getenv("RECKON_REPORT_SAMPLE")
 	if dir == "" {

@@ -56,4 +56,7 @@ const (
 	// CodeUncalibrated: a numerical check whose bound cannot tell a real error from rounding, or
 	// numerics without the under-load pass.
 	CodeUncalibrated = "uncalibrated"
+	// CodeUnused: a config that no check and no workload uses: it would be launched (and its
+	// health judged) for nothing the spec asks about.
+	CodeUnused = "unused-config"
 )

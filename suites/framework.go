@@ -108,6 +108,8 @@ type configState struct {
 	engineVersion string
 	// allreduce is the evidence of the allreduce the engine ran (nil: not gathered).
 	allreduce *gate.AllReduceEvidence
+	// serverMemory is the memory plan the engine reported at /server_info (server_memory.go).
+	serverMemory map[string]float64
 	// replayed marks a config read back from a shard's results.json by reckon merge: it was
 	// launched (in that shard) although this process holds no instance of it.
 	replayed bool
@@ -324,6 +326,7 @@ func (fw *framework) launchConfig(ctx context.Context, cs *configState) {
 	} else {
 		log.WithField("url", inst.BaseURL()).Info("engine ready")
 		fw.recordEngineVersion(ctx, cs)
+		fw.recordServerMemory(ctx, cs)
 	}
 	fw.refreshReport(cs)
 	fw.gatherAllReduceEvidence(ctx, cs)
@@ -345,6 +348,7 @@ func (fw *framework) refreshReport(cs *configState) {
 		if cs.allreduce != nil && cs.allreduce.Effective != gate.BackendUnknown {
 			m["allreduce"] = cs.allreduce.Effective // what ran, over what the log says
 		}
+		mergeServerMemory(m, cs.serverMemory)
 		fw.mu.Lock()
 		rc := fw.reportConfig(cs.name)
 		rc.Engine = m

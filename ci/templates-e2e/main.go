@@ -250,7 +250,7 @@ func recordBaselines(work string, env []string, log io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if out, err := sh(work, env, rk, "baseline", "record", "--from", "out/results.json", "--dir", ".reckon/baselines"); err != nil {
+	if out, err := sh(work, env, rk, "baseline", "record", "--from", "out/results.json", "--baselines", ".reckon/baselines"); err != nil {
 		return fmt.Errorf("%s", out)
 	}
 	return commitAll(work, env, "reckon: baselines of this testbed")

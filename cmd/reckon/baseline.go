@@ -47,7 +47,7 @@ type baselineFlags struct {
 func newBaselineRecordCmd() *cobra.Command {
 	var f baselineFlags
 	cmd := &cobra.Command{
-		Use:   "record --from RESULTS [--dir baselines] [--force] [--merge]",
+		Use:   "record --from RESULTS [--baselines DIR] [--force] [--merge]",
 		Short: "Write the trials of a run's results.json as the baseline of its testbed and spec",
 		Long: `record writes baselines/<testbed-key>/<spec-name>.json from a run's results.json: every config with
 throughput trials, every workload, every metric, all samples. The write is atomic (temporary file +
@@ -92,7 +92,7 @@ into one file.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.from, "from", "", "results.json of the run to record (required)")
-	fl.StringVar(&f.dir, "dir", "baselines", "baselines directory (one folder per testbed)")
+	baselinesFlag(fl, &f.dir)
 	fl.BoolVar(&f.force, "force", false, "replace an existing baseline (or, with --merge, existing configs)")
 	fl.BoolVar(&f.merge, "merge", false, "add the run's configs to the existing baseline instead of replacing it")
 	fl.StringVar(&f.note, "note", "", "free-text note stored in the provenance (why it was recorded)")
@@ -102,7 +102,7 @@ into one file.`,
 func newBaselineDiffCmd() *cobra.Command {
 	var f baselineFlags
 	cmd := &cobra.Command{
-		Use:   "diff --from RESULTS [--dir baselines] [--json]",
+		Use:   "diff --from RESULTS [--baselines DIR] [--json]",
 		Short: "Show what recording RESULTS would change in the stored baseline",
 		Long: `diff prints, per config, workload and metric, the stored median and sample count against the new
 ones (added, removed, changed, unchanged), without writing anything. Use it in review before
@@ -130,7 +130,7 @@ ones (added, removed, changed, unchanged), without writing anything. Use it in r
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.from, "from", "", "results.json of the run (required)")
-	fl.StringVar(&f.dir, "dir", "baselines", "baselines directory")
+	baselinesFlag(fl, &f.dir)
 	fl.BoolVar(&f.json, "json", false, "print JSON")
 	return cmd
 }
@@ -139,7 +139,7 @@ func newBaselineShowCmd() *cobra.Command {
 	var dir string
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "show [FILE | TESTBED-KEY [SPEC]] [--dir baselines]",
+		Use:   "show [FILE | TESTBED-KEY [SPEC]] [--baselines DIR]",
 		Short: "List the stored baselines, or summarise one",
 		Args:  cobra.MaximumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -171,7 +171,7 @@ func newBaselineShowCmd() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&dir, "dir", "baselines", "baselines directory")
+	baselinesFlag(cmd.Flags(), &dir)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the baseline file")
 	return cmd
 }

@@ -29,7 +29,12 @@ type doctorTool struct {
 
 // doctorReport is the JSON output of `reckon doctor --json`.
 type doctorReport struct {
-	ID      string               `json:"id"`
+	// ID is the testbed key reckon gate uses for this machine and the engine given (--spec or
+	// --engine); without one, "" (the engine is part of the key) and Keys has one per engine.
+	ID string `json:"id"`
+	// Keys is the testbed key per engine kind, the folder under baselines/ a gate run of a spec of
+	// that engine uses on this machine.
+	Keys    map[string]string    `json:"keys"`
 	Testbed *testbed.Fingerprint `json:"testbed"`
 	Tools   []doctorTool         `json:"tools"`
 }
@@ -68,7 +73,10 @@ The engine is part of the fingerprint: give it with --engine, or --spec to take 
 			if err != nil {
 				return withExitCode(3, err)
 			}
-			rep := doctorReport{ID: fp.Key(), Testbed: fp, Tools: findTools(ctx)}
+			rep := doctorReport{Keys: gateKeys(fp), Testbed: fp, Tools: findTools(ctx)}
+			if fp.Engine != "" {
+				rep.ID = fp.Key() // the key reckon gate computes: the fingerprint with the spec's engine
+			}
 			if asJSON {
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				enc.SetIndent("", "  ")
@@ -145,21 +153,40 @@ for n in ("sglang", "vllm", "torch"):
 	return tools
 }
 
+// gateKeys is the testbed key reckon gate would use on this machine for each engine kind: the
+// engine is part of the key (suites: testbed.Detect, then the spec's engine.kind).
+func gateKeys(fp *testbed.Fingerprint) map[string]string {
+	keys := map[string]string{}
+	for _, kind := range []string{spec.EngineSGLang, spec.EngineVLLM} {
+		c := *fp
+		c.Engine, c.EngineVersion = kind, ""
+		keys[kind] = c.Key()
+	}
+	if fp.Engine != "" {
+		keys[fp.Engine] = fp.Key()
+	}
+	return keys
+}
+
 func printDoctor(w io.Writer, rep doctorReport) error {
 	fp := rep.Testbed
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "testbed\t%s\n", rep.ID)
-	fmt.Fprintf(tw, "summary\t%s\n", fp.Summary())
-	fmt.Fprintf(tw, "baselines\tbaselines/%s/<spec>.json\n", rep.ID)
-	if fp.Engine != "" {
+	if rep.ID != "" {
+		fmt.Fprintf(tw, "testbed\t%s (the key reckon gate uses for %s specs here)\n", rep.ID, fp.Engine)
+		fmt.Fprintf(tw, "summary\t%s\n", fp.Summary())
+		fmt.Fprintf(tw, "baselines\tbaselines/%s/<spec>.json\n", rep.ID)
 		v := fp.EngineVersion
 		if v == "" {
 			v = "version not given"
 		}
 		fmt.Fprintf(tw, "engine\t%s (%s)\n", fp.Engine, v)
 	} else {
-		// The engine name is part of the key: without it this is not the folder a gate run uses.
-		fmt.Fprintf(tw, "note\tthe gate keys baselines with the spec's engine too; pass --spec FILE or --engine sglang|vllm to see that folder\n")
+		// The engine kind is part of the key: one per kind, as reckon gate computes them.
+		for _, kind := range []string{spec.EngineSGLang, spec.EngineVLLM} {
+			fmt.Fprintf(tw, "testbed\t%s (reckon gate's key for %s specs here; --spec FILE picks one)\n", rep.Keys[kind], kind)
+		}
+		fmt.Fprintf(tw, "summary\t%s\n", fp.Summary())
+		fmt.Fprintf(tw, "baselines\tbaselines/<testbed>/<spec>.json\n")
 	}
 	fmt.Fprintf(tw, "cpu\t%s, %d CPUs available\n", fp.CPU.Model, fp.CPU.Logical)
 	for _, g := range fp.GPUs {

@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/sirupsen/logrus"
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/reckon-ci/reckon/history"
 	"github.com/reckon-ci/reckon/reporters"
@@ -32,8 +33,11 @@ KV cache, memory plan), runs the numerics probe and the throughput trials the ch
 judges the cross-config checks (equivalence, relative floors, statistical gates against another
 config or the stored baseline of this testbed).
 
-Reports go to OUT: junit.xml, results.json, summary.md (also printed) and report.html. The
-closing line states the verdict and every count, e.g.
+Reports go to OUT: junit.xml, results.json, summary.md (for $GITHUB_STEP_SUMMARY and PR comments)
+and report.html. The terminal gets a plain-text report (colour only on a terminal; NO_COLOR turns it
+off): the failures first with their reasons, then the checks that decided nothing with what would
+decide them (trials or launches needed), then one row per config. The closing line states the
+verdict and every count, e.g.
   FAIL: 12 passed, 1 failed, 0 errors, 1 inconclusive, 0 no baseline, 2 skipped, 0 not run
 
 Exit code: 0 green (nothing failed or errored, something passed); 1 a check failed, or the run
@@ -114,10 +118,9 @@ the shards' output directories into one results.json, junit.xml, summary.md and 
 				}
 				return withExitCode(3, err)
 			}
-			summary, rerr := os.ReadFile(filepath.Join(opts.OutDir, "summary.md"))
-			if rerr == nil && !quiet {
+			if !quiet {
 				fmt.Fprintln(cmd.OutOrStdout())
-				fmt.Fprintln(cmd.OutOrStdout(), string(summary))
+				printTerminalReport(cmd.OutOrStdout(), run)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "reports: %s (junit.xml, results.json, summary.md, report.html); %s to verdict\n", opts.OutDir, time.Since(start).Round(time.Second))
 			if run.Shard != nil && len(run.Shard.Configs) == 0 {
@@ -146,7 +149,7 @@ the shards' output directories into one results.json, junit.xml, summary.md and 
 	f.StringVar(&shardBy, "shard-by", suites.ShardByGroup, "with --shard: group (configs tied by a cross-config check stay together) or config (every config alone; reckon merge judges the split checks, same testbed key only)")
 	f.DurationVar(&opts.Timeout, "timeout", 0, "bound on the whole run; when it elapses the run is interrupted and red (0: only each step's own timeouts)")
 	f.BoolVarP(&opts.Verbose, "verbose", "v", false, "print every spec as it runs")
-	f.BoolVar(&quiet, "quiet", false, "do not print the Markdown summary")
+	f.BoolVar(&quiet, "quiet", false, "print only the report paths and the closing line, not the terminal report")
 	f.StringVar(&historyFlag, "history", "", "results history (a file path, sqlite://PATH or postgres://...; default $RECKON_HISTORY): checks against: history are judged with it and the run is appended to it")
 	return cmd
 }
@@ -185,4 +188,22 @@ func runExit(run *reporters.Run, err error) error {
 		return withExitCode(code, nil)
 	}
 	return nil
+}
+
+// printTerminalReport writes run's plain-text report to w (reporters.WriteTerminal), in colour
+// when w is a terminal and NO_COLOR is not set.
+func printTerminalReport(w io.Writer, run *reporters.Run) {
+	if err := reporters.WriteTerminal(w, run, reporters.TerminalOptions{Color: colorOutput(w)}); err != nil {
+		logrus.WithError(err).Warn("terminal report")
+	}
+}
+
+// colorOutput reports whether w is a terminal that should get colour: a TTY, NO_COLOR unset
+// (https://no-color.org) and TERM not "dumb".
+func colorOutput(w io.Writer) bool {
+	if os.Getenv("NO_COLOR") != "" || os.Getenv("TERM") == "dumb" {
+		return false
+	}
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
 }

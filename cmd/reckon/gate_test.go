@@ -99,7 +99,7 @@ func TestSpecCheckRejectsWhatTheEngineDrops(t *testing.T) {
 		t.Fatalf("exit %d, want 2\n%s", code, out)
 	}
 	for _, want := range []string{
-		bad + ":8:1: configs[1].speculative.num_draft_tokens: config e: num_draft_tokens 8 with num_steps 3",
+		bad + ":9:68: configs[1].speculative.num_draft_tokens: config e: num_draft_tokens 8 with num_steps 3",
 		bad + ":12:13: checks[0].metric: vllm's logs never report available_gpu_mem_gib",
 	} {
 		if !strings.Contains(out, want) {

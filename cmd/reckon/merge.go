@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 
 	"github.com/sirupsen/logrus"
@@ -22,7 +21,8 @@ func newMergeCmd() *cobra.Command {
 		Short: "Join the output directories of reckon gate --shard I/N into one verdict",
 		Long: `merge reads the results.json of every shard of one spec (reckon gate --shard 1/N ... N/N,
 each in its own output directory, e.g. the artifacts of a CI matrix) and writes one results.json,
-junit.xml, summary.md and report.html to --out, with one closing line and exit code as reckon gate.
+junit.xml, summary.md and report.html to --out, prints the terminal report, and ends with one closing
+line and exit code as reckon gate.
 
 Checks a shard judged alone are kept as judged. Statistical checks are judged again over the whole
 run (one Holm-Bonferroni family, as an unsharded run). Cross-config checks whose configs ran on
@@ -64,8 +64,9 @@ infrastructure errors only.`,
 				}
 				return withExitCode(3, err)
 			}
-			if summary, rerr := os.ReadFile(filepath.Join(opts.OutDir, "summary.md")); rerr == nil && !quiet {
-				fmt.Fprintln(cmd.OutOrStdout(), string(summary))
+			if !quiet {
+				printTerminalReport(cmd.OutOrStdout(), run)
+				fmt.Fprintln(cmd.OutOrStdout())
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "merged %d shards into %s (junit.xml, results.json, summary.md, report.html)\n", len(args), opts.OutDir)
 			fmt.Fprintln(cmd.OutOrStdout(), closingLine(run))
@@ -79,6 +80,6 @@ infrastructure errors only.`,
 	f.BoolVar(&opts.Strict, "strict", false, "fail no_baseline and inconclusive checks (default: on when every shard ran with --strict)")
 	f.BoolVar(&opts.RequireBaseline, "require-baseline", false, "fail statistical checks that have no stored baseline for their testbed")
 	f.BoolVar(&opts.AllowMixed, "allow-mixed", false, "merge shards of different commits (the merged run is red and says which ran which) instead of refusing them")
-	f.BoolVar(&quiet, "quiet", false, "do not print the Markdown summary")
+	f.BoolVar(&quiet, "quiet", false, "print only the report paths and the closing line, not the terminal report")
 	return cmd
 }

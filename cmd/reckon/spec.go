@@ -8,9 +8,12 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 
+	"github.com/goccy/go-yaml"
+	"github.com/goccy/go-yaml/parser"
 	"github.com/spf13/cobra"
 
 	"github.com/reckon-ci/reckon/engine"
@@ -173,6 +176,45 @@ func printSpecCheck(w io.Writer, r specCheckResult) {
 	for _, d := range s.DerivedTwins {
 		fmt.Fprintf(w, "  derived twin %s: %s\n", d.Config, d.Reason)
 	}
+	// Each config's command line as its engine adapter builds it (the harness adds --host and
+	// --port at launch), environment first.
+	for _, l := range r.Launches {
+		if len(l.Argv) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "  %s: %s\n", l.Config, commandLine(l.Env, l.Argv))
+	}
+}
+
+// commandLine renders an environment and argv as one shell-quoted line, e.g.
+// "NCCL_ALGO=Tree bin/refengine --tp-size 8 --disable-custom-all-reduce".
+func commandLine(env map[string]string, argv []string) string {
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, 0, len(keys)+len(argv))
+	for _, k := range keys {
+		parts = append(parts, k+"="+shellQuote(env[k]))
+	}
+	for _, a := range argv {
+		parts = append(parts, shellQuote(a))
+	}
+	return strings.Join(parts, " ")
+}
+
+// shellQuote quotes s for a POSIX shell when it holds anything but plain word characters.
+func shellQuote(s string) string {
+	if s == "" {
+		return "''"
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:=,+@%", r)) {
+			return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+		}
+	}
+	return s
 }
 
 func plural(n int, what string) string {
@@ -230,7 +272,80 @@ func checkSpecFile(path string) (r specCheckResult) {
 	all = append(all, suites.EngineProblems(s)...)
 	all = append(all, missingPaths(s)...)
 	all = append(all, uncalibratedChecks(s)...)
+	all = append(all, unusedConfigs(s)...)
+	refinePositions(path, all)
 	return r
+}
+
+// unusedConfigs warns about configs that no check names (as its config, one of its configs, the
+// config compared against, base, head, twin or oracle; a floor without configs names all) and no
+// workload lists: the gate would launch them and judge only that they started.
+func unusedConfigs(s *spec.Spec) spec.ErrorList {
+	used := map[string]bool{}
+	for _, c := range s.Checks {
+		if (c.Kind == spec.KindFloor || c.Kind == spec.KindExpect) && len(c.Configs) == 0 {
+			return nil // a check on every config
+		}
+		for _, n := range append([]string{c.Config, c.Of, c.Base, c.Head, c.Twin, c.Oracle, c.AgainstConfig}, c.Configs...) {
+			used[n] = true
+		}
+	}
+	for _, d := range s.DerivedTwins {
+		used[d.Config] = true
+	}
+	var out spec.ErrorList
+	for i, c := range s.Configs {
+		if used[c.Name] || len(s.WorkloadsFor(c.Name)) > 0 {
+			continue
+		}
+		out = append(out, &spec.Error{Severity: diag.Warning, Code: spec.CodeUnused, File: s.File, Line: c.Line, Field: fmt.Sprintf("configs[%d]", i),
+			Msg: fmt.Sprintf("config %s is used by no check and no workload: the gate would launch it and judge only that it started; add a check or an expect, or remove it", c.Name)})
+	}
+	return out
+}
+
+// refinePositions points each diagnostic whose field path names a node deeper than its line
+// (e.g. configs[1].speculative.num_draft_tokens reported at the config's line) at that node in
+// the file. Diagnostics whose path the file does not hold (an inherited setting) keep theirs.
+func refinePositions(path string, list spec.ErrorList) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return
+	}
+	f, err := parser.ParseBytes(data, 0)
+	if err != nil {
+		return
+	}
+	for _, d := range list {
+		if d.Field == "" || d.File != path && d.File != "" {
+			continue
+		}
+		p, err := yaml.PathString("$." + d.Field)
+		if err != nil {
+			continue
+		}
+		n, err := p.FilterFile(f)
+		if err != nil || n == nil {
+			continue
+		}
+		if tk := n.GetToken(); tk != nil && tk.Position != nil && tk.Position.Line > d.Line {
+			// The value's line, at its key where the line has it (a reader looks there), else at
+			// the line's first non-blank column.
+			d.Line, d.Column = tk.Position.Line, tk.Position.Column
+			if lines := strings.Split(string(data), "\n"); d.Line <= len(lines) {
+				l := lines[d.Line-1]
+				key := d.Field[strings.LastIndexByte(d.Field, '.')+1:] // "command[0]" -> "command"
+				if i := strings.IndexByte(key, '['); i >= 0 {
+					key = key[:i]
+				}
+				if i := strings.Index(l, key+":"); key != "" && i >= 0 {
+					d.Column = i + 1
+				} else if c := len(l) - len(strings.TrimLeft(l, " -")); c < d.Column {
+					d.Column = c + 1
+				}
+			}
+		}
+	}
 }
 
 // missingPaths lists the files the run will read that do not exist: numerics prompts, workload

@@ -92,8 +92,10 @@ func TestSpecCheckBadSpec(t *testing.T) {
 		"OK " + good + ": spec sglang-8gpu-pcie",
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != len(want) {
-		t.Fatalf("got %d lines, want %d:\n%s", len(lines), len(want), out)
+	// After the OK line, each config's command line (docs/spec.md).
+	if len(lines) != len(want)+2 || !strings.HasPrefix(lines[len(want)], "  nccl: NCCL_DEBUG=WARN python3 -m sglang.launch_server ") ||
+		!strings.HasPrefix(lines[len(want)+1], "  custom-ar: ") {
+		t.Fatalf("got %d lines, want %d and the 2 configs' command lines:\n%s", len(lines), len(want), out)
 	}
 	for i, w := range want {
 		if !strings.HasPrefix(lines[i], w) {
@@ -153,7 +155,7 @@ configs:
 		t.Fatalf("exit %d, want 2\nstdout:\n%s\nstderr:\n%s", code, out, errs)
 	}
 	want := p + ":6: configs[1]: config eagle-tree cannot be launched: vllm: speculative: eagle topk 4"
-	if !strings.HasPrefix(out, want) {
+	if !strings.Contains(out, want) {
 		t.Errorf("output:\n%s\nwant prefix:\n%s", out, want)
 	}
 	// SGLang drafts trees: the same settings are fine there.
@@ -176,8 +178,8 @@ checks:
 		t.Fatalf("warnings must not fail the file: exit %d\n%s%s", code, out, errs)
 	}
 	for _, want := range []string{
-		p + ": warning: engine.command[0]: program ./no/such/engine does not exist",
-		p + ": warning: numerics.prompts: prompts file " + filepath.Join(filepath.Dir(p), "no/such/prompts.jsonl") + " does not exist (data files are relative to the spec file)",
+		p + ":2:24: warning: engine.command[0]: program ./no/such/engine does not exist",
+		p + ":4:12: warning: numerics.prompts: prompts file " + filepath.Join(filepath.Dir(p), "no/such/prompts.jsonl") + " does not exist (data files are relative to the spec file)",
 		"OK " + p + ": spec paths",
 	} {
 		if !strings.Contains(out, want) {
@@ -431,7 +433,8 @@ workloads:
 	if code != 2 {
 		t.Fatalf("exit %d, want 2\n%s%s", code, out, errs)
 	}
-	want := p + ":4: warning: configs[0].command[0]: program ./no/such/vllm does not exist (programs are relative to where reckon runs)\n" +
+	want := p + ":4: warning: configs[0]: config nccl is used by no check and no workload: the gate would launch it and judge only that it started; add a check or an expect, or remove it\n" +
+		p + ":6:5: warning: configs[0].command[0]: program ./no/such/vllm does not exist (programs are relative to where reckon runs)\n" +
 		p + ":7: configs[1]: config eagle-tree cannot be launched: "
 	if !strings.HasPrefix(out, want) {
 		t.Errorf("output:\n%s\nwant prefix:\n%s", out, want)
@@ -459,11 +462,41 @@ workloads:
 		t.Fatalf("not one JSON object: %v\n%s", err, out)
 	}
 	wantDiags := []diagnostic{
-		{"warning", "missing-path", "configs[0].command[0]", 4},
+		{"warning", "unused-config", "configs[0]", 4},
+		{"warning", "missing-path", "configs[0].command[0]", 6},
 		{"error", "unsupported", "configs[1]", 7},
+		{"warning", "unused-config", "configs[1]", 7},
 		{"warning", "missing-path", "workloads[0].dataset", 10},
 	}
-	if r.Valid || !reflect.DeepEqual(r.Diagnostics, wantDiags) || len(r.Errors) != 1 || len(r.Warnings) != 2 {
+	if r.Valid || !reflect.DeepEqual(r.Diagnostics, wantDiags) || len(r.Errors) != 1 || len(r.Warnings) != 4 {
 		t.Errorf("--json: valid %v\ndiagnostics %+v\nwant %+v\nerrors %+v\nwarnings %+v", r.Valid, r.Diagnostics, wantDiags, r.Errors, r.Warnings)
+	}
+}
+
+// TestSpecCheckUnusedConfig: a config no check and no workload uses is warned about at its line;
+// one a workload lists, or a floor on every config covers, is not.
+func TestSpecCheckUnusedConfig(t *testing.T) {
+	p := writeSpec(t, "unused.yaml", `name: u
+engine: {kind: sglang, model: m, tp_size: 2}
+configs:
+  - name: a
+  - name: b
+  - name: c
+workloads:
+  - {name: w, configs: [c], concurrency: 4, num_prompts: 8, input_len: 8, output_len: 8}
+checks:
+  - {kind: expect, configs: [a], allreduce: custom}
+`)
+	out, errs, code := runSpecCmd(t, "check", p)
+	if code != 0 {
+		t.Fatalf("a warning must not fail the file: exit %d\n%s%s", code, out, errs)
+	}
+	if !strings.Contains(out, p+":5: warning: configs[1]: config b is used by no check and no workload") ||
+		strings.Contains(out, "config a is used") || strings.Contains(out, "config c is used") {
+		t.Errorf("unused-config warnings:\n%s", out)
+	}
+	// Each config's command line follows the OK line.
+	if !strings.Contains(out, "\n  b: python3 -m sglang.launch_server --model-path m --tp-size 2") {
+		t.Errorf("no command line for config b:\n%s", out)
 	}
 }

@@ -1,0 +1,303 @@
+package reporters
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// TerminalOptions say how WriteTerminal renders.
+type TerminalOptions struct {
+	// Color adds ANSI colours (set it only when the output is a terminal and NO_COLOR is unset).
+	Color bool
+	// MaxFailures bounds the failures listed (the rest are counted); 0 means 20.
+	MaxFailures int
+}
+
+// Per-item limits of the terminal report.
+const (
+	termLineRunes   = 300
+	termDefaultFail = 20
+	termUndecided   = 12
+)
+
+// WriteTerminal writes the report a person reads in a terminal after reckon gate or reckon
+// merge: plain text (no Markdown or HTML), coloured only when opts.Color is set. It leads with
+// the verdict and counts, then the failures and errors with their one-line reasons and
+// explanations, then the undecided checks with what would decide them (NextStep), then a compact
+// table of the configs. The closing line (verdict and every count) is the command's own.
+func WriteTerminal(w io.Writer, r *Run, opts TerminalOptions) error {
+	if r == nil {
+		return fmt.Errorf("write terminal report: nil run")
+	}
+	if _, err := io.WriteString(w, renderTerminal(r, opts)); err != nil {
+		return fmt.Errorf("write terminal report: %w", err)
+	}
+	return nil
+}
+
+// termText is the one place engine and spec text enters the terminal report: cleaned of escape
+// sequences and control characters and folded onto one line of at most maxRunes runes.
+func termText(s string, maxRunes int) string { return oneLine(s, maxRunes) }
+
+// ANSI styles of the terminal report.
+const (
+	ansiReset  = "\x1b[0m"
+	ansiBold   = "\x1b[1m"
+	ansiDim    = "\x1b[2m"
+	ansiRed    = "\x1b[31m"
+	ansiGreen  = "\x1b[32m"
+	ansiYellow = "\x1b[33m"
+)
+
+type termWriter struct {
+	b     strings.Builder
+	color bool
+}
+
+// style wraps s in an ANSI style when colour is on.
+func (t *termWriter) style(code, s string) string {
+	if !t.color || s == "" {
+		return s
+	}
+	return code + s + ansiReset
+}
+
+func (t *termWriter) line(format string, args ...any) {
+	fmt.Fprintf(&t.b, format, args...)
+	t.b.WriteByte('\n')
+}
+
+func renderTerminal(r *Run, opts TerminalOptions) string {
+	t := &termWriter{color: opts.Color}
+	maxFail := opts.MaxFailures
+	if maxFail <= 0 {
+		maxFail = termDefaultFail
+	}
+	checks := effectiveChecks(r)
+	n := countChecks(checks)
+
+	verdict, vstyle := r.Verdict(), ansiRed
+	if verdict == VerdictPass {
+		vstyle = ansiGreen
+	} else if verdict == VerdictInterrupted {
+		vstyle = ansiYellow
+	}
+	title := "reckon gate on " + termText(r.SpecName, 120)
+	if r.Engine != "" {
+		title += " (" + termText(r.Engine, 40) + ")"
+	}
+	t.line("%s  %s", t.style(ansiBold+vstyle, verdict), t.style(ansiBold, title))
+	var meta []string
+	meta = append(meta, fmt.Sprintf("%d checks", n.Total))
+	if r.TestbedKey != "" {
+		meta = append(meta, "testbed "+termText(r.TestbedKey, 80))
+	}
+	if !r.StartedAt.IsZero() && r.FinishedAt.After(r.StartedAt) {
+		meta = append(meta, fmtDuration(r.FinishedAt.Sub(r.StartedAt).Seconds()))
+	}
+	for _, p := range provenance(r) {
+		meta = append(meta, p[0]+" "+termText(p[1], 60))
+	}
+	if r.Strict {
+		meta = append(meta, "--strict")
+	}
+	if r.LabelFilter != "" {
+		meta = append(meta, "filter "+termText(r.LabelFilter, 80))
+	}
+	if sh := shardLine(r); sh != "" {
+		meta = append(meta, termText(sh, 120))
+	}
+	t.line("  %s", t.style(ansiDim, strings.Join(meta, " · ")))
+	if r.Interrupted {
+		why := ""
+		if r.InterruptReason != "" {
+			why = " (" + termText(r.InterruptReason, 200) + ")"
+		}
+		t.line("  %s", t.style(ansiYellow, fmt.Sprintf("interrupted%s: results are partial; %d selected checks were not run", why, n.NotRun)))
+	}
+
+	var bad []*Check
+	for i := range checks {
+		if s := checkStatus(&checks[i]); s == StatusFailed || s == StatusError {
+			bad = append(bad, &checks[i])
+		}
+	}
+	if len(bad) > 0 {
+		t.line("")
+		t.line("%s", t.style(ansiBold, fmt.Sprintf("Failures (%d)", len(bad))))
+		for i, c := range bad {
+			if i == maxFail {
+				t.line("  ... and %d more (summary.md, report.html)", len(bad)-i)
+				break
+			}
+			termFailure(t, r, c)
+		}
+	}
+
+	if und := undecided(checks); len(und) > 0 {
+		t.line("")
+		t.line("%s", t.style(ansiBold, fmt.Sprintf("Undecided (%d): neither passed nor failed%s", len(und), map[bool]string{true: "; --strict fails them", false: ""}[!r.Strict])))
+		for i, c := range und {
+			if i == termUndecided {
+				t.line("  ... and %d more", len(und)-i)
+				break
+			}
+			where := c.Config
+			if where == "" {
+				where = CrossConfig
+			}
+			t.line("  %s %s · %s: %s", t.style(ansiYellow, "UNDECIDED"), termText(where, 60), termText(c.Name, 120), termText(c.outcomeText(), 40))
+			if msg := termText(c.Message, termLineRunes); msg != "" {
+				t.line("      %s", msg)
+			}
+			if next := NextStep(c); next != "" {
+				t.line("      next: %s", termText(next, termLineRunes))
+			}
+		}
+	}
+
+	if tbl := termConfigTable(r, checks); tbl != "" {
+		t.line("")
+		t.line("%s", t.style(ansiBold, "Configs"))
+		t.b.WriteString(tbl)
+	}
+	return t.b.String()
+}
+
+// termFailure is one failure: status, config, check and the one-line verdict, then why and, for
+// an infrastructure error, the engine log's last line and where the whole log is.
+func termFailure(t *termWriter, r *Run, c *Check) {
+	tag := t.style(ansiRed+ansiBold, "FAIL ")
+	if checkStatus(c) == StatusError {
+		tag = t.style(ansiYellow+ansiBold, "ERROR")
+	}
+	where := c.Config
+	if where == "" {
+		where = CrossConfig
+	}
+	msg := termText(c.Message, termLineRunes)
+	if msg == "" {
+		msg = termText(c.Kind, 40) + " check failed"
+	}
+	t.line("  %s %s · %s", tag, t.style(ansiBold, termText(where, 60)), termText(c.Name, 120))
+	t.line("      %s", msg)
+	if e := explanation(r, c); e != "" {
+		t.line("      why: %s", termText(e, 2*termLineRunes))
+	}
+	if checkStatus(c) == StatusError {
+		if cfg := r.config(c.Config); cfg != nil {
+			if last := termText(lastLines(cleanText(cfg.LogTail), 1), termLineRunes); last != "" {
+				t.line("      log: %s", last)
+			}
+			if cfg.LogPath != "" {
+				t.line("      full log: %s", termText(cfg.LogPath, 200))
+			}
+		}
+	}
+}
+
+// termConfigTable is one row per config: launches, allreduce, KV cache, median output throughput
+// (as the verdicts compute it) and its checks' tally.
+func termConfigTable(r *Run, checks []Check) string {
+	if len(r.Configs) == 0 {
+		return ""
+	}
+	rows := [][]string{{"config", "launches", "allreduce", "KV tokens", "KV GiB", "output tok/s", "checks"}}
+	right := []bool{false, true, false, true, true, true, false}
+	tally := map[string]*Counts{}
+	for i := range checks {
+		c := &checks[i]
+		if tally[c.Config] == nil {
+			tally[c.Config] = &Counts{}
+		}
+		one := countChecks([]Check{*c})
+		add(tally[c.Config], one)
+	}
+	for i := range r.Configs {
+		c := &r.Configs[i]
+		name := termText(c.Name, 40)
+		if c.LaunchError != "" {
+			name += " (did not start)"
+		}
+		tput := strings.Join(throughputTexts(r, c), "; ")
+		rows = append(rows, []string{
+			name, strconv.Itoa(c.Launches), orDash(termText(str(c.Engine, keyAllreduce), 20)),
+			orDash(trimDash(mdNum(c.Engine, keyKVTokens))), orDash(trimDash(mdNum(c.Engine, keyKVGiB))),
+			orDash(termText(tput, 80)), tallyText(tally[c.Name]),
+		})
+	}
+	if ct := tally[""]; ct != nil {
+		rows = append(rows, []string{CrossConfig, "", "", "", "", "", tallyText(ct)})
+	}
+	widths := make([]int, len(rows[0]))
+	for _, row := range rows {
+		for j, cell := range row {
+			widths[j] = max(widths[j], utf8.RuneCountInString(cell))
+		}
+	}
+	var b strings.Builder
+	for _, row := range rows {
+		b.WriteString(" ")
+		for j, cell := range row {
+			pad := strings.Repeat(" ", widths[j]-utf8.RuneCountInString(cell))
+			b.WriteString(" ")
+			if right[j] {
+				b.WriteString(pad + cell)
+			} else if j < len(row)-1 {
+				b.WriteString(cell + pad)
+			} else {
+				b.WriteString(cell)
+			}
+			b.WriteString(" ")
+		}
+		b.WriteString("\n")
+	}
+	out := b.String()
+	lines := strings.Split(out, "\n")
+	for i := range lines {
+		lines[i] = strings.TrimRight(lines[i], " ")
+	}
+	return strings.Join(lines, "\n")
+}
+
+// trimDash turns mdNum's "–" for a missing value into "".
+func trimDash(s string) string {
+	if s == "–" {
+		return ""
+	}
+	return s
+}
+
+func add(dst *Counts, c Counts) {
+	dst.Total += c.Total
+	dst.Passed += c.Passed
+	dst.Failed += c.Failed
+	dst.Errors += c.Errors
+	dst.Inconclusive += c.Inconclusive
+	dst.NoBaseline += c.NoBaseline
+	dst.Skipped += c.Skipped
+	dst.NotRun += c.NotRun
+}
+
+// tallyText is a config's checks in a few words, e.g. "3 passed, 1 failed, 1 undecided".
+func tallyText(c *Counts) string {
+	if c == nil || c.Total == 0 {
+		return "-"
+	}
+	var parts []string
+	put := func(n int, what string) {
+		if n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, what))
+		}
+	}
+	put(c.Passed, "passed")
+	put(c.Failed, "failed")
+	put(c.Errors, map[bool]string{true: "error", false: "errors"}[c.Errors == 1])
+	put(c.Inconclusive+c.NoBaseline, "undecided")
+	put(c.Skipped, "skipped")
+	put(c.NotRun, "not run")
+	return strings.Join(parts, ", ")
+}
