@@ -504,8 +504,13 @@ func (r *StatResult) Verdict(check, config, against string) Verdict {
 		b.WriteString(r.launchDetails())
 	}
 	fmt.Fprintf(&b, "metric %s (%s), %d base vs %d head trials\n", r.Metric, r.Direction, r.NBase, r.NHead)
-	fmt.Fprintf(&b, "median %s -> %s (ratio %.4f, Hodges-Lehmann %.4f, %.1f%% CI %.4f–%.4f)\n",
-		num.Format(r.BaseMedian), num.Format(r.HeadMedian), r.Ratio, r.HLRatio, 100*r.CIConfidence, r.CILow, r.CIHigh)
+	if r.Launch != nil {
+		fmt.Fprintf(&b, "trial median %s -> %s; ratio of the geometric means of the launch means %.4f (%.1f%% CI %.4f–%.4f)\n",
+			num.Format(r.BaseMedian), num.Format(r.HeadMedian), r.Ratio, 100*r.CIConfidence, r.CILow, r.CIHigh)
+	} else {
+		fmt.Fprintf(&b, "median %s -> %s (ratio %.4f, Hodges-Lehmann %.4f, %.1f%% CI %.4f–%.4f)\n",
+			num.Format(r.BaseMedian), num.Format(r.HeadMedian), r.Ratio, r.HLRatio, 100*r.CIConfidence, r.CILow, r.CIHigh)
+	}
 	test, rank := "t-test on logs", "Mann-Whitney U"
 	if r.Launch != nil {
 		test, rank = "t-test on log launch means (Satterthwaite df)", "Mann-Whitney U on trials"
