@@ -73,13 +73,58 @@ type BaselineWorkload struct {
 // checked against the samples on load (a hand edit that breaks it is caught).
 type MetricSamples struct {
 	Samples []float64 `json:"samples"`
-	Median  float64   `json:"median"`
-	Unit    string    `json:"unit,omitempty"`
+	// Launches holds, parallel to Samples, the launch (1-based) of the config that ran each
+	// trial, when the recorded run relaunched its configs (a workload's launches > 1). Absent:
+	// every sample is of one launch. A baseline with several launches measures the testbed's
+	// between-launch variation, which every statistical verdict on its configs then uses.
+	Launches []int   `json:"launches,omitempty"`
+	Median   float64 `json:"median"`
+	Unit     string  `json:"unit,omitempty"`
 }
 
 // NewMetricSamples returns samples with their median filled in.
 func NewMetricSamples(samples []float64, unit string) MetricSamples {
 	return MetricSamples{Samples: samples, Median: num.Median(samples), Unit: unit}
+}
+
+// NewLaunchSamples returns samples tagged with their launches (nil or all-one launches are
+// dropped: one launch is the default).
+func NewLaunchSamples(samples []float64, launches []int, unit string) MetricSamples {
+	m := NewMetricSamples(samples, unit)
+	for _, l := range launches {
+		if l > 1 {
+			m.Launches = launches
+			break
+		}
+	}
+	return m
+}
+
+// Groups returns the samples grouped by launch, in launch order (one group without launches).
+func (m MetricSamples) Groups() [][]float64 {
+	return GroupByLaunch(m.Samples, m.Launches)
+}
+
+// GroupByLaunch groups values by the launch of each (parallel slices; a missing or zero launch
+// counts as launch 1), in launch order, leaving out launches without values.
+func GroupByLaunch(values []float64, launches []int) [][]float64 {
+	by := map[int][]float64{}
+	maxL := 1
+	for i, v := range values {
+		l := 1
+		if i < len(launches) && launches[i] > 0 {
+			l = launches[i]
+		}
+		by[l] = append(by[l], v)
+		maxL = max(maxL, l)
+	}
+	var out [][]float64
+	for l := 1; l <= maxL; l++ {
+		if len(by[l]) > 0 {
+			out = append(out, by[l])
+		}
+	}
+	return out
 }
 
 // Path returns the file the baseline was read from ("" for one built in memory).
@@ -105,6 +150,30 @@ func (b *Baseline) Samples(config, workload, metric string) []float64 {
 		if w.Name == workload {
 			if m, ok := w.Metrics[metric]; ok {
 				return append([]float64(nil), m.Samples...)
+			}
+		}
+	}
+	return nil
+}
+
+// LaunchGroups returns the stored samples of metric for config and workload grouped by launch
+// (nil when absent).
+func (b *Baseline) LaunchGroups(config, workload, metric string) [][]float64 {
+	if m := b.metric(config, workload, metric); m != nil {
+		return m.Groups()
+	}
+	return nil
+}
+
+func (b *Baseline) metric(config, workload, metric string) *MetricSamples {
+	c := b.Config(config)
+	if c == nil {
+		return nil
+	}
+	for _, w := range c.Workloads {
+		if w.Name == workload {
+			if m, ok := w.Metrics[metric]; ok {
+				return &m
 			}
 		}
 	}
@@ -275,6 +344,14 @@ func (b *Baseline) Validate() error {
 				for k, s := range m.Samples {
 					if err := domain.Measured(s, false); err != nil {
 						return fmt.Errorf("field %s.samples[%d]: %w", fm, k, err)
+					}
+				}
+				if len(m.Launches) > 0 && len(m.Launches) != len(m.Samples) {
+					return fmt.Errorf("field %s.launches: %d entries for %d samples; expected one launch per sample", fm, len(m.Launches), len(m.Samples))
+				}
+				for k, l := range m.Launches {
+					if l < 1 {
+						return fmt.Errorf("field %s.launches[%d]: %d; expected a launch number >= 1", fm, k, l)
 					}
 				}
 				if med := num.Median(m.Samples); math.Abs(med-m.Median) > 1e-9*math.Max(1, math.Abs(med)) {

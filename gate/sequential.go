@@ -121,9 +121,25 @@ func (p SequentialPlan) Decide(base, head []float64, m Metric, opts StatOptions)
 	if err := p.Validate(); err != nil {
 		return SequentialDecision{}, err
 	}
-	r := Compare(base, head, m, p.Options(opts))
+	return p.decideAt(Compare(base, head, m, p.Options(opts)), len(head)), nil
+}
+
+// DecideLaunches is Decide with launches as the unit (CompareLaunches): head's last launch is
+// the one adding trials, and the number of trials so far is that launch's.
+func (p SequentialPlan) DecideLaunches(base, head [][]float64, m Metric, opts StatOptions, ext LaunchNoise) (SequentialDecision, error) {
+	if err := p.Validate(); err != nil {
+		return SequentialDecision{}, err
+	}
+	n := 0
+	if len(head) > 0 {
+		n = len(head[len(head)-1])
+	}
+	return p.decideAt(CompareLaunches(base, head, m, p.Options(opts), ext), n), nil
+}
+
+// decideAt turns the comparison r after n trials into the plan's decision.
+func (p SequentialPlan) decideAt(r StatResult, n int) SequentialDecision {
 	d := SequentialDecision{Result: r}
-	n := len(head)
 	next, atLook := 0, n >= p.Max()
 	for _, look := range p.Looks {
 		if look == n {
@@ -135,23 +151,23 @@ func (p SequentialPlan) Decide(base, head []float64, m Metric, opts StatOptions)
 	}
 	switch {
 	case r.Outcome == StatError:
-		return d, nil
+		return d
 	case !atLook:
 		d.NeedMore, d.NextN = true, next
 		d.Result.Outcome = Undecided
 		d.Result.MoreTrials = next - n
 		d.Result.Reason = fmt.Sprintf("between looks of the sequential plan %s: run %d more trial(s) before deciding", lookText(p.Looks), next-n)
-		return d, nil
+		return d
 	case r.Outcome != Undecided:
-		return d, nil
+		return d
 	case next > 0:
 		d.NeedMore, d.NextN = true, next
 		d.Result.MoreTrials = next - n
 		d.Result.Reason += fmt.Sprintf("; sequential plan %s: run %d more trial(s)", lookText(p.Looks), next-n)
-		return d, nil
+		return d
 	default:
 		d.Result.Reason += fmt.Sprintf("; sequential plan %s exhausted", lookText(p.Looks))
-		return d, nil
+		return d
 	}
 }
 

@@ -151,9 +151,15 @@ type StatResult struct {
 	MaxTrials  int    `json:"max_trials"`
 	Reason     string `json:"reason"`
 
+	// Launch is set when launches are the unit of replication (CompareLaunches): the launch
+	// counts, each side's within- and between-launch noise, the between-launch variation the
+	// test used and where it came from, and, for an inconclusive outcome, the design that would
+	// decide. NBase and NHead then still count trials.
+	Launch *LaunchStats `json:"launch,omitempty"`
+
 	// internals for re-deciding after Holm and for the trial estimate
 	logDiff  float64 // mean(log head) - mean(log base), sign-adjusted so positive = worse
-	logSD    float64 // pooled standard deviation of the log values
+	logSD    float64 // pooled standard deviation of the log values (launch unit: the SE of logDiff)
 	worseHi  float64 // worst case of Worse within the confidence interval
 	betterHi float64 // best case of -Worse within the confidence interval
 }
@@ -336,6 +342,9 @@ func (r *StatResult) decide() {
 	}
 	r.PValue = lean
 	r.MoreTrials = 0
+	if r.Launch != nil {
+		r.Launch.NeedLaunches, r.Launch.NeedTrials, r.Launch.Decide = 0, 0, ""
+	}
 	rankOK := func(p float64) bool { return p <= r.RankAlpha*(1+1e-9) }
 	sigWorse := r.AdjPWorse <= alpha && rankOK(r.RankPWorse)
 	sigBetter := r.AdjPBetter <= alpha && rankOK(r.RankPBetter)
@@ -363,7 +372,17 @@ func (r *StatResult) decide() {
 		}
 	default:
 		r.Outcome = Undecided
-		r.MoreTrials = r.moreTrials(alpha)
+		if r.Launch != nil {
+			r.launchMoreText(alpha)
+			r.MoreTrials = 0
+			if l := r.Launch; l.NeedLaunches < 0 {
+				r.MoreTrials = -1
+			} else if l.NeedLaunches == max(1, min(l.LaunchesBase, l.LaunchesHead)) {
+				r.MoreTrials = l.NeedLaunches * max(0, l.NeedTrials-r.NHead/max(1, l.LaunchesHead))
+			}
+		} else {
+			r.MoreTrials = r.moreTrials(alpha)
+		}
 		why := "not significant"
 		switch {
 		case sigWorse || sigBetter:
@@ -414,6 +433,8 @@ func (r *StatResult) MoreTrialsText() string {
 	switch {
 	case r.Outcome != Undecided:
 		return ""
+	case r.Launch != nil && r.Launch.Decide != "":
+		return r.Launch.Decide
 	case r.MoreTrials < 0:
 		return fmt.Sprintf("more than %d trials per side would be needed to decide", r.MaxTrials)
 	default:
@@ -461,11 +482,41 @@ func (r *StatResult) Verdict(check, config, against string) Verdict {
 	v.Message = fmt.Sprintf("%s: %s %s%s (ratio %.2f, %.3g%% CI %.2f–%.2f, p=%s): %s", config, r.Metric,
 		num.Pct(r.Change), vs, r.Ratio, 100*r.CIConfidence, r.CILow, r.CIHigh, fmtP(r.PValue), strings.ReplaceAll(string(r.Outcome), "_", " "))
 	var b strings.Builder
+	if l := r.Launch; l != nil {
+		put := func(k string, x float64) {
+			if !math.IsNaN(x) && !math.IsInf(x, 0) {
+				v.Metrics[k] = x
+			}
+		}
+		put("launches_base", float64(l.LaunchesBase))
+		put("launches_head", float64(l.LaunchesHead))
+		put("within_launch_cv_base", l.Base.WithinCV)
+		put("within_launch_cv_head", l.Head.WithinCV)
+		put("between_launch_cv_base", l.Base.BetweenCV)
+		put("between_launch_cv_head", l.Head.BetweenCV)
+		put("between_launch_cv_used", l.BetweenCV)
+		if n := r.PriorNote(); n != "" {
+			v.Message += "; " + n
+		}
+		if r.Outcome == Undecided && l.Decide != "" {
+			v.Message += "; " + l.Decide
+		}
+		b.WriteString(r.launchDetails())
+	}
 	fmt.Fprintf(&b, "metric %s (%s), %d base vs %d head trials\n", r.Metric, r.Direction, r.NBase, r.NHead)
-	fmt.Fprintf(&b, "median %s -> %s (ratio %.4f, Hodges-Lehmann %.4f, %.1f%% CI %.4f–%.4f)\n",
-		num.Format(r.BaseMedian), num.Format(r.HeadMedian), r.Ratio, r.HLRatio, 100*r.CIConfidence, r.CILow, r.CIHigh)
-	fmt.Fprintf(&b, "t-test on logs: p(worse)=%s p(better)=%s; Mann-Whitney U: p(worse)=%s p(better)=%s",
-		fmtP(r.PWorse), fmtP(r.PBetter), fmtP(r.RankPWorse), fmtP(r.RankPBetter))
+	if r.Launch != nil {
+		fmt.Fprintf(&b, "trial median %s -> %s; ratio of the geometric means of the launch means %.4f (%.1f%% CI %.4f–%.4f)\n",
+			num.Format(r.BaseMedian), num.Format(r.HeadMedian), r.Ratio, 100*r.CIConfidence, r.CILow, r.CIHigh)
+	} else {
+		fmt.Fprintf(&b, "median %s -> %s (ratio %.4f, Hodges-Lehmann %.4f, %.1f%% CI %.4f–%.4f)\n",
+			num.Format(r.BaseMedian), num.Format(r.HeadMedian), r.Ratio, r.HLRatio, 100*r.CIConfidence, r.CILow, r.CIHigh)
+	}
+	test, rank := "t-test on logs", "Mann-Whitney U"
+	if r.Launch != nil {
+		test, rank = "t-test on log launch means (Satterthwaite df)", "Mann-Whitney U on trials"
+	}
+	fmt.Fprintf(&b, "%s: p(worse)=%s p(better)=%s; %s: p(worse)=%s p(better)=%s", test,
+		fmtP(r.PWorse), fmtP(r.PBetter), rank, fmtP(r.RankPWorse), fmtP(r.RankPBetter))
 	if r.Holm {
 		fmt.Fprintf(&b, "; Holm-adjusted p(worse)=%s", fmtP(r.AdjPWorse))
 	}

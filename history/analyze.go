@@ -106,6 +106,9 @@ type Window struct {
 	Key SeriesKey
 	// Samples are the trials of the window's runs (all of them: nothing is averaged).
 	Samples []float64
+	// Groups holds the same trials by run, oldest first: each run is a launch, so the window
+	// measures the series' between-launch variation.
+	Groups [][]float64
 	// Runs is how many runs the window holds; Total how many the series has.
 	Runs, Total int
 	// From and To are the first and last runs of the window.
@@ -166,6 +169,9 @@ func (s *Store) HistoryWindow(ctx context.Context, key SeriesKey, minRuns, maxRu
 	w := &Window{Key: key, Runs: len(pts), Total: len(sr.Points), From: pts[0], To: pts[len(pts)-1], Since: since}
 	for _, p := range pts {
 		w.Samples = append(w.Samples, p.Samples...)
+		if len(p.Samples) > 0 {
+			w.Groups = append(w.Groups, append([]float64(nil), p.Samples...))
+		}
 	}
 	return w, nil
 }

@@ -93,11 +93,14 @@ func TestLaunchesDefaultsAndErrors(t *testing.T) {
 	if w, _ := s.Workload("decode"); w.LaunchCount() != 1 || w.Launches != 0 {
 		t.Errorf("default launches %d, want 1", w.Launches)
 	}
+	// A baseline recorded with launches keeps them: a check against it is valid with launches.
+	if _, err := Parse([]byte(strings.Replace(abSpec, "against: config:main", "against: baseline", 1)), "ab.yaml"); err != nil {
+		t.Errorf("against baseline with launches: %v", err)
+	}
 	for _, tc := range []struct{ name, from, to, want string }{
 		{"zero", "launches: 3", "launches: 0", "workloads[0].launches: expected an integer >= 1"},
 		{"with max_trials", "launches: 3", "launches: 3\n    max_trials: 4", "workloads[0].launches: launches 3 and max_trials exclude each other"},
 		{"too few launches", "launches: 3", "launches: 2", "workload \"decode\" has launches: 2, and with launches as the unit the smallest p-value of the rank test is 0.167, above its level 0.05; raise launches (>= 3)"},
-		{"against baseline", "against: config:main", "against: baseline", "compares with the stored baseline, but workload \"decode\" has launches: 3"},
 		{"empty command", "command: [/opt/pr/bin/refengine]", "command: []", "configs[1].command: expected a non-empty list (the program and its arguments); leave command out for engine.command"},
 		{"empty model", "model: fixtures/models/other.json", `model: ""`, "configs[1].model: must not be empty"},
 		{"misspelt", "model: fixtures/models/other.json", "modle: x", `configs[1]: unknown key "modle" (did you mean "model"?)`},

@@ -1111,11 +1111,8 @@ func (b *builder) checkPower(s *Spec, c *Check) {
 		return
 	}
 	if w.LaunchCount() > 1 {
-		// Launches are the unit: one value per launch and side.
-		if c.Against == AgainstBaseline {
-			b.errorc(CodeConflict, b.checkNode[c], b.checkPath[c], "this %s check compares with the stored baseline, but workload %q has launches: %d; relaunches judge configs of the same run against each other (against: config:NAME), the baseline keeps no launches to compare with", c.Kind, w.Name, w.Launches)
-			return
-		}
+		// Launches are the unit: one value per launch and side (a stored baseline keeps the
+		// launches it was recorded with).
 		if n := w.Launches; minRankP(n) > RankGuardAlpha {
 			b.errorc(CodeNoPower, b.checkNode[c], b.checkPath[c], "this %s check can never find a regression: workload %q has launches: %d, and with launches as the unit the smallest p-value of the rank test is %s, above its level %s; raise launches (>= %d)",
 				c.Kind, w.Name, n, num.Exact(roundSig(minRankP(n))), num.Exact(RankGuardAlpha), minTrialsFor(RankGuardAlpha))

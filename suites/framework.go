@@ -573,13 +573,14 @@ func (fw *framework) wantsMoreTrials(cs *configState, w *spec.Workload, n int) b
 			continue
 		}
 		plan, ok := sequentialPlan(w, c)
-		base := fw.baseline.Samples(cs.name, w.Name, c.Metric)
-		head := metricSamples(cs.trials[w.Name], c.Metric)
+		base := fw.baseline.LaunchGroups(cs.name, w.Name, c.Metric)
+		head := launchGroups(cs.trials[w.Name], cs.trialLaunch[w.Name], c.Metric)
 		m, known := gate.MetricFor(c.Metric)
 		if !ok || !known || len(base) == 0 {
 			continue
 		}
-		d, err := plan.Decide(base, head, m, fw.statOptions(c))
+		prior, _ := gate.TestbedPrior(fw.opts.BetweenLaunchCV)
+		d, err := plan.DecideLaunches(base, head, m, fw.statOptions(c), fw.betweenLaunch(c, prior))
 		if err == nil && d.NeedMore {
 			return true
 		}

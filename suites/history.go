@@ -21,6 +21,9 @@ type HistoryQuery struct {
 // the series' last change point (the newest of them), and what they are.
 type HistoryWindow struct {
 	Samples []float64
+	// Groups holds the same samples by run (each run is a launch of the config); nil when the
+	// source does not tell, and then the history measures no between-launch variation.
+	Groups [][]float64
 	// Runs is how many runs the window holds.
 	Runs int
 	// Describe says which runs, e.g. "12 runs 2026-11-20..2026-12-01, since the change point at ...".
@@ -68,6 +71,38 @@ func (fw *framework) historySamples(c *spec.Check) ([]float64, error) {
 	fw.historyWindows[c.Name] = w
 	fw.mu.Unlock()
 	return w.Samples, nil
+}
+
+// historyGroups are the window's samples by run (launch) for a check against history, or the
+// whole window as one launch when the source does not tell.
+func (fw *framework) historyGroups(c *spec.Check) [][]float64 {
+	fw.mu.Lock()
+	w := fw.historyWindows[c.Name]
+	fw.mu.Unlock()
+	if w == nil {
+		return nil
+	}
+	if len(w.Groups) > 0 {
+		return w.Groups
+	}
+	return [][]float64{w.Samples}
+}
+
+// historyLaunches returns the runs of the check's config in the history since its last change
+// point, each a launch, for the between-launch variation of a check not judged against history
+// (nil when the store has none or fails: the check then uses another source).
+func (fw *framework) historyLaunches(c *spec.Check) ([][]float64, string) {
+	ctx := fw.ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, cancel := context.WithTimeout(ctx, historyTimeout)
+	defer cancel()
+	w, err := fw.opts.History.Window(ctx, HistoryQuery{Testbed: fw.testbedKey, Spec: fw.spec.Name, Config: c.Config, Workload: c.Workload, Metric: c.Metric, MinRuns: gate.MinLaunchesToMeasure})
+	if err != nil || w == nil {
+		return nil, ""
+	}
+	return w.Groups, w.Describe
 }
 
 // annotateHistory adds the window to a verdict against history, and names a regression at

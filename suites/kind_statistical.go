@@ -3,6 +3,7 @@ package suites
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/reckon-ci/reckon/gate"
 	"github.com/reckon-ci/reckon/reporters"
@@ -90,7 +91,7 @@ func (fw *framework) statVerdict(c *spec.Check) gate.Verdict {
 	v := st.Verdict(c.Name, c.Config, against)
 	fw.annotateHistory(c, &v)
 	if n := fw.launchNotes[c.Name]; n != nil {
-		n.apply(&v)
+		n.apply(&v, st)
 	}
 	return v
 }
@@ -98,6 +99,10 @@ func (fw *framework) computeStats() {
 	fw.stats = map[string]*gate.StatResult{}
 	fw.statErrs = map[string]error{}
 	fw.launchNotes = map[string]*launchNote{}
+	prior, perr := gate.TestbedPrior(fw.opts.BetweenLaunchCV)
+	if perr != nil {
+		fw.log.WithError(perr).Warn("between-launch prior: using the default")
+	}
 	var family []*gate.StatResult
 	for _, c := range fw.spec.StatisticalChecks() {
 		head := fw.configs[c.Config]
@@ -106,7 +111,10 @@ func (fw *framework) computeStats() {
 			continue
 		}
 		hs := metricSamples(head.trials[c.Workload], c.Metric)
+		hg := launchGroups(head.trials[c.Workload], head.trialLaunch[c.Workload], c.Metric)
 		var bs []float64
+		var bg [][]float64
+		baseName := "baseline"
 		if c.Against == spec.AgainstConfig {
 			base := fw.configs[c.AgainstConfig]
 			if !base.launched() {
@@ -118,6 +126,8 @@ func (fw *framework) computeStats() {
 				continue
 			}
 			bs = metricSamples(base.trials[c.Workload], c.Metric)
+			bg = launchGroups(base.trials[c.Workload], base.trialLaunch[c.Workload], c.Metric)
+			baseName = c.AgainstConfig
 			if msg := absentMetric(base, c); msg != "" {
 				fw.statErrs[c.Name] = errSkipped{msg}
 				continue
@@ -128,6 +138,8 @@ func (fw *framework) computeStats() {
 				fw.statErrs[c.Name] = err
 				continue
 			}
+			bg = fw.historyGroups(c)
+			baseName = "history"
 		} else {
 			baseline, baselineErr, key := fw.baseline, fw.baselineErr, fw.testbedKey
 			if head.baseline != nil || head.baselineErr != nil {
@@ -138,6 +150,7 @@ func (fw *framework) computeStats() {
 				continue
 			}
 			bs = baseline.Samples(c.Config, c.Workload, c.Metric)
+			bg = baseline.LaunchGroups(c.Config, c.Workload, c.Metric)
 			if msg := absentInBaseline(baseline, key, c); len(bs) == 0 && msg != "" {
 				fw.statErrs[c.Name] = errSkipped{msg}
 				continue
@@ -173,20 +186,54 @@ func (fw *framework) computeStats() {
 				opts = plan.Options(opts)
 			}
 		}
-		if w, _ := fw.spec.Workload(c.Workload); w != nil && w.LaunchCount() > 1 && c.Against == spec.AgainstConfig {
-			// Launches are the unit: the variation between restarts is in every unit, so the
-			// comparison is not fooled by trials of one launch that agree with each other.
-			base := fw.configs[c.AgainstConfig]
-			note := &launchNote{
-				head: launchUnits(head.trials[c.Workload], head.trialLaunch[c.Workload], c.Metric), headName: c.Config,
-				base: launchUnits(base.trials[c.Workload], base.trialLaunch[c.Workload], c.Metric), baseName: c.AgainstConfig,
-			}
-			fw.launchNotes[c.Name] = note
-			hs, bs = note.head.Means, note.base.Means
+		// Launches are the unit of replication in every verdict: the variation between
+		// restarts is in every unit, so the comparison is not fooled by trials of one launch
+		// that agree with each other. Where neither side has several launches, the
+		// between-launch variation comes from elsewhere (betweenLaunch).
+		r := gate.CompareLaunches(bg, hg, m, opts, fw.betweenLaunch(c, prior))
+		fw.launchNotes[c.Name] = &launchNote{
+			head: launchUnits(head.trials[c.Workload], head.trialLaunch[c.Workload], c.Metric), headName: c.Config,
+			base: groupUnits(bg), baseName: baseName,
 		}
-		r := gate.Compare(bs, hs, m, opts)
 		fw.stats[c.Name] = &r
 		family = append(family, &r)
 	}
 	gate.Holm(family, 0)
+}
+
+// betweenLaunch is the between-launch variation a check uses when neither of its sides has
+// several launches: measured by a baseline recorded with launches >= 2 of the check's configs
+// (pooled), else by the history of the check's config (its runs since the last change point,
+// each a launch), else the testbed's prior. A check whose own launches measure it ignores this.
+func (fw *framework) betweenLaunch(c *spec.Check, prior gate.LaunchNoise) gate.LaunchNoise {
+	cfgs := []string{c.Config}
+	if c.Against == spec.AgainstConfig {
+		cfgs = append(cfgs, c.AgainstConfig)
+	}
+	var es []gate.NoiseEstimate
+	var from []string
+	for _, name := range cfgs {
+		b := fw.baseline
+		if cs := fw.configs[name]; cs != nil && (cs.baseline != nil || cs.baselineErr != nil) {
+			b = cs.baseline
+		}
+		if b == nil {
+			continue
+		}
+		if g := b.LaunchGroups(name, c.Workload, c.Metric); len(g) >= 2 {
+			es = append(es, gate.EstimateNoise(g))
+			from = append(from, fmt.Sprintf("%s's %d launches", name, len(g)))
+		}
+	}
+	if n, ok := gate.PoolNoise("measured by the baseline ("+strings.Join(from, ", ")+")", es...); ok {
+		return n
+	}
+	if fw.opts.History != nil && c.Against != spec.AgainstHistory {
+		if g, desc := fw.historyLaunches(c); len(g) >= 2 {
+			if n, ok := gate.PoolNoise("measured by the history of "+c.Config+" ("+desc+")", gate.EstimateNoise(g)); ok {
+				return n
+			}
+		}
+	}
+	return prior
 }

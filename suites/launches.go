@@ -305,23 +305,50 @@ func launchUnits(trials []map[string]float64, launchOf []int, metric string) lau
 	return v
 }
 
-// launchNote is what a statistical verdict on launch units adds to its message, its details and
-// its metrics.
+// launchGroups are a config's samples of metric grouped by launch, in launch order.
+func launchGroups(trials []map[string]float64, launchOf []int, metric string) [][]float64 {
+	var vals []float64
+	var ls []int
+	for i, t := range trials {
+		if v, ok := t[metric]; ok {
+			vals = append(vals, v)
+			l := 1
+			if i < len(launchOf) {
+				l = launchOf[i]
+			}
+			ls = append(ls, l)
+		}
+	}
+	return gate.GroupByLaunch(vals, ls)
+}
+
+// groupUnits is launchUnits of samples already grouped by launch (a baseline's, the history's).
+func groupUnits(groups [][]float64) launchVariation {
+	var trials []map[string]float64
+	var of []int
+	for i, g := range groups {
+		for _, x := range g {
+			trials = append(trials, map[string]float64{"v": x})
+			of = append(of, i+1)
+		}
+	}
+	return launchUnits(trials, of, "v")
+}
+
+// launchNote is what a statistical verdict adds about its launches: each side's launch means
+// in the details and, when either side has several launches, the launch counts and both sides'
+// within- and between-launch CV (the gate's estimates, on the log scale) in the message.
 type launchNote struct {
 	head, base         launchVariation
 	headName, baseName string
 }
 
-func fmtCV(x float64) string {
-	if math.IsNaN(x) {
-		return "n/a"
+// apply adds the launch units of the comparison st to a statistical verdict.
+func (n *launchNote) apply(v *gate.Verdict, st *gate.StatResult) {
+	if st == nil || st.Launch == nil {
+		return
 	}
-	return fmt.Sprintf("%.1f%%", 100*x)
-}
-
-// apply adds the launch units to a statistical verdict: it says that launches are the unit and
-// reports both variations of each side.
-func (n *launchNote) apply(v *gate.Verdict) {
+	ls := st.Launch
 	trialsPer := func(lv launchVariation) string {
 		if len(lv.Trials) == 0 {
 			return "0"
@@ -332,35 +359,31 @@ func (n *launchNote) apply(v *gate.Verdict) {
 		}
 		return fmt.Sprintf("%d-%d", lo, hi)
 	}
-	v.Message += fmt.Sprintf(" [unit: launch, %d vs %d launches of %s trials; between-launch CV %s %s, %s %s; within-launch CV %s %s, %s %s]",
-		len(n.head.Means), len(n.base.Means), trialsPer(n.head),
-		n.headName, fmtCV(n.head.Between), n.baseName, fmtCV(n.base.Between),
-		n.headName, fmtCV(n.head.Within), n.baseName, fmtCV(n.base.Within))
+	if ls.LaunchesHead > 1 || ls.LaunchesBase > 1 {
+		v.Message += fmt.Sprintf(" [unit: launch, %d vs %d launches of %s trials; between-launch CV %s %s, %s %s; within-launch CV %s %s, %s %s]",
+			ls.LaunchesHead, ls.LaunchesBase, trialsPer(n.head),
+			n.headName, fmtCV(ls.Head.BetweenCV), n.baseName, fmtCV(ls.Base.BetweenCV),
+			n.headName, fmtCV(ls.Head.WithinCV), n.baseName, fmtCV(ls.Base.WithinCV))
+	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "launches are the statistical unit: each side's value per launch is the mean of that launch's trials (the counts below are launches, not trials)\n")
+	fmt.Fprintf(&b, "launches are the statistical unit: each side's value per launch is the mean of that launch's trials\n")
 	for _, side := range []struct {
 		name string
 		lv   launchVariation
-	}{{n.headName, n.head}, {n.baseName, n.base}} {
+		e    gate.NoiseEstimate
+	}{{n.headName, n.head, ls.Head}, {n.baseName, n.base, ls.Base}} {
 		parts := make([]string, len(side.lv.Means))
 		for i, m := range side.lv.Means {
 			parts[i] = fmt.Sprintf("%s (%d trials)", num.Format(m), side.lv.Trials[i])
 		}
-		fmt.Fprintf(&b, "%s launch means: %s; between-launch CV %s, within-launch CV %s\n", side.name, strings.Join(parts, ", "), fmtCV(side.lv.Between), fmtCV(side.lv.Within))
+		fmt.Fprintf(&b, "%s launch means: %s; between-launch CV %s, within-launch CV %s\n", side.name, strings.Join(parts, ", "), fmtCV(side.e.BetweenCV), fmtCV(side.e.WithinCV))
 	}
 	v.Details = b.String() + v.Details
-	if v.Metrics == nil {
-		v.Metrics = map[string]float64{}
+}
+
+func fmtCV(x float64) string {
+	if math.IsNaN(x) {
+		return "n/a"
 	}
-	put := func(k string, x float64) {
-		if !math.IsNaN(x) && !math.IsInf(x, 0) {
-			v.Metrics[k] = x
-		}
-	}
-	put("launches_head", float64(len(n.head.Means)))
-	put("launches_base", float64(len(n.base.Means)))
-	put("between_launch_cv_head", n.head.Between)
-	put("between_launch_cv_base", n.base.Between)
-	put("within_launch_cv_head", n.head.Within)
-	put("within_launch_cv_base", n.base.Within)
+	return fmt.Sprintf("%.1f%%", 100*x)
 }

@@ -50,6 +50,9 @@ type Options struct {
 	// History is the results history that checks `against: history` are judged against (nil:
 	// such checks are no_baseline). cmd/reckon wires it from --history / RECKON_HISTORY.
 	History HistorySource
+	// BetweenLaunchCV is this testbed's prior between-launch CV, used by statistical checks
+	// when nothing measures it (0: $RECKON_BETWEEN_LAUNCH_CV, else gate.DefaultBetweenLaunchCV).
+	BetweenLaunchCV float64
 }
 
 // ErrInvalidInput marks errors caused by the user's input (spec, flags): exit code 2.

@@ -42,19 +42,26 @@ type baselineFlags struct {
 	merge bool
 	note  string
 	json  bool
+	// strict refuses a baseline whose noise cannot support its checks (noiseProblems).
+	strict bool
 }
 
 func newBaselineRecordCmd() *cobra.Command {
 	var f baselineFlags
 	cmd := &cobra.Command{
-		Use:   "record --from RESULTS [--baselines DIR] [--force] [--merge]",
+		Use:   "record --from RESULTS [--baselines DIR] [--force] [--merge] [--strict]",
 		Short: "Write the trials of a run's results.json as the baseline of its testbed and spec",
 		Long: `record writes baselines/<testbed-key>/<spec-name>.json from a run's results.json: every config with
 throughput trials, every workload, every metric, all samples. The write is atomic (temporary file +
 rename) and holds a lock, so concurrent recorders never corrupt the file. An existing baseline is
 never replaced without --force. --merge adds the run's configs to an existing baseline (configs it
 already has are replaced only with --force), so that runs that measured different configs can record
-into one file.`,
+into one file.
+
+record measures each gated metric's noise (within-launch CV, and between-launch CV when the run
+relaunched its configs; the baseline keeps the launches) and warns when a run of the same design
+could never decide the spec's checks (its interval of the ratio wider than the no-change margin);
+with --strict it then refuses. See docs/baselines.md, "Noise".`,
 		Example: `  reckon baseline record --from out/results.json
   reckon baseline diff --from out/results.json && reckon baseline record --from out/results.json --force`,
 		Args: cobra.NoArgs,
@@ -62,6 +69,9 @@ into one file.`,
 			b, path, err := baselineFromResults(f)
 			if err != nil {
 				return withExitCode(2, err)
+			}
+			if problems := noiseProblems(cmd.ErrOrStderr(), f.from, b); len(problems) > 0 && f.strict {
+				return withExitCode(2, fmt.Errorf("%s: the noise cannot support the checks' min_effect (--strict): %s; nothing recorded", f.from, strings.Join(problems, "; ")))
 			}
 			var old *gate.Baseline
 			if prev, rerr := gate.ReadBaseline(path); rerr == nil {
@@ -96,6 +106,7 @@ into one file.`,
 	fl.BoolVar(&f.force, "force", false, "replace an existing baseline (or, with --merge, existing configs)")
 	fl.BoolVar(&f.merge, "merge", false, "add the run's configs to the existing baseline instead of replacing it")
 	fl.StringVar(&f.note, "note", "", "free-text note stored in the provenance (why it was recorded)")
+	fl.BoolVar(&f.strict, "strict", false, "refuse to record when the measured noise cannot support the checks' min_effect (otherwise a warning)")
 	return cmd
 }
 
@@ -219,6 +230,7 @@ func baselineFromResults(f baselineFlags) (*gate.Baseline, string, error) {
 			return nil, "", fmt.Errorf("%s: %w; a failed measurement cannot become a baseline (run the gate again)", f.from, err)
 		}
 		byWorkload := map[string]map[string][]float64{}
+		launchOf := map[string]map[string][]int{}
 		var order []string
 		for ti, t := range c.Trials {
 			wl := t.Workload
@@ -227,6 +239,7 @@ func baselineFromResults(f baselineFlags) (*gate.Baseline, string, error) {
 			}
 			if byWorkload[wl] == nil {
 				byWorkload[wl] = map[string][]float64{}
+				launchOf[wl] = map[string][]int{}
 				order = append(order, wl)
 			}
 			if err := trialMeasured(t); err != nil {
@@ -238,6 +251,7 @@ func baselineFromResults(f baselineFlags) (*gate.Baseline, string, error) {
 					continue
 				}
 				byWorkload[wl][k] = append(byWorkload[wl][k], v)
+				launchOf[wl][k] = append(launchOf[wl][k], max(1, t.Launch))
 			}
 		}
 		if len(order) == 0 {
@@ -249,7 +263,7 @@ func baselineFromResults(f baselineFlags) (*gate.Baseline, string, error) {
 			bw := gate.BaselineWorkload{Name: wl, Metrics: map[string]gate.MetricSamples{}}
 			for k, s := range byWorkload[wl] {
 				m, _ := gate.MetricFor(k)
-				bw.Metrics[k] = gate.NewMetricSamples(s, m.Unit)
+				bw.Metrics[k] = gate.NewLaunchSamples(s, launchOf[wl][k], m.Unit)
 			}
 			bc.Workloads = append(bc.Workloads, bw)
 		}

@@ -18,7 +18,7 @@ import (
 
 func init() {
 	c := newCalibrateCmd()
-	c.AddCommand(newCalibrateNumericsCmd())
+	c.AddCommand(newCalibrateNumericsCmd(), newCalibrateLaunchesCmd())
 	rootCmd.AddCommand(c)
 }
 

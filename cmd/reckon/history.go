@@ -285,7 +285,7 @@ func (h *historySource) Window(ctx context.Context, q suites.HistoryQuery) (*sui
 	if err != nil {
 		return nil, err
 	}
-	return &suites.HistoryWindow{Samples: w.Samples, Runs: w.Runs, Describe: w.Describe(), LastCommit: w.To.Commit}, nil
+	return &suites.HistoryWindow{Samples: w.Samples, Groups: w.Groups, Runs: w.Runs, Describe: w.Describe(), LastCommit: w.To.Commit}, nil
 }
 
 func (h *historySource) close() {

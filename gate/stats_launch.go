@@ -1,0 +1,565 @@
+package gate
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+
+	"gonum.org/v1/gonum/stat/distuv"
+
+	"github.com/reckon-ci/reckon/internal/num"
+)
+
+// Launches as the unit of replication (docs/statistics.md, "Launches as the unit"). A config's
+// measurement is a two-level sample: launches of the engine (a random effect: memory layout,
+// clocks, graph capture, neighbours) and trials within each launch. On the log scale
+//
+//	y_ij = mu + a_i + e_ij,   a_i ~ N(0, sigma_b^2),   e_ij ~ N(0, sigma_w^2),
+//
+// and the effect head/base is exp of the difference of the means of the launch means. Its
+// variance has a between-launch part that only launches can measure; trials of one launch
+// measure sigma_w alone.
+
+// DefaultBetweenLaunchCV is the between-launch coefficient of variation the gate assumes when
+// nothing it can read measures it (one launch per side, no multi-launch baseline, no history).
+// It is the one home of the prior's default; a testbed states its own with
+// LaunchNoise{CV: ..., Prior: true} (suites.Options.BetweenLaunchCV, reckon gate's
+// $RECKON_BETWEEN_LAUNCH_CV).
+const DefaultBetweenLaunchCV = 0.03
+
+// MinLaunchesToMeasure is the fewest launches a baseline needs for its between-launch variation
+// to count as measured (two launches give a variance with one degree of freedom; three is the
+// least the docs and messages recommend).
+const MinLaunchesToMeasure = 3
+
+// LaunchNoise is what is known of a metric's between-launch variation from outside the two
+// samples being compared.
+type LaunchNoise struct {
+	// CV is the between-launch coefficient of variation (the standard deviation of the launch
+	// effect on the log scale), as a fraction.
+	CV float64 `json:"cv"`
+	// DF is the degrees of freedom of a measured CV (launches - 1); 0 for a prior.
+	DF float64 `json:"df,omitempty"`
+	// Prior marks an assumed value (treated as known, stated in every verdict that uses it).
+	Prior bool `json:"prior,omitempty"`
+	// Source says where the value comes from, e.g. "history: 12 runs since ..." or
+	// "default prior".
+	Source string `json:"source"`
+}
+
+// PriorLaunchNoise is the prior between-launch variation: cv, or DefaultBetweenLaunchCV when
+// cv <= 0.
+func PriorLaunchNoise(cv float64, source string) LaunchNoise {
+	if cv <= 0 {
+		cv, source = DefaultBetweenLaunchCV, "default prior"
+	}
+	if source == "" {
+		source = "prior"
+	}
+	return LaunchNoise{CV: cv, Prior: true, Source: source}
+}
+
+// NoiseEstimate is the two components of a sample's variation, measured from its launches.
+type NoiseEstimate struct {
+	// Launches and Trials count the sample.
+	Launches int `json:"launches"`
+	Trials   int `json:"trials"`
+	// WithinCV is the pooled standard deviation of log trial values around their launch's mean
+	// (NaN with one trial per launch); WithinDF its degrees of freedom.
+	WithinCV float64 `json:"within_cv"`
+	WithinDF int     `json:"within_df"`
+	// BetweenCV is the standard deviation of the launch effect (the spread of launch means
+	// beyond what within-launch noise explains; ANOVA estimate truncated at 0), NaN with one
+	// launch; BetweenDF is launches - 1.
+	BetweenCV float64 `json:"between_cv"`
+	BetweenDF int     `json:"between_df"`
+}
+
+// EstimateNoise measures the within- and between-launch variation of launches (each inner
+// slice one launch's trial values, all positive) on the log scale.
+func EstimateNoise(launches [][]float64) NoiseEstimate {
+	g := logGroups(launches, 1)
+	e := NoiseEstimate{WithinCV: math.NaN(), BetweenCV: math.NaN()}
+	ms := groupStats(g)
+	e.Launches, e.Trials = len(ms.means), ms.trials
+	if ms.dfW > 0 {
+		e.WithinCV, e.WithinDF = math.Sqrt(ms.msW), ms.dfW
+	}
+	if k := len(ms.means); k >= 2 {
+		_, v := meanVar(ms.means)
+		b := v
+		if ms.dfW > 0 {
+			b = v - ms.msW*ms.invN
+		}
+		e.BetweenCV, e.BetweenDF = math.Sqrt(math.Max(0, b)), k-1
+	}
+	return e
+}
+
+// String renders the estimate, e.g. "3 launches x 5 trials: within-launch CV 2.1%, between-launch CV 4.0%".
+func (e NoiseEstimate) String() string {
+	return fmt.Sprintf("%d launch(es), %d trials: within-launch CV %s, between-launch CV %s", e.Launches, e.Trials, fmtCV(e.WithinCV), fmtCV(e.BetweenCV))
+}
+
+func fmtCV(x float64) string {
+	if math.IsNaN(x) {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.1f%%", 100*x)
+}
+
+// groupSummary holds the one-way ANOVA quantities of one side's log values.
+type groupSummary struct {
+	means  []float64 // per launch
+	trials int
+	ssW    float64
+	dfW    int
+	msW    float64
+	invN   float64 // mean over launches of 1/n_i
+}
+
+func groupStats(g [][]float64) groupSummary {
+	var s groupSummary
+	for _, xs := range g {
+		if len(xs) == 0 {
+			continue
+		}
+		m, _ := meanVar(xs)
+		for _, x := range xs {
+			s.ssW += (x - m) * (x - m)
+		}
+		s.dfW += len(xs) - 1
+		s.trials += len(xs)
+		s.invN += 1 / float64(len(xs))
+		s.means = append(s.means, m)
+	}
+	if len(s.means) > 0 {
+		s.invN /= float64(len(s.means))
+	}
+	if s.dfW > 0 {
+		s.msW = s.ssW / float64(s.dfW)
+	}
+	return s
+}
+
+func logGroups(launches [][]float64, sign float64) [][]float64 {
+	out := make([][]float64, 0, len(launches))
+	for _, l := range launches {
+		if len(l) > 0 {
+			out = append(out, logs(l, sign))
+		}
+	}
+	return out
+}
+
+func flatten(g [][]float64) []float64 {
+	var out []float64
+	for _, xs := range g {
+		out = append(out, xs...)
+	}
+	return out
+}
+
+const launchMethod = "launches as the unit: difference of mean log launch means, variance components (one-way random effects, ANOVA) with Satterthwaite df, + Mann-Whitney U guard on trials"
+
+// LaunchStats is what a launch-unit comparison adds to a StatResult.
+type LaunchStats struct {
+	// LaunchesBase/LaunchesHead count each side's launches (NBase/NHead count trials).
+	LaunchesBase int `json:"launches_base"`
+	LaunchesHead int `json:"launches_head"`
+	// Base and Head are each side's measured noise.
+	Base NoiseEstimate `json:"base"`
+	Head NoiseEstimate `json:"head"`
+	// BetweenCV is the between-launch CV the comparison used; BetweenSource where it came from
+	// ("measured in the compared launches", the history, a baseline, or a prior); BetweenPrior
+	// is true when it was assumed, not measured.
+	BetweenCV     float64 `json:"between_cv"`
+	BetweenSource string  `json:"between_source"`
+	BetweenPrior  bool    `json:"between_prior,omitempty"`
+	// WithinCV is the pooled within-launch CV of both sides.
+	WithinCV float64 `json:"within_cv"`
+	// SE is the standard error of the log ratio, DF its Satterthwaite degrees of freedom
+	// (+Inf when every component is known).
+	SE float64 `json:"se"`
+	DF float64 `json:"df"`
+	// Decide says, for an inconclusive outcome, what design would likely decide (e.g. "3
+	// launches per side of 5 trials"); NeedLaunches and NeedTrials are its numbers per side (0
+	// when not computed, -1 when no design within the bounds would).
+	Decide       string `json:"decide,omitempty"`
+	NeedLaunches int    `json:"need_launches,omitempty"`
+	NeedTrials   int    `json:"need_trials,omitempty"`
+}
+
+// MaxLaunchesAdvised bounds the launches per side a "would decide" estimate proposes.
+const MaxLaunchesAdvised = 10
+
+// CompareLaunches judges head against base for metric m with launches as the unit: each side
+// is its launches (inner slices: one launch's trial values, positive). The between-launch
+// variance comes from the compared launches themselves when either side has two or more, and
+// otherwise from ext (a multi-launch baseline of these configs, the history, or a prior; a
+// zero ext means the default prior). The decision rules are Compare's (t-test at Alpha,
+// Mann-Whitney guard on the trials at RankAlpha, MinEffect, the no-change margin), with the
+// t-test on the launch model (docs/statistics.md).
+func CompareLaunches(base, head [][]float64, m Metric, opts StatOptions, ext LaunchNoise) StatResult {
+	o := opts.withDefaults()
+	fb, fh := flatten(base), flatten(head)
+	r := Compare(fb, fh, m, opts)
+	if r.Outcome == StatError || r.NBase == 0 || r.NHead == 0 {
+		return r
+	}
+	if ext == (LaunchNoise{}) {
+		ext = PriorLaunchNoise(0, "")
+	}
+	ls := &LaunchStats{Base: EstimateNoise(base), Head: EstimateNoise(head)}
+	ls.LaunchesBase, ls.LaunchesHead = ls.Base.Launches, ls.Head.Launches
+	r.Launch = ls
+	r.Method = launchMethod
+	if _, ok := constant(fb, fh); ok {
+		return r
+	}
+	sign := 1.0
+	if m.Direction == HigherIsBetter {
+		sign = -1
+	}
+	gb, gh := groupStats(logGroups(base, sign)), groupStats(logGroups(head, sign))
+	kb, kh := float64(len(gb.means)), float64(len(gh.means))
+	mb, _ := meanVar(gb.means)
+	mh, _ := meanVar(gh.means)
+	d := mh - mb // positive = worse
+	dfW := gb.dfW + gh.dfW
+	msW := 0.0
+	if dfW > 0 {
+		msW = (gb.ssW + gh.ssW) / float64(dfW)
+	}
+	ls.WithinCV = math.Sqrt(msW)
+	if dfW == 0 {
+		ls.WithinCV = math.NaN()
+	}
+	// Var(d) = cB sigma_b^2 + cW sigma_w^2.
+	cB := 1/kb + 1/kh
+	cW := gb.invN/kb + gh.invN/kh
+	// Terms of the Satterthwaite combination: coefficient, mean square, df (0 df: known).
+	type term struct{ a, ms, df float64 }
+	var terms []term
+	var sb2 float64
+	dfB := 0
+	for _, g := range []groupSummary{gb, gh} {
+		dfB += max(0, len(g.means)-1)
+	}
+	if dfB > 0 {
+		// Measured: pool each multi-launch side's estimate, weighted by its df. With w_s =
+		// (k_s-1)/dfB and h_s the side's mean of 1/n_i, sigma_b^2 = sum w_s var_s - (sum w_s h_s)
+		// msW, so Var(d) = sum (cB w_s) var_s + (cW - cB sum w_s h_s) msW.
+		var pooled, hW float64
+		for _, g := range []groupSummary{gb, gh} {
+			k := len(g.means)
+			if k < 2 {
+				continue
+			}
+			_, v := meanVar(g.means)
+			w := float64(k-1) / float64(dfB)
+			terms = append(terms, term{cB * w, v, float64(k - 1)})
+			pooled += w * v
+			hW += w * g.invN
+		}
+		ls.BetweenSource = fmt.Sprintf("measured in the compared launches (%d base, %d head)", len(gb.means), len(gh.means))
+		switch {
+		case dfW == 0:
+			// One trial per launch: the launch means hold all the noise (cW = cB).
+			sb2 = pooled
+		case pooled-hW*msW <= 0:
+			// Launch means agree as well as the trials predict: the between-launch component
+			// is estimated as 0 and the within-launch noise alone remains.
+			sb2 = 0
+			terms = []term{{cW, msW, float64(dfW)}}
+		default:
+			sb2 = pooled - hW*msW
+			terms = append(terms, term{cW - cB*hW, msW, float64(dfW)})
+		}
+	} else {
+		sb2 = math.Log1p(ext.CV * ext.CV)
+		dfE := ext.DF
+		if ext.Prior {
+			dfE = 0
+		}
+		terms = append(terms, term{cB, sb2, dfE})
+		if dfW > 0 {
+			terms = append(terms, term{cW, msW, float64(dfW)})
+		}
+		ls.BetweenSource, ls.BetweenPrior = ext.Source, ext.Prior
+	}
+	ls.BetweenCV = math.Sqrt(math.Expm1(sb2))
+	var se2, den float64
+	for _, t := range terms {
+		se2 += t.a * t.ms
+		if t.df > 0 {
+			den += (t.a * t.ms) * (t.a * t.ms) / t.df
+		}
+	}
+	df := math.Inf(1)
+	if den > 0 {
+		df = se2 * se2 / den
+	}
+	if se2 < 0 {
+		se2 = 0
+	}
+	se := math.Sqrt(se2)
+	ls.SE, ls.DF = se, df
+
+	// The effect: exp of the difference of mean log launch means, head over base.
+	logRatio := d * sign
+	r.Ratio = math.Exp(logRatio)
+	r.HLRatio = r.Ratio
+	r.Change = r.Ratio - 1
+	if m.Direction == HigherIsBetter {
+		r.Worse = 1 - r.Ratio
+	} else {
+		r.Worse = r.Ratio - 1
+	}
+	r.logDiff, r.logSD = d, se
+	if se == 0 || se < 1e-12 {
+		switch {
+		case d > 0:
+			r.PWorse, r.PBetter = 0, 1
+		case d < 0:
+			r.PWorse, r.PBetter = 1, 0
+		default:
+			r.PWorse, r.PBetter = 1, 1
+		}
+		r.CILow, r.CIHigh = r.Ratio, r.Ratio
+	} else {
+		t := d / se
+		var q float64
+		if math.IsInf(df, 1) {
+			r.PWorse, r.PBetter = clamp01(distuv.UnitNormal.Survival(t)), clamp01(distuv.UnitNormal.CDF(t))
+			q = distuv.UnitNormal.Quantile(1 - (1-o.Confidence)/2)
+		} else {
+			dist := distuv.StudentsT{Mu: 0, Sigma: 1, Nu: df}
+			r.PWorse, r.PBetter = clamp01(dist.Survival(t)), clamp01(dist.CDF(t))
+			q = dist.Quantile(1 - (1-o.Confidence)/2)
+		}
+		r.CILow, r.CIHigh = math.Exp(logRatio-q*se), math.Exp(logRatio+q*se)
+	}
+	r.CIConfidence = o.Confidence
+	if m.Direction == HigherIsBetter {
+		r.worseHi, r.betterHi = 1-r.CILow, r.CIHigh-1
+	} else {
+		r.worseHi, r.betterHi = r.CIHigh-1, 1-r.CILow
+	}
+	r.AdjPWorse, r.AdjPBetter = r.PWorse, r.PBetter
+	r.decide()
+	return r
+}
+
+// launchMoreText is decide's "what would decide" for a launch-unit comparison: the design per
+// side (launches of trials) at which the interval or the test would likely decide, taking the
+// observed effect and the variance components at face value. It sets NeedLaunches/NeedTrials.
+func (r *StatResult) launchMoreText(alpha float64) string {
+	ls := r.Launch
+	ls.NeedLaunches, ls.NeedTrials, ls.Decide = 0, 0, ""
+	sb2 := math.Log1p(ls.BetweenCV * ls.BetweenCV)
+	sw2 := 0.0
+	if !math.IsNaN(ls.WithinCV) {
+		sw2 = ls.WithinCV * ls.WithinCV
+	}
+	d := math.Abs(r.logDiff)
+	zA := distuv.UnitNormal.Quantile(1 - alpha)
+	zC := distuv.UnitNormal.Quantile(1 - (1-r.CIConfidence)/2)
+	var needVar float64
+	if d >= math.Log1p(r.MinEffect) {
+		needVar = d * d / (zA * zA)
+	} else {
+		gap := math.Log1p(r.Margin) - d
+		needVar = gap * gap / (zC * zC)
+	}
+	k := max(1, min(ls.LaunchesBase, ls.LaunchesHead))
+	n := max(1, int(math.Round(float64(r.NHead)/float64(max(1, ls.LaunchesHead)))))
+	// Symmetric design per side: Var = 2 (sb2 + sw2/n) / k.
+	v := func(k, n int) float64 { return 2 * (sb2 + sw2/float64(n)) / float64(k) }
+	// More trials per launch at the current launches?
+	if 2*sb2/float64(k) < needVar {
+		for nn := n + 1; nn <= 4*r.MaxTrials; nn++ {
+			if v(k, nn) <= needVar {
+				ls.NeedLaunches, ls.NeedTrials = k, nn
+				ls.Decide = fmt.Sprintf("about %d trials per launch (now %d) with %d launch(es) per side would decide", nn, n, k)
+				return ls.Decide
+			}
+		}
+	}
+	for kk := k + 1; kk <= MaxLaunchesAdvised; kk++ {
+		if v(kk, n) <= needVar {
+			ls.NeedLaunches, ls.NeedTrials = kk, n
+			ls.Decide = fmt.Sprintf("about %d launches per side of %d trials (now %d) would decide", kk, n, k)
+			if ls.BetweenPrior {
+				ls.Decide += " if the assumed between-launch CV holds"
+			}
+			return ls.Decide
+		}
+	}
+	ls.NeedLaunches, ls.NeedTrials = -1, -1
+	ls.Decide = fmt.Sprintf("more than %d launches per side of %d trials would be needed to decide (between-launch CV %s, within %s)", MaxLaunchesAdvised, n, fmtCV(ls.BetweenCV), fmtCV(ls.WithinCV))
+	return ls.Decide
+}
+
+// launchDetails is the launch model's part of a verdict's details.
+func (r *StatResult) launchDetails() string {
+	ls := r.Launch
+	var b strings.Builder
+	fmt.Fprintf(&b, "unit: launch; %d base vs %d head launches (%d vs %d trials)\n", ls.LaunchesBase, ls.LaunchesHead, r.NBase, r.NHead)
+	fmt.Fprintf(&b, "noise: base %s; head %s\n", ls.Base, ls.Head)
+	fmt.Fprintf(&b, "between-launch CV used %s (%s), within-launch CV %s; SE of the log ratio %.4f, df %s\n",
+		fmtCV(ls.BetweenCV), ls.BetweenSource, fmtCV(ls.WithinCV), ls.SE, fmtDF(ls.DF))
+	return b.String()
+}
+
+// PriorNote is the sentence a verdict that assumed the between-launch variation carries, e.g.
+// "between-launch CV assumed 3% (default prior): record a baseline with launches >= 3 to
+// measure it" ("" when it was measured).
+func (r *StatResult) PriorNote() string {
+	if r.Launch == nil || !r.Launch.BetweenPrior {
+		return ""
+	}
+	return fmt.Sprintf("between-launch CV assumed %s (%s): record a baseline with launches >= %d to measure it",
+		strings.TrimSuffix(strings.TrimSuffix(fmt.Sprintf("%.1f", 100*r.Launch.BetweenCV), "0"), ".")+"%", r.Launch.BetweenSource, MinLaunchesToMeasure)
+}
+
+func fmtDF(df float64) string {
+	if math.IsInf(df, 1) {
+		return "inf (known variance)"
+	}
+	return num.Format(df)
+}
+
+// jsonFloat is a float64 that encodes NaN and ±Inf as the strings "NaN", "+Inf" and "-Inf"
+// (encoding/json cannot hold them), and reads them back.
+type jsonFloat float64
+
+// MarshalJSON implements json.Marshaler.
+func (f jsonFloat) MarshalJSON() ([]byte, error) {
+	x := float64(f)
+	if math.IsNaN(x) || math.IsInf(x, 0) {
+		return []byte(`"` + nonFinite(x) + `"`), nil
+	}
+	return json.Marshal(x)
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (f *jsonFloat) UnmarshalJSON(b []byte) error {
+	var s string
+	if json.Unmarshal(b, &s) == nil {
+		x, err := parseNonFinite(s)
+		*f = jsonFloat(x)
+		return err
+	}
+	if string(b) == "null" {
+		*f = jsonFloat(math.NaN())
+		return nil
+	}
+	var x float64
+	err := json.Unmarshal(b, &x)
+	*f = jsonFloat(x)
+	return err
+}
+
+type noiseJSON struct {
+	Launches  int       `json:"launches"`
+	Trials    int       `json:"trials"`
+	WithinCV  jsonFloat `json:"within_cv"`
+	WithinDF  int       `json:"within_df"`
+	BetweenCV jsonFloat `json:"between_cv"`
+	BetweenDF int       `json:"between_df"`
+}
+
+// MarshalJSON writes a CV that could not be measured as "NaN".
+func (e NoiseEstimate) MarshalJSON() ([]byte, error) {
+	return json.Marshal(noiseJSON{e.Launches, e.Trials, jsonFloat(e.WithinCV), e.WithinDF, jsonFloat(e.BetweenCV), e.BetweenDF})
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (e *NoiseEstimate) UnmarshalJSON(b []byte) error {
+	var j noiseJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*e = NoiseEstimate{j.Launches, j.Trials, float64(j.WithinCV), j.WithinDF, float64(j.BetweenCV), j.BetweenDF}
+	return nil
+}
+
+type launchStatsJSON struct {
+	LaunchesBase  int           `json:"launches_base"`
+	LaunchesHead  int           `json:"launches_head"`
+	Base          NoiseEstimate `json:"base"`
+	Head          NoiseEstimate `json:"head"`
+	BetweenCV     jsonFloat     `json:"between_cv"`
+	BetweenSource string        `json:"between_source"`
+	BetweenPrior  bool          `json:"between_prior,omitempty"`
+	WithinCV      jsonFloat     `json:"within_cv"`
+	SE            jsonFloat     `json:"se"`
+	DF            jsonFloat     `json:"df"`
+	Decide        string        `json:"decide,omitempty"`
+	NeedLaunches  int           `json:"need_launches,omitempty"`
+	NeedTrials    int           `json:"need_trials,omitempty"`
+}
+
+// MarshalJSON writes non-finite numbers (an unmeasured CV, the infinite df of a known
+// variance) as strings.
+func (l LaunchStats) MarshalJSON() ([]byte, error) {
+	return json.Marshal(launchStatsJSON{l.LaunchesBase, l.LaunchesHead, l.Base, l.Head, jsonFloat(l.BetweenCV), l.BetweenSource,
+		l.BetweenPrior, jsonFloat(l.WithinCV), jsonFloat(l.SE), jsonFloat(l.DF), l.Decide, l.NeedLaunches, l.NeedTrials})
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (l *LaunchStats) UnmarshalJSON(b []byte) error {
+	var j launchStatsJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*l = LaunchStats{j.LaunchesBase, j.LaunchesHead, j.Base, j.Head, float64(j.BetweenCV), j.BetweenSource, j.BetweenPrior,
+		float64(j.WithinCV), float64(j.SE), float64(j.DF), j.Decide, j.NeedLaunches, j.NeedTrials}
+	return nil
+}
+
+// BetweenLaunchEnv is the environment variable in which a testbed (its CI runner) states its
+// between-launch CV prior, e.g. "5%" or "0.05".
+const BetweenLaunchEnv = "RECKON_BETWEEN_LAUNCH_CV"
+
+// TestbedPrior returns the between-launch prior of this testbed: cv when positive (a caller's
+// setting), else $RECKON_BETWEEN_LAUNCH_CV when set, else DefaultBetweenLaunchCV.
+func TestbedPrior(cv float64) (LaunchNoise, error) {
+	if cv > 0 {
+		return PriorLaunchNoise(cv, "stated for this testbed"), nil
+	}
+	s := strings.TrimSpace(os.Getenv(BetweenLaunchEnv))
+	if s == "" {
+		return PriorLaunchNoise(0, ""), nil
+	}
+	scale := 1.0
+	if strings.HasSuffix(s, "%") {
+		s, scale = strings.TrimSuffix(s, "%"), 0.01
+	}
+	x, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+	if err != nil || !(x*scale > 0 && x*scale < 1) {
+		return PriorLaunchNoise(0, ""), fmt.Errorf("$%s=%q: expected a CV such as 3%% or 0.03 (between 0 and 100%%)", BetweenLaunchEnv, os.Getenv(BetweenLaunchEnv))
+	}
+	return PriorLaunchNoise(x*scale, "$"+BetweenLaunchEnv+" of this testbed"), nil
+}
+
+// PoolNoise combines measured between-launch estimates (each with its df) into one, weighting
+// the variances by df; ok is false when none has a df.
+func PoolNoise(source string, es ...NoiseEstimate) (LaunchNoise, bool) {
+	var v, df float64
+	for _, e := range es {
+		if e.BetweenDF <= 0 || math.IsNaN(e.BetweenCV) {
+			continue
+		}
+		v += float64(e.BetweenDF) * math.Log1p(e.BetweenCV*e.BetweenCV)
+		df += float64(e.BetweenDF)
+	}
+	if df == 0 {
+		return LaunchNoise{}, false
+	}
+	return LaunchNoise{CV: math.Sqrt(math.Expm1(v / df)), DF: df, Source: source}, true
+}
