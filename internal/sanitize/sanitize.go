@@ -17,7 +17,7 @@
 //     into a notification or a link neutralised: @user and @org/team mentions, #123 and GH-123
 //     references, bare URLs, www. and e-mail autolinks (a zero-width space after "@", "#" or
 //     "GH-", or inside "://" and "www.").
-//   - MarkdownCode: Terminal, for text inside a fenced code block (the caller picks the fence).
+//   - MarkdownCode: CILog, for text inside a fenced code block (the caller picks the fence).
 package sanitize
 
 import (
@@ -182,9 +182,10 @@ func ciLines(s string) string {
 	return strings.Join(lines, "\n")
 }
 
-// MarkdownCode is Terminal: text for a fenced code block, where GitHub renders no mention, link
-// or markup (the caller picks a fence longer than any backtick run).
-func MarkdownCode(s string) string { return Terminal(s) }
+// MarkdownCode is CILog: text for a fenced code block, where GitHub renders no mention, link
+// or markup (the caller picks a fence longer than any backtick run). A summary.md is printed
+// to CI logs too, so no line of it may start a workflow command.
+func MarkdownCode(s string) string { return CILog(s) }
 
 // Markdown makes s safe as inline Markdown text on one line (see the package comment).
 func Markdown(s string) string {
