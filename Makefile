@@ -7,7 +7,7 @@ SPEC    ?= fixtures/specs/default.yaml
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: all build gate test bench lint clean templates-e2e
+.PHONY: all build gate test fuzz bench lint clean templates-e2e
 
 all: build
 
@@ -26,6 +26,24 @@ test:
 	$(GO) vet ./...
 	$(GO) test -timeout 5m $$($(GO) list ./... | grep -v '/suites$$')
 	$(GO) test -timeout 8m ./suites/
+
+# A short fuzz run of every reader of untrusted input (issue 25): the spec loader, each
+# importer, the results and baseline readers, merge's shard verification and the sanitisers.
+# Seeds are in each package's testdata/fuzz/. FUZZTIME is a count of executions per target
+# (Go reports the count of a timed run late), about 2 minutes in all on 2 cores; a crash fails
+# the target and writes the input to testdata/fuzz/ (commit it with the fix).
+FUZZTIME ?= 20000x
+FUZZ_TARGETS := ./spec:FuzzParse ./workload:FuzzImportVLLM ./workload:FuzzImportSGLang \
+	./workload:FuzzImportAIPerf ./workload:FuzzImportConsole ./workload:FuzzImportNCCL \
+	./reporters:FuzzDecodeResults ./gate:FuzzDecodeBaseline ./suites:FuzzVerifyShards \
+	./internal/sanitize:FuzzSanitizers
+fuzz:
+	@set -o pipefail; for t in $(FUZZ_TARGETS); do \
+	  pkg=$${t%%:*}; name=$${t##*:}; start=$$(date +%s); \
+	  out=$$($(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) -timeout 90s $$pkg 2>&1) \
+	    || { echo "$$out" | tail -40; echo "fuzz $$name: FAILED"; exit 1; }; \
+	  echo "fuzz $$name: $$(echo "$$out" | grep -o 'execs: [0-9]*' | tail -1 | cut -d' ' -f2) executions in $$(( $$(date +%s) - start ))s, $$(echo "$$out" | grep -o 'total: [0-9]*' | tail -1 | cut -d' ' -f2) corpus entries"; \
+	done
 
 # Benchmarks: speed and memory targets are measured here, never asserted in tests. Prints one
 # table row per benchmark (custom units: out_tok/s, kv_tokens, tokens/s, detect5%@cv2n5_%, ...)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/reckon-ci/reckon/gate"
 	"github.com/reckon-ci/reckon/internal/num"
+	"github.com/reckon-ci/reckon/internal/sanitize"
 )
 
 // Limits that keep a JUnit file within what CI systems accept (GitLab: 30 MB per file).
@@ -129,7 +130,7 @@ var textEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
 func (x *xmlWriter) open(indent, name string, attrs ...string) {
 	x.raw(indent + "<" + name)
 	for i := 0; i+1 < len(attrs); i += 2 {
-		x.raw(" " + attrs[i] + `="` + attrEscaper.Replace(cleanText(attrs[i+1])) + `"`)
+		x.raw(" " + attrs[i] + `="` + attrEscaper.Replace(sanitize.CILog(attrs[i+1])) + `"`)
 	}
 }
 
@@ -139,7 +140,7 @@ func (x *xmlWriter) text(indent, name, body string, attrs ...string) {
 		x.raw("/>\n")
 		return
 	}
-	x.raw(">" + textEscaper.Replace(cleanText(body)) + "</" + name + ">\n")
+	x.raw(">" + textEscaper.Replace(sanitize.CILog(body)) + "</" + name + ">\n")
 }
 
 func (x *xmlWriter) properties(indent string, p *xProperties) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/reckon-ci/reckon/gate"
 	"github.com/reckon-ci/reckon/internal/num"
+	"github.com/reckon-ci/reckon/internal/sanitize"
 )
 
 // MaxMarkdownBytes is the default size limit of summary.md. GitHub accepts 1 MiB in a job summary
@@ -179,7 +180,7 @@ func mdFailure(r *Run, c *Check) string {
 			tail = c.Details
 		}
 		if tail != "" {
-			tail = clip(lastLines(cleanText(tail), mdLogLines), mdLogBytes)
+			tail = clip(lastLines(sanitize.MarkdownCode(tail), mdLogLines), mdLogBytes)
 			fence := mdFence(tail)
 			fmt.Fprintf(&b, "  <details><summary>engine log tail</summary>\n\n  %stext\n%s\n  %s\n  </details>\n", fence, indent(tail, "  "), fence)
 		}
@@ -317,33 +318,13 @@ func plural(n int, word string) string {
 // mdCell makes engine text safe in a table cell: one line, Markdown and HTML neutralised.
 func mdCell(s string) string { return mdEscape(oneLine(s, mdCellRunes)) }
 
-// mdEscape neutralises Markdown and HTML in text (GitHub renders inline HTML and formatting).
-func mdEscape(s string) string {
-	s = cleanText(s)
-	var b strings.Builder
-	for _, r := range s {
-		switch r {
-		case '\\', '`', '*', '_', '[', ']', '|', '#', '~', '!':
-			b.WriteByte('\\')
-			b.WriteRune(r)
-		case '<':
-			b.WriteString("&lt;")
-		case '>':
-			b.WriteString("&gt;")
-		case '&':
-			b.WriteString("&amp;")
-		case '\n':
-			b.WriteByte(' ')
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
-}
+// mdEscape neutralises Markdown and HTML in text (sanitize.Markdown): markup, mentions,
+// references, autolinks and bidi controls.
+func mdEscape(s string) string { return sanitize.Markdown(s) }
 
 // mdCodeText makes s safe inside a single-backtick code span.
 func mdCodeText(s string) string {
-	return strings.ReplaceAll(oneLine(s, mdCellRunes), "`", "'")
+	return strings.ReplaceAll(oneLine(sanitize.MarkdownCode(s), mdCellRunes), "`", "'")
 }
 
 // mdFence returns a code fence longer than any backtick run in s.

@@ -7,76 +7,14 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/reckon-ci/reckon/internal/sanitize"
+
 	"github.com/reckon-ci/reckon/internal/num"
 )
 
-// cleanText makes engine text safe for every report format: it removes ANSI escape sequences
-// (colored logs), turns carriage returns into newlines (progress bars), drops control characters
-// other than newline and tab and characters XML forbids, and replaces invalid UTF-8.
-func cleanText(s string) string {
-	if s == "" {
-		return s
-	}
-	var b strings.Builder
-	b.Grow(len(s))
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c == 0x1b { // ESC: skip a CSI (ESC [ ... final) or OSC (ESC ] ... BEL/ST) sequence
-			i = skipEscape(s, i)
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		i += size
-		switch {
-		case r == utf8.RuneError && size == 1:
-			b.WriteRune('\uFFFD')
-		case r == '\r':
-			if i < len(s) && s[i] == '\n' {
-				continue // CRLF -> LF
-			}
-			b.WriteByte('\n')
-		case r == '\n' || r == '\t':
-			b.WriteRune(r)
-		case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0):
-			// C0/C1 control characters: dropped
-		case r == 0xFFFE || r == 0xFFFF:
-			// not characters in XML 1.0: dropped
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
-}
-
-// skipEscape returns the index just past the escape sequence that starts at s[i] == ESC.
-func skipEscape(s string, i int) int {
-	j := i + 1
-	if j >= len(s) {
-		return j
-	}
-	switch s[j] {
-	case '[': // CSI: parameters and intermediates, then a final byte in 0x40..0x7e
-		j++
-		for j < len(s) && (s[j] < 0x40 || s[j] > 0x7e) {
-			j++
-		}
-		return min(j+1, len(s))
-	case ']': // OSC: up to BEL or ESC \
-		j++
-		for j < len(s) {
-			if s[j] == 0x07 {
-				return j + 1
-			}
-			if s[j] == 0x1b && j+1 < len(s) && s[j+1] == '\\' {
-				return j + 2
-			}
-			j++
-		}
-		return j
-	default: // two-byte sequence
-		return j + 1
-	}
-}
+// cleanText makes engine text safe for every report format (sanitize.Text): escape sequences
+// and control characters removed, carriage returns turned into newlines, invalid UTF-8 replaced.
+func cleanText(s string) string { return sanitize.Text(s) }
 
 // oneLine cleans s and folds it onto a single line of at most maxRunes runes.
 func oneLine(s string, maxRunes int) string {

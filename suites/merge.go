@@ -285,6 +285,9 @@ func readShards(dirs []string) ([]shardRun, error) {
 		if r.Shard == nil {
 			return nil, fmt.Errorf("%s: not the output of a shard (no \"shard\" field); run each part with reckon gate --shard I/N", p)
 		}
+		if err := checkShardNumbers(r.Shard.Index, r.Shard.Count); err != nil {
+			return nil, fmt.Errorf("%s: %w", p, err)
+		}
 		out = append(out, shardRun{dir: d, run: r})
 	}
 	sort.SliceStable(out, func(a, b int) bool { return out[a].run.Shard.Index < out[b].run.Shard.Index })

@@ -384,3 +384,16 @@ func TestMergeRejudgesFlippedOutcomes(t *testing.T) {
 		})
 	}
 }
+
+// Found by FuzzVerifyShards: a shard claiming count 0 crashed merge's shard plan (index out of
+// range), and a count of 10^12 would allocate a slot per shard. Both are refused, naming the file.
+func TestMergeRefusesImpossibleShardNumbers(t *testing.T) {
+	for _, count := range []any{0, -1, 1e12} {
+		shards := abShards(t)
+		shards[1]["shard"].(map[string]any)["count"] = count
+		_, _, err := mergeShards(t, shards, MergeOptions{})
+		if err == nil || !strings.Contains(err.Error(), "results.json: shard") || !strings.Contains(err.Error(), "<= 1024") {
+			t.Errorf("count %v: %v", count, err)
+		}
+	}
+}

@@ -42,10 +42,23 @@ func ParseShard(v string) (Shard, error) {
 	i, n, ok := strings.Cut(v, "/")
 	idx, err1 := strconv.Atoi(strings.TrimSpace(i))
 	cnt, err2 := strconv.Atoi(strings.TrimSpace(n))
-	if !ok || err1 != nil || err2 != nil || cnt < 1 || idx < 1 || idx > cnt {
-		return Shard{}, fmt.Errorf("--shard %q: expected I/N with 1 <= I <= N, e.g. --shard 1/4", v)
+	if !ok || err1 != nil || err2 != nil || cnt < 1 || idx < 1 || idx > cnt || cnt > MaxShards {
+		return Shard{}, fmt.Errorf("--shard %q: expected I/N with 1 <= I <= N <= %d, e.g. --shard 1/4", v, MaxShards)
 	}
 	return Shard{Index: idx, Count: cnt, By: ShardByGroup}, nil
+}
+
+// MaxShards is the most shards a run may be split into: a shard plan holds a slot per shard,
+// so a count read from a shard's results.json must be bounded before it is planned with.
+const MaxShards = 1024
+
+// checkShardNumbers checks a shard's index and count as read from a results file: 1 <= index
+// <= count <= MaxShards (a count of 0 or 10^12 would break or exhaust the plan).
+func checkShardNumbers(index, count int) error {
+	if count < 1 || count > MaxShards || index < 1 || index > count {
+		return fmt.Errorf("shard %d/%d: expected index/count with 1 <= index <= count <= %d", index, count, MaxShards)
+	}
+	return nil
 }
 
 // ShardGroups returns the units a spec's configs are sharded in, each in spec order: with

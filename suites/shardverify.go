@@ -99,6 +99,9 @@ func verifyShardContent(s *spec.Spec, sh shardRun) []string {
 	r, p := sh.run, sh.path()
 	var problems []string
 	bad := func(format string, a ...any) { problems = append(problems, fmt.Sprintf(format, a...)) }
+	if err := checkShardNumbers(r.Shard.Index, r.Shard.Count); err != nil {
+		return []string{fmt.Sprintf("%s: %v", p, err)}
+	}
 	by := r.Shard.By
 	if by != ShardByGroup && by != ShardByConfig {
 		return []string{fmt.Sprintf("%s: shard.by %q: expected %s or %s", p, by, ShardByGroup, ShardByConfig)}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -12,6 +13,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/reckon-ci/reckon/internal/domain"
 )
 
 // Source formats recognised by ImportFile (Result.Metadata.SourceFormat).
@@ -61,11 +64,24 @@ func ImportAll(path string) ([]*Result, error) {
 	return ImportAllWith(path, ImportOptions{})
 }
 
-// ImportAllWith is ImportAll with options.
+// ImportAllWith is ImportAll with options. A file larger than MaxImportBytes is refused
+// before it is read; JSON Lines are decoded one record at a time, so that memory follows the
+// largest record and the results, not the file.
 func ImportAllWith(path string, opts ImportOptions) ([]*Result, error) {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("import: %w", err)
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() && st.Size() > MaxImportBytes {
+		return nil, fmt.Errorf("import %s: %d MiB, larger than the %d MiB a result file may have", path, st.Size()>>20, MaxImportBytes>>20)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxImportBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("import %s: %w", path, err)
+	}
+	if len(data) > MaxImportBytes {
+		return nil, fmt.Errorf("import %s: larger than the %d MiB a result file may have", path, MaxImportBytes>>20)
 	}
 	rs, err := ImportWith(data, filepath.Base(path), opts)
 	if err != nil {
@@ -122,24 +138,68 @@ func ImportWith(data []byte, name string, opts ImportOptions) ([]*Result, error)
 		return nil, fmt.Errorf("empty file")
 	}
 	if looksLikeConsole(trimmed) && !looksLikeNCCL(trimmed) {
-		return importConsole(trimmed, opts)
+		return checkResults(importConsole(trimmed, opts))
 	}
 	if trimmed[0] != '{' && trimmed[0] != '[' || looksLikeNCCL(trimmed) {
 		if looksLikeNCCL(trimmed) {
-			return importNCCLText(trimmed)
+			return checkResults(importNCCLText(trimmed))
 		}
 		return nil, fmt.Errorf("unrecognised format: expected JSON (vLLM, GenAI-Perf/AIPerf, reckon), JSONL (SGLang, vLLM --append-result), a printed \"Serving Benchmark Result\" summary or nccl-tests text output")
+	}
+	if len(trimmed) > MaxImportBytes {
+		return nil, fmt.Errorf("larger than the %d MiB a result file may have", MaxImportBytes>>20)
+	}
+	var out []*Result
+	// add converts one decoded object (where: the record it came from, for error messages).
+	add := func(o map[string]any, where string) error {
+		if len(out) >= MaxImportRecords {
+			return fmt.Errorf("%s: more than %d results in one file", where, MaxImportRecords)
+		}
+		r, err := importObject(o, name, opts)
+		if err != nil {
+			if where != "" {
+				return fmt.Errorf("%s: %w", where, err)
+			}
+			return err
+		}
+		out = append(out, r)
+		return nil
+	}
+	if isJSONLines(trimmed) {
+		// JSON Lines: one record decoded, converted and dropped at a time.
+		lineNo := 0
+		for rest := trimmed; len(rest) > 0; {
+			var line []byte
+			line, rest, _ = bytes.Cut(rest, []byte("\n"))
+			lineNo++
+			line = bytes.TrimSpace(line)
+			if len(line) == 0 {
+				continue
+			}
+			where := fmt.Sprintf("line %d", lineNo)
+			clean, err := sanitizeNonFinite(line)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", where, err)
+			}
+			o, err := decodeObject(clean)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", where, err)
+			}
+			if err := add(o, where); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
 	}
 	clean, err := sanitizeNonFinite(trimmed)
 	if err != nil {
 		return nil, err
 	}
-	// One JSON document, an array of result objects (vllm bench sweep's summary.json), or JSON
-	// Lines? where[i] says where object i came from, for error messages.
-	var objs []map[string]any
-	var where []string
+	// One JSON document, or an array of result objects (vllm bench sweep's summary.json)?
 	if doc, err := decodeObject(clean); err == nil {
-		objs, where = []map[string]any{doc}, []string{""}
+		if err := add(doc, ""); err != nil {
+			return nil, err
+		}
 	} else if arr, isArr := decodeArray(clean); isArr {
 		if len(arr) == 0 {
 			return nil, fmt.Errorf("an empty JSON array holds no result")
@@ -149,56 +209,92 @@ func ImportWith(data []byte, name string, opts ImportOptions) ([]*Result, error)
 			if !ok {
 				return nil, fmt.Errorf("a JSON array is not a known result format unless every element is a result object; element %d is %T", i, x)
 			}
-			objs = append(objs, o)
-			where = append(where, fmt.Sprintf("element %d", i))
+			if err := add(o, fmt.Sprintf("element %d", i)); err != nil {
+				return nil, err
+			}
+			arr[i] = nil
 		}
 	} else {
-		for i, line := range bytes.Split(clean, []byte("\n")) {
-			line = bytes.TrimSpace(line)
-			if len(line) == 0 {
+		// Not one document: the first line that is not an object says where.
+		lineNo := 0
+		for _, line := range bytes.Split(clean, []byte("\n")) {
+			lineNo++
+			if line = bytes.TrimSpace(line); len(line) == 0 {
 				continue
 			}
-			o, err := decodeObject(line)
-			if err != nil {
-				return nil, fmt.Errorf("line %d: %w", i+1, err)
+			if _, err := decodeObject(line); err != nil {
+				return nil, fmt.Errorf("line %d: %w", lineNo, err)
 			}
-			objs = append(objs, o)
-			where = append(where, fmt.Sprintf("line %d", i+1))
 		}
-	}
-	var out []*Result
-	for i, o := range objs {
-		var r *Result
-		var err error
-		switch format := classify(o, name); format {
-		case FormatReckon:
-			r, err = importReckon(o)
-		case FormatVLLM:
-			r, err = importVLLM(o, opts)
-		case FormatSGLang:
-			r, err = importSGLang(o)
-		case FormatAIPerf, FormatGenAI:
-			r, err = importAIPerf(o, format)
-		case FormatNCCLJSON:
-			r, err = importNCCLJSON(o)
-		case "aiperf-records":
-			err = fmt.Errorf("this is AIPerf's per-request profile_export.jsonl; import the aggregate profile_export_aiperf.json written next to it")
-		default:
-			err = fmt.Errorf("unrecognised JSON result: expected vLLM bench serve keys (output_throughput, mean_ttft_ms, ...), SGLang bench_serving keys (mean_e2e_latency_ms, ...), GenAI-Perf/AIPerf metric objects ({\"unit\", \"avg\", ...}) or a reckon result (schema %q)", ResultSchema)
-		}
-		if err != nil {
-			if where[i] != "" {
-				return nil, fmt.Errorf("%s: %w", where[i], err)
-			}
-			return nil, err
-		}
-		sort.Strings(r.Missing)
-		out = append(out, r)
+		return nil, fmt.Errorf("line 1: %w", err)
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("no result found")
 	}
 	return out, nil
+}
+
+// checkResults checks the results of a text format (checkResult), naming the run of the file
+// that holds a value out of its range.
+func checkResults(rs []*Result, err error) ([]*Result, error) {
+	if err != nil {
+		return nil, err
+	}
+	for i, r := range rs {
+		if err := checkResult(r); err != nil {
+			if len(rs) > 1 {
+				return nil, fmt.Errorf("run %d: %w", i+1, err)
+			}
+			return nil, err
+		}
+	}
+	return rs, nil
+}
+
+// isJSONLines tells JSON Lines from one JSON document: the first non-empty line is a whole
+// JSON object and another non-empty line follows it.
+func isJSONLines(b []byte) bool {
+	first, rest, more := bytes.Cut(b, []byte("\n"))
+	first = bytes.TrimSpace(first)
+	if !more || len(bytes.TrimSpace(rest)) == 0 || len(first) == 0 || first[0] != '{' {
+		return false
+	}
+	clean, err := sanitizeNonFinite(first)
+	if err != nil {
+		return false
+	}
+	return json.Valid(clean) && bytes.HasSuffix(clean, []byte("}"))
+}
+
+// importObject converts one decoded result object of any JSON format and checks its numbers
+// against their ranges (checkResult).
+func importObject(o map[string]any, name string, opts ImportOptions) (*Result, error) {
+	var r *Result
+	var err error
+	switch format := classify(o, name); format {
+	case FormatReckon:
+		r, err = importReckon(o)
+	case FormatVLLM:
+		r, err = importVLLM(o, opts)
+	case FormatSGLang:
+		r, err = importSGLang(o)
+	case FormatAIPerf, FormatGenAI:
+		r, err = importAIPerf(o, format)
+	case FormatNCCLJSON:
+		r, err = importNCCLJSON(o)
+	case "aiperf-records":
+		err = fmt.Errorf("this is AIPerf's per-request profile_export.jsonl; import the aggregate profile_export_aiperf.json written next to it")
+	default:
+		err = fmt.Errorf("unrecognised JSON result: expected vLLM bench serve keys (output_throughput, mean_ttft_ms, ...), SGLang bench_serving keys (mean_e2e_latency_ms, ...), GenAI-Perf/AIPerf metric objects ({\"unit\", \"avg\", ...}) or a reckon result (schema %q)", ResultSchema)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := checkResult(r); err != nil {
+		return nil, err
+	}
+	sort.Strings(r.Missing)
+	return r, nil
 }
 
 // decodeArray decodes b as one JSON array; ok is false when it is not one.
@@ -406,6 +502,8 @@ type importer struct {
 	setters map[string]reflect.Value
 	set     map[string]bool
 	unknown []string
+	// err is the first value outside its range (see checkMetric), naming the source field.
+	err error
 }
 
 func newImporter(format, tool string) *importer {
@@ -433,8 +531,12 @@ func (im *importer) metric(key, src string, v any) {
 		im.extra(key, f)
 		return
 	}
+	if err := checkMetric(key, f, fv.Kind() == reflect.Int); err != nil {
+		im.fail(src, err)
+		return
+	}
 	if fv.Kind() == reflect.Int {
-		fv.SetInt(int64(math.Round(f)))
+		fv.SetInt(int64(f))
 	} else {
 		fv.SetFloat(f)
 	}
@@ -442,10 +544,23 @@ func (im *importer) metric(key, src string, v any) {
 }
 
 func (im *importer) extra(key string, f float64) {
+	if err := domain.Measured(f, false); err != nil {
+		im.fail(key, err)
+		return
+	}
 	if im.r.Extra == nil {
 		im.r.Extra = map[string]float64{}
 	}
 	im.r.Extra[key] = f
+}
+
+// result is finish, or the first range error met while importing.
+func (im *importer) result() (*Result, error) {
+	r := im.finish()
+	if im.err != nil {
+		return nil, im.err
+	}
+	return r, nil
 }
 
 // finish marks every metric that was not set as missing and reports unknown keys.
@@ -476,19 +591,6 @@ func str(v any) string {
 		return strconv.FormatBool(x)
 	}
 	return ""
-}
-
-func intOf(v any) (int, bool) {
-	f, ok, _ := num(v)
-	if !ok {
-		if s, isStr := v.(string); isStr {
-			if n, err := strconv.Atoi(strings.TrimSpace(s)); err == nil {
-				return n, true
-			}
-		}
-		return 0, false
-	}
-	return int(math.Round(f)), true
 }
 
 // requestRate reads a request rate: a number, "inf", or Infinity; 0 means all at once.
@@ -534,18 +636,23 @@ func (im *importer) details(o map[string]any, used map[string]bool) {
 		return
 	}
 	d := &Details{}
-	toInts := func(v any) []int {
+	toInts := func(name string, v any) []int {
 		fs, _ := floats(v)
 		out := make([]int, len(fs))
 		for i, f := range fs {
-			if !math.IsNaN(f) {
-				out[i] = int(f)
+			if math.IsNaN(f) {
+				continue
 			}
+			if err := domain.Count(f, MaxImportCount); err != nil {
+				im.fail(fmt.Sprintf("%s[%d]", name, i), err)
+				return nil
+			}
+			out[i] = int(f)
 		}
 		return out
 	}
-	d.InputLens = toInts(o["input_lens"])
-	d.OutputLens = toInts(o["output_lens"])
+	d.InputLens = toInts("input_lens", o["input_lens"])
+	d.OutputLens = toInts("output_lens", o["output_lens"])
 	d.TTFTs, _ = floats(o["ttfts"])
 	d.Latencies, _ = floats(o["latencies"])
 	d.StartTimes, _ = floats(o["start_times"])

@@ -87,22 +87,22 @@ func importAIPerf(o map[string]any, format string) (*Result, error) {
 			}
 		}
 		if lg, ok := ic["loadgen"].(map[string]any); ok {
-			if n, ok := intOf(lg["concurrency"]); ok {
+			if n, ok := im.count("input_config.loadgen.concurrency", lg["concurrency"], MaxImportCount); ok {
 				r.Metadata.Workload.MaxConcurrency = n
 				r.MaxConcurrency = n
 				im.set["max_concurrency"] = true
 			}
-			if f, ok, _ := num(lg["request_rate"]); ok {
+			if f, ok := im.measured("input_config.loadgen.request_rate", lg["request_rate"]); ok {
 				r.Metadata.Workload.RequestRate = f
 			}
 		}
 		if in, ok := ic["input"].(map[string]any); ok {
-			if n, ok := intOf(in["random_seed"]); ok {
+			if n, ok := im.count("input_config.input.random_seed", in["random_seed"], 1<<53); ok {
 				seed := int64(n)
 				r.Metadata.Seed = &seed
 			}
 		}
-		if n, ok := intOf(ic["concurrency"]); ok && r.Metadata.Workload.MaxConcurrency == 0 {
+		if n, ok := im.count("input_config.concurrency", ic["concurrency"], MaxImportCount); ok && r.Metadata.Workload.MaxConcurrency == 0 {
 			r.Metadata.Workload.MaxConcurrency = n
 			r.MaxConcurrency = n
 			im.set["max_concurrency"] = true
@@ -210,7 +210,7 @@ func importAIPerf(o map[string]any, format string) (*Result, error) {
 			total := 0
 			for _, e := range es {
 				if m, ok := e.(map[string]any); ok {
-					if n, ok := intOf(m["count"]); ok {
+					if n, ok := im.count("error_summary.count", m["count"], MaxImportCount); ok {
 						total += n
 					}
 				}
@@ -219,5 +219,5 @@ func importAIPerf(o map[string]any, format string) (*Result, error) {
 			im.set["failed"] = true
 		}
 	}
-	return im.finish(), nil
+	return im.result()
 }

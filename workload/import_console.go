@@ -65,8 +65,10 @@ func importConsole(b []byte, opts ImportOptions) ([]*Result, error) {
 	var rate, maxConc, preRate, preConc, backend string
 	var peak any
 	hasPeak := false
+	var blockErr error
+	blockLine, peakLine := 0, 0
 	finish := func() {
-		if im == nil {
+		if im == nil || blockErr != nil {
 			return
 		}
 		if seen > 0 {
@@ -89,15 +91,34 @@ func importConsole(b []byte, opts ImportOptions) ([]*Result, error) {
 			}
 			r.warnf("read from the printed summary: values are rounded as printed (two decimals)")
 			im.dropPlaceholderStats()
-			out = append(out, im.finish())
+			res, err := im.result()
+			if err != nil {
+				line := peakLine
+				if line == 0 {
+					line = blockLine
+				}
+				blockErr = fmt.Errorf("line %d: %w", line, err)
+				return
+			}
+			out = append(out, res)
 		}
-		im, seen, rate, maxConc, backend, peak, hasPeak = nil, 0, "", "", "", nil, false
+		im, seen, rate, maxConc, backend, peak, hasPeak, peakLine = nil, 0, "", "", "", nil, false, 0
 	}
 	for sc.Scan() {
+		if im != nil && im.err != nil {
+			return nil, fmt.Errorf("line %d: %w", lineNo, im.err)
+		}
+		if blockErr != nil {
+			return nil, blockErr
+		}
 		lineNo++
 		line := strings.TrimSpace(reConsolePrefix.ReplaceAllString(sc.Text(), ""))
 		if reConsoleStart.MatchString(line) {
 			finish()
+			if len(out) >= MaxImportRecords {
+				return nil, fmt.Errorf("line %d: more than %d summaries in one file", lineNo, MaxImportRecords)
+			}
+			blockLine = lineNo
 			im = newImporter(FormatConsole, "serving benchmark (printed summary)")
 			// vLLM prints the traffic settings before the block.
 			rate, maxConc = preRate, preConc
@@ -146,7 +167,7 @@ func importConsole(b []byte, opts ImportOptions) ([]*Result, error) {
 			continue
 		}
 		if label == "peak concurrent requests" {
-			peak, hasPeak = f, true
+			peak, hasPeak, peakLine = f, true, lineNo
 			seen++
 			continue
 		}
@@ -170,7 +191,13 @@ func importConsole(b []byte, opts ImportOptions) ([]*Result, error) {
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("line %d: %w", lineNo+1, err)
 	}
+	if im != nil && im.err != nil {
+		return nil, fmt.Errorf("line %d: %w", lineNo, im.err)
+	}
 	finish()
+	if blockErr != nil {
+		return nil, blockErr
+	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("a \"Serving Benchmark Result\" block without metrics")
 	}

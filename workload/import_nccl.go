@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/reckon-ci/reckon/internal/domain"
 )
 
 // mpiPrefix matches the per-rank prefixes that mpirun --tag-output adds ("[1,0]<stdout>:").
@@ -161,6 +163,9 @@ func importNCCLText(b []byte) ([]*Result, error) {
 	}
 	for sc.Scan() {
 		lineNo++
+		if len(runs) >= MaxImportRecords {
+			return nil, fmt.Errorf("line %d: more than %d nccl-tests runs in one file", lineNo, MaxImportRecords)
+		}
 		trim := strings.TrimSpace(cleanNCCLLine(sc.Text()))
 		if trim == "" {
 			continue
@@ -189,6 +194,8 @@ func importNCCLText(b []byte) ([]*Result, error) {
 			case err != nil || math.IsNaN(f) || math.IsInf(f, 0):
 				cur.r.warnf("line %d: Avg bus bandwidth is %s: avg_busbw_gbps is missing", lineNo, m[1])
 				cur.avgBad = true
+			case f < 0 || f > domain.MaxMagnitude:
+				return nil, fmt.Errorf("line %d: Avg bus bandwidth %s is outside [0, %g]", lineNo, m[1], float64(domain.MaxMagnitude))
 			default:
 				cur.n.AvgBusBWGBps = f
 				cur.avgFound = true
@@ -198,7 +205,11 @@ func importNCCLText(b []byte) ([]*Result, error) {
 			continue
 		}
 		if m := reOOB.FindStringSubmatch(trim); m != nil {
-			cur.n.OutOfBounds, _ = strconv.Atoi(m[1])
+			oob, err := strconv.ParseInt(m[1], 10, 64)
+			if err != nil || oob > MaxImportCount {
+				return nil, fmt.Errorf("line %d: Out of bounds values %q: expected a count in [0, %d]", lineNo, m[1], int64(MaxImportCount))
+			}
+			cur.n.OutOfBounds = int(oob)
 			if m[2] == "FAILED" {
 				cur.r.warnf("nccl-tests reported out-of-bounds values: %s", m[1])
 			}
@@ -522,29 +533,47 @@ func importNCCLJSON(o map[string]any) (*Result, error) {
 			return nil, fmt.Errorf("results[%d]: expected an object", i)
 		}
 		var row NCCLRow
-		if v, ok := intOf(m["size"]); ok {
+		var ferr error
+		cnt := func(field string, v any, max int64) (int, bool) {
+			n, ok, err := countOf(v, max)
+			if err != nil && ferr == nil {
+				ferr = fmt.Errorf("results[%d].%s: %w", i, field, err)
+			}
+			return n, ok
+		}
+		if v, ok := cnt("size", m["size"], MaxImportCount); ok {
 			row.SizeBytes = int64(v)
-		} else {
+		} else if ferr == nil {
 			return nil, fmt.Errorf("results[%d].size: expected a number of bytes", i)
 		}
-		if v, ok := intOf(m["count"]); ok {
+		if v, ok := cnt("count", m["count"], MaxImportCount); ok {
 			row.Count = int64(v)
 		}
 		row.Type = str(m["type"])
 		row.RedOp = str(m["redop"])
-		if v, ok := intOf(m["root"]); ok {
+		if f, ok, _ := num(m["root"]); ok && f == -1 {
+			v := -1 // no root (all_reduce)
+			row.Root = &v
+		} else if v, ok := cnt("root", m["root"], MaxImportCount); ok {
 			row.Root = &v
 		}
-		meas := func(v any) *NCCLMeasure {
+		meas := func(place string, v any) *NCCLMeasure {
 			mm, ok := v.(map[string]any)
 			if !ok {
 				return nil
 			}
 			out := &NCCLMeasure{}
-			out.TimeUs, _, _ = num(mm["time"])
-			out.AlgBWGBps, _, _ = num(mm["alg_bw"])
-			out.BusBWGBps, _, _ = num(mm["bus_bw"])
-			if w, ok := intOf(mm["nwrong"]); ok {
+			for _, f := range []struct {
+				key string
+				dst *float64
+			}{{"time", &out.TimeUs}, {"alg_bw", &out.AlgBWGBps}, {"bus_bw", &out.BusBWGBps}} {
+				x, _, err := nonNegative(mm[f.key])
+				if err != nil && ferr == nil {
+					ferr = fmt.Errorf("results[%d].%s.%s: %w", i, place, f.key, err)
+				}
+				*f.dst = x
+			}
+			if w, ok := cnt(place+".nwrong", mm["nwrong"], MaxImportCount); ok {
 				w64 := int64(w)
 				out.Wrong = &w64
 				anyChecked = true
@@ -552,15 +581,22 @@ func importNCCLJSON(o map[string]any) (*Result, error) {
 			}
 			return out
 		}
-		if op := meas(m["out_of_place"]); op != nil {
+		if op := meas("out_of_place", m["out_of_place"]); op != nil {
 			row.OutOfPlace = *op
 		}
-		row.InPlace = meas(m["in_place"])
+		row.InPlace = meas("in_place", m["in_place"])
+		if ferr != nil {
+			return nil, ferr
+		}
 		n.Rows = append(n.Rows, row)
 	}
 	n.Validated = anyChecked
 	if ab, ok := o["average_bus_bandwidth"].(map[string]any); ok {
-		if f, ok, _ := num(ab["bandwidth"]); ok {
+		f, ok, err := nonNegative(ab["bandwidth"])
+		if err != nil {
+			return nil, fmt.Errorf("average_bus_bandwidth.bandwidth: %w", err)
+		}
+		if ok {
 			n.AvgBusBWGBps = f
 		} else {
 			r.setMissing("avg_busbw_gbps")
@@ -579,7 +615,11 @@ func importNCCLJSON(o map[string]any) (*Result, error) {
 		r.setMissing("avg_busbw_gbps")
 	}
 	if ob, ok := o["out_of_bounds"].(map[string]any); ok {
-		if v, ok := intOf(ob["count"]); ok {
+		v, ok, err := countOf(ob["count"], MaxImportCount)
+		if err != nil {
+			return nil, fmt.Errorf("out_of_bounds.count: %w", err)
+		}
+		if ok {
 			n.OutOfBounds = v
 		}
 	}

@@ -55,7 +55,7 @@ func importVLLM(o map[string]any, opts ImportOptions) (*Result, error) {
 	if l := str(o["label"]); l != "" {
 		md.labels()["label"] = l
 	}
-	if n, ok := intOf(o["num_prompts"]); ok {
+	if n, ok := im.count("num_prompts", o["num_prompts"], MaxImportCount); ok {
 		md.Workload.NumPrompts = n
 	}
 	if v, has := o["request_rate"]; has {
@@ -65,10 +65,10 @@ func importVLLM(o map[string]any, opts ImportOptions) (*Result, error) {
 			r.warnf("request_rate: expected a number or \"inf\", got %v", v)
 		}
 	}
-	if f, ok, _ := num(o["burstiness"]); ok {
+	if f, ok := im.measured("burstiness", o["burstiness"]); ok {
 		md.Workload.Burstiness = f
 	}
-	if n, ok := intOf(o["max_concurrency"]); ok {
+	if n, ok := im.count("max_concurrency", o["max_concurrency"], MaxImportCount); ok {
 		md.Workload.MaxConcurrency = n
 		im.metric("max_concurrency", "max_concurrency", o["max_concurrency"])
 	}
@@ -102,7 +102,7 @@ func importVLLM(o map[string]any, opts ImportOptions) (*Result, error) {
 	}
 	im.generic(o, used, nil)
 	im.dropPlaceholderStats()
-	return im.finish(), nil
+	return im.result()
 }
 
 // vllmPeak files vLLM's max_concurrent_requests (v, under the source's name src; has: the file
@@ -195,7 +195,7 @@ func importSGLang(o map[string]any) (*Result, error) {
 			r.warnf("request_rate: expected a number or Infinity, got %v", v)
 		}
 	}
-	if n, ok := intOf(o["max_concurrency"]); ok {
+	if n, ok := im.count("max_concurrency", o["max_concurrency"], MaxImportCount); ok {
 		md.Workload.MaxConcurrency = n
 		im.metric("max_concurrency", "max_concurrency", o["max_concurrency"])
 	}
@@ -215,7 +215,7 @@ func importSGLang(o map[string]any) (*Result, error) {
 		r.warnf("SGLang bench_serving does not report failed requests: failed is missing")
 	}
 	im.dropPlaceholderStats()
-	return im.finish(), nil
+	return im.result()
 }
 
 // sglangLengths reads SGLang's length settings with SGLang's meaning. Its --random-range-ratio r
@@ -238,9 +238,9 @@ func (im *importer) sglangLengths(o map[string]any) {
 	ds := strings.ToLower(w.Dataset)
 	switch {
 	case strings.HasPrefix(ds, "random"):
-		r, hasR, _ := num(o["random_range_ratio"])
-		in, hasIn := intOf(o["random_input_len"])
-		out, hasOut := intOf(o["random_output_len"])
+		r, hasR := im.measured("random_range_ratio", o["random_range_ratio"])
+		in, hasIn := im.count("random_input_len", o["random_input_len"], MaxImportCount)
+		out, hasOut := im.count("random_output_len", o["random_output_len"], MaxImportCount)
 		if !hasR {
 			if hasIn || hasOut {
 				im.r.warnf("random_range_ratio is not in the file: the lengths drawn around random_input_len/random_output_len are unknown")
@@ -265,7 +265,7 @@ func (im *importer) sglangLengths(o map[string]any) {
 				r, r, w.InputLens, w.OutputLens)
 		}
 	case ds == "sharegpt":
-		if n, ok := intOf(o["sharegpt_output_len"]); ok && n > 0 {
+		if n, ok := im.count("sharegpt_output_len", o["sharegpt_output_len"], MaxImportCount); ok && n > 0 {
 			w.OutputLen = n
 			w.OutputLens = &LenRange{n, n}
 		}

@@ -22,6 +22,7 @@ import (
 	"github.com/reckon-ci/reckon/gate"
 	"github.com/reckon-ci/reckon/history"
 	"github.com/reckon-ci/reckon/internal/atomicfile"
+	"github.com/reckon-ci/reckon/internal/sanitize"
 	"github.com/reckon-ci/reckon/reporters"
 	"github.com/reckon-ci/reckon/suites"
 	"github.com/reckon-ci/reckon/workload"
@@ -522,7 +523,9 @@ func newHistoryReportCmd(dsn *string) *cobra.Command {
 			if err := atomicfile.Write(md, func(w io.Writer) error {
 				fmt.Fprintf(w, "## History: %d change point(s) in %d series\n\n", len(fs), len(ser))
 				for _, f := range fs {
-					fmt.Fprintf(w, "- %s\n", f.Line())
+					// Names, metrics and commits come from results files: Markdown escaped
+					// (mentions, links, bidi), as in summary.md.
+					fmt.Fprintf(w, "- %s\n", sanitize.Markdown(f.Line()))
 				}
 				return nil
 			}); err != nil {

@@ -164,7 +164,7 @@ func TestHistorySimulated60Nights(t *testing.T) {
 		}
 	}
 	md, _ := os.ReadFile(filepath.Join(rep, "history.md"))
-	if !strings.Contains(string(md), "nccl output_throughput: change point regression at run 2026-11-10") {
+	if !strings.Contains(string(md), `nccl output\_throughput: change point regression at run 2026-11-10`) { // Markdown escaped
 		t.Errorf("history.md:\n%s", md)
 	}
 	out, _, code = historyCLI(t, "between", "--history", db, nightCommit(38)[:14], nightCommit(42)[:14], "--metric", "output_throughput")

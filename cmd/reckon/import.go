@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -84,6 +85,14 @@ out-of-place and in-place, and avg_busbw_gbps).`,
 				if len(results) == 1 && results[0].NCCL != nil {
 					v = ncclJSON(results[0])
 				}
+				if len(results) > 1 {
+					// One element at a time: the output of thousands of results is never one
+					// buffer (the same bytes as encoding the array with this indent).
+					if err := encodeArray(w, results); err != nil {
+						return withExitCode(3, fmt.Errorf("writing JSON: %w", err))
+					}
+					return nil
+				}
 				enc := json.NewEncoder(w)
 				enc.SetIndent("", "  ")
 				if err := enc.Encode(v); err != nil {
@@ -106,6 +115,26 @@ out-of-place and in-place, and avg_busbw_gbps).`,
 	cmd.Flags().StringVar(&toolVersion, "tool-version", "", "version of the tool that wrote the file, where its definitions changed and the file does not say (vLLM: e.g. 0.25.1)")
 	cmd.Flags().StringVar(&out, "out", "", "also write the normalized result(s) to this file (atomically; a JSON array when several)")
 	return cmd
+}
+
+// encodeArray writes rs as an indented JSON array, element by element.
+func encodeArray(w io.Writer, rs []*workload.Result) error {
+	bw := bufio.NewWriter(w)
+	bw.WriteString("[\n")
+	for i, r := range rs {
+		b, err := json.MarshalIndent(r, "  ", "  ")
+		if err != nil {
+			return err
+		}
+		bw.WriteString("  ")
+		bw.Write(b)
+		if i < len(rs)-1 {
+			bw.WriteByte(',')
+		}
+		bw.WriteByte('\n')
+	}
+	bw.WriteString("]\n")
+	return bw.Flush()
 }
 
 // ncclRowJSON is the per-row shape `reckon import --json` prints for nccl-tests.

@@ -7,6 +7,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/sirupsen/logrus"
@@ -70,7 +71,7 @@ func setupLogging(format, level string) error {
 		return withExitCode(2, fmt.Errorf("--log-level: %w (expected debug, info, warn or error)", err))
 	}
 	logrus.SetLevel(lvl)
-	logrus.SetOutput(os.Stderr)
+	logrus.SetOutput(stderrOut)
 	switch format {
 	case "text":
 		logrus.SetFormatter(&logrus.TextFormatter{
@@ -85,19 +86,27 @@ func setupLogging(format, level string) error {
 	return nil
 }
 
+// stderrOut is where the logger writes: main makes it a consoleWriter.
+var stderrOut io.Writer = os.Stderr
+
 func main() {
+	stdout, stderr := newConsoleWriter(os.Stdout), newConsoleWriter(os.Stderr)
+	rootCmd.SetOut(stdout)
+	rootCmd.SetErr(stderr)
+	stderrOut = stderr
 	err := rootCmd.Execute()
-	if err == nil {
-		return
-	}
-	code := 2
-	var ee *exitError
-	if errors.As(err, &ee) {
-		code = ee.code
-		if ee.err == nil {
-			os.Exit(code)
+	code := 0
+	if err != nil {
+		code = 2
+		var ee *exitError
+		if errors.As(err, &ee) {
+			code = ee.code
+		}
+		if ee == nil || ee.err != nil {
+			fmt.Fprintf(stderr, "reckon: %v\n", err)
 		}
 	}
-	fmt.Fprintf(os.Stderr, "reckon: %v\n", err)
+	stdout.Flush()
+	stderr.Flush()
 	os.Exit(code)
 }

@@ -30,7 +30,9 @@ func filterStdout() (restore func()) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		progressFilter{dst: out}.copy(r)
+		cw := newConsoleWriter(out) // Ginkgo prints failure messages, which quote engine text
+		progressFilter{dst: cw}.copy(r)
+		cw.Flush()
 	}()
 	return func() {
 		_ = unix.Dup3(saved, 1, 0) // fd 1 is the terminal again

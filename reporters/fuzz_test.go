@@ -1,0 +1,18 @@
+package reporters
+
+import "testing"
+
+// FuzzDecodeResults: the results reader never panics, and a run it accepts renders to Markdown
+// (issue 25, item 8). Seeds: testdata/fuzz/FuzzDecodeResults (shard results of the fixtures).
+func FuzzDecodeResults(f *testing.F) {
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r, err := DecodeResults(data)
+		if err != nil {
+			return
+		}
+		if r == nil {
+			t.Fatal("no run and no error")
+		}
+		_ = renderMarkdown(r, MaxMarkdownBytes)
+	})
+}
