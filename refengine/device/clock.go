@@ -89,12 +89,20 @@ func logNormal(z, cv float64) float64 {
 // Pacer makes scheduler steps last their modelled time: a step ends at
 // start + max(real compute, Slowdown × noise × modelled), sleeping for the rest. Steps that follow
 // each other without the engine idling start at the previous step's modelled end, so a timer
-// that wakes late does not accumulate into lost throughput. The zero value is not usable; use
-// NewPacer.
+// that wakes late does not accumulate into lost throughput.
+//
+// With a catch-up allowance (CatchUp > 0), the time by which steps overran (real compute longer
+// than modelled) is a debt, up to CatchUp, that the following steps repay from their slack: they
+// end earlier than their modelled time, never before their own real compute has finished. An
+// occasional slow CPU step (a long prefill, a GC pause, a neighbour's burst) then leaves the
+// throughput of the modelled timeline unchanged; with CatchUp 0 every step lasts exactly the
+// longer of its real and modelled time. The zero value is not usable; use NewPacer.
 type Pacer struct {
 	clk      Clock
 	slowdown float64
 	noise    Noise
+	// CatchUp bounds the overrun debt that later steps repay (0: none). Set before the first step.
+	CatchUp time.Duration
 
 	mu        sync.Mutex
 	rng       *rand.Rand
@@ -103,6 +111,7 @@ type Pacer struct {
 	redrawAt  time.Duration // modelled busy time at which the step factor is redrawn
 	busy      time.Duration // modelled (paced) busy time of this launch
 	deadline  time.Time     // the previous step's end
+	debt      time.Duration // overrun not yet repaid (at most CatchUp)
 	st        PacerStats
 }
 
@@ -114,8 +123,9 @@ type PacerStats struct {
 	// Modelled is the sum of the steps' paced modelled times (slowdown and noise applied), Real
 	// the sum of their real compute times, Slept the time spent waiting for the modelled end.
 	Modelled, Real, Slept time.Duration
-	// WorstOverrun is the largest real − modelled of an overrun step.
-	WorstOverrun time.Duration
+	// WorstOverrun is the largest real − modelled of an overrun step; Repaid the overrun time
+	// that later steps made up from their slack (catch-up).
+	WorstOverrun, Repaid time.Duration
 	// LaunchFactor is this launch's between-launch factor.
 	LaunchFactor float64
 }
@@ -186,7 +196,16 @@ func (p *Pacer) End(ctx context.Context, s Step, modelled time.Duration) Paced {
 	real := now.Sub(s.realStart)
 	end := s.base.Add(target)
 	r := Paced{Target: target, Real: real, Overrun: real > target}
+	if p.debt > 0 && end.After(now) {
+		repay := min(p.debt, end.Sub(now))
+		end = end.Add(-repay)
+		p.debt -= repay
+		p.st.Repaid += repay
+	}
 	if end.Before(now) {
+		if r.Overrun {
+			p.debt = min(p.CatchUp, p.debt+now.Sub(end))
+		}
 		end = now
 	}
 	r.Duration = end.Sub(s.base)

@@ -51,6 +51,9 @@ type Model struct {
 	// ForwardOverheadUs is the fixed cost of one forward: CUDA-graph replay or kernel launches and
 	// the host's scheduling of the step.
 	ForwardOverheadUs float64
+	// SpecRoundOverheadUs is the host-side cost of one speculative round (draft inputs, verify
+	// bookkeeping, accepting and freeing KV slots) that the device does not overlap.
+	SpecRoundOverheadUs float64
 	// Draft is the speculative-decoding draft model (EAGLE-3 head) of this size.
 	Draft DraftModel
 	// Source says where the shape comes from.
@@ -249,6 +252,11 @@ func (t Timer) Forward(w Work) StepCost {
 		c.Comm = time.Duration(2*layers) * per
 	}
 	return c
+}
+
+// SpecRound is the modelled fixed cost of one speculative (draft, then verify) round.
+func (t Timer) SpecRound() StepCost {
+	return StepCost{Compute: time.Duration(t.Model.SpecRoundOverheadUs * float64(time.Microsecond))}
 }
 
 // Describe is one line for the start-up log and /server_info.

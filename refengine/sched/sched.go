@@ -711,6 +711,9 @@ func (s *Scheduler) logDecode(bs int) {
 func (s *Scheduler) specDecode(members []*seq) (int, error) {
 	k := s.cfg.Spec.NumSteps
 	drafts := make([][]int, len(members))
+	if s.cfg.Device != nil {
+		s.cost = s.cost.Add(s.cfg.Device.Timer.SpecRound())
+	}
 	for _, q := range members {
 		if err := s.grow(q, len(q.tokens)+k); err != nil {
 			return 0, err
