@@ -123,7 +123,7 @@ func kimiK25Int4() Model {
 		KVBytesPerToken: L * 576 * 2, KVReplicated: true, AttnDim: 64 * 192,
 		ActivationBytesPerToken: 2 * (4*H + 8*2*2048),
 		ForwardOverheadUs:       100,
-		SpecRoundOverheadUs:     30000,
+		SpecRoundOverheadUs:     34300,
 		Draft:                   DraftModel{Layers: 1, Bytes: 2 * (draftLayer + 32000*H), Params: draftLayer + 32000*H, KVBytesPerToken: 2 * 8 * 128 * 2},
 		Source:                  "moonshotai/Kimi-K2.5 config.json (text model as Kimi-K2: 61 layers, 384 experts, MLA); INT4 routed experts (W4A16, group 32); EAGLE-3 head with a 32k draft vocabulary"}
 }

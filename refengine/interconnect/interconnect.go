@@ -83,7 +83,7 @@ func GPUScale(t Topology) Model {
 	case NVLink:
 		return Model{Topology: NVLink, LinkGBps: 360, LatencyUs: 2}
 	case PCIe:
-		return Model{Topology: PCIe, LinkGBps: 25, BusGBps: 50, LatencyUs: 4.5, TransferUs: 2.9, ConcurrentTransfers: 2}
+		return Model{Topology: PCIe, LinkGBps: 25, BusGBps: 50, LatencyUs: 4.3, TransferUs: 2.2, ConcurrentTransfers: 2}
 	}
 	return Model{Topology: t}
 }
