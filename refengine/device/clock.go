@@ -41,7 +41,7 @@ func (WallClock) SleepUntil(ctx context.Context, t time.Time) {
 //   - StepCV: within a launch, each step's modelled time is multiplied by a log-normal factor of
 //     this coefficient of variation, drawn afresh every step, or every StepPeriod of modelled
 //     busy time when StepPeriod > 0 (so that a trial of that length sees the whole CV rather than
-//     CV/√steps);
+//     CV/√steps); busy time is the sum of the steps' modelled times before slowdown and noise;
 //   - LaunchCV: one log-normal factor of this CV per launch, drawn from (Seed, Launch);
 //   - DriftPerMinute: the modelled time grows linearly with the launch's modelled busy time,
 //     by this fraction per minute (negative: it shrinks; floored at 0.1).
@@ -109,7 +109,7 @@ type Pacer struct {
 	launchMul float64
 	stepMul   float64
 	redrawAt  time.Duration // modelled busy time at which the step factor is redrawn
-	busy      time.Duration // modelled (paced) busy time of this launch
+	busy      time.Duration // modelled busy time of this launch (before slowdown and noise)
 	deadline  time.Time     // the previous step's end
 	debt      time.Duration // overrun not yet repaid (at most CatchUp)
 	st        PacerStats
@@ -210,7 +210,7 @@ func (p *Pacer) End(ctx context.Context, s Step, modelled time.Duration) Paced {
 	}
 	r.Duration = end.Sub(s.base)
 	p.deadline = end
-	p.busy += target
+	p.busy += modelled
 	p.st.Steps++
 	p.st.Modelled += target
 	p.st.Real += real
