@@ -93,7 +93,8 @@ func logNormal(z, cv float64) float64 {
 //
 // With a catch-up allowance (CatchUp > 0), the time by which steps overran (real compute longer
 // than modelled) is a debt, up to CatchUp, that the following steps repay from their slack: they
-// end earlier than their modelled time, never before their own real compute has finished. An
+// end earlier than their modelled time, never before their own real compute has finished; an idle
+// wait clears the debt. An
 // occasional slow CPU step (a long prefill, a GC pause, a neighbour's burst) then leaves the
 // throughput of the modelled timeline unchanged; with CatchUp 0 every step lasts exactly the
 // longer of its real and modelled time. The zero value is not usable; use NewPacer.
@@ -160,6 +161,11 @@ func (p *Pacer) Begin(contiguous bool) Step {
 	base := now
 	if contiguous && !p.deadline.IsZero() && p.deadline.Before(now) {
 		base = p.deadline
+	}
+	if !contiguous {
+		// An idle engine has nothing to catch up on: a debt left from before the idle wait (a
+		// warm-up's slow prefill) must not speed up the next burst of work (the next trial).
+		p.debt = 0
 	}
 	return Step{base: base, realStart: now}
 }

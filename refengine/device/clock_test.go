@@ -139,6 +139,12 @@ func TestCatchUpRepaysOverrunsFromSlack(t *testing.T) {
 	if st := p.Stats(); st.Repaid != 5*time.Millisecond+3*time.Millisecond+5*time.Millisecond || st.Overruns != 2 {
 		t.Errorf("stats %+v", st)
 	}
+	// An idle wait clears the debt: the next burst (the next trial) is not sped up.
+	step(p, c, true, 30*time.Millisecond, 10*time.Millisecond)
+	c.advance(time.Second)
+	if r, _ := step(p, c, false, time.Millisecond, 10*time.Millisecond); r.Duration != 10*time.Millisecond {
+		t.Errorf("the first step after idle lasted %v, want its modelled 10ms", r.Duration)
+	}
 }
 
 // factors runs n steps of 1 s modelled time and returns their paced factors.
