@@ -74,6 +74,20 @@ func Default(t Topology) Model {
 	return Model{Topology: t}
 }
 
+// GPUScale returns the model of a topology at the scale of real GPUs, which the reference engine
+// uses on its modelled device clock (--clock modelled), where the messages are those of the
+// modelled model (tokens × its hidden size in bf16) rather than of the tiny real one. The values
+// and their reasons are in docs/interconnect.md ("GPU-scale constants").
+func GPUScale(t Topology) Model {
+	switch t {
+	case NVLink:
+		return Model{Topology: NVLink, LinkGBps: 360, LatencyUs: 2}
+	case PCIe:
+		return Model{Topology: PCIe, LinkGBps: 25, BusGBps: 50, LatencyUs: 4.3, TransferUs: 2.2, ConcurrentTransfers: 2}
+	}
+	return Model{Topology: t}
+}
+
 // Validate checks that the model can be evaluated: a known topology and positive bandwidths,
 // non-negative times.
 func (m Model) Validate() error {

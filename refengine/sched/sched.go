@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/reckon-ci/reckon/refengine/device"
 	"github.com/reckon-ci/reckon/refengine/kvcache"
 	"github.com/reckon-ci/reckon/refengine/model"
 	"github.com/reckon-ci/reckon/refengine/tp"
@@ -33,9 +34,24 @@ type Config struct {
 	KVBytesPerToken int64   // to convert leaked bytes into pages
 	Spec            *SpecConfig
 	Logf            func(format string, args ...any) // rank-0 log line printer
+	// Device, when set, is the modelled device clock (--clock modelled): every step lasts the
+	// longer of its real compute and the modelled time of its forwards on the modelled device
+	// (Timer), paced by Pacer; the slowdown fault is then the Pacer's. Nil: the wall clock (each
+	// step takes its real compute plus the modelled communication of the real allreduces, and the
+	// slowdown fault stretches the compute).
+	Device *DeviceClock
 	// OnStep, when set, is called after every forward step (prefill or decode batch) on the
 	// scheduler's goroutine (a profiler's num_steps counts these).
 	OnStep func()
+}
+
+// DeviceClock is the modelled device clock of a scheduler.
+type DeviceClock struct {
+	Timer device.Timer
+	Pacer *device.Pacer
+	// OverrunLogEvery is the least wall time between two log lines about steps whose CPU
+	// compute overran the modelled time (0: 10 s).
+	OverrunLogEvery time.Duration
 }
 
 // SpecConfig configures speculative decoding (topk 1: a chain of draft tokens).
@@ -72,6 +88,11 @@ type Scheduler struct {
 	winAccept [2]int // committed tokens, verify steps
 	decSteps  int
 	debt      time.Duration
+
+	// modelled clock: the cost of the current step's forwards, the overruns already logged
+	cost          device.StepCost
+	loggedOverrun int64
+	lastOverrunAt time.Time
 }
 
 // Stats is a snapshot of the scheduler's counters.
@@ -98,6 +119,10 @@ type Stats struct {
 	// slowdown fault added.
 	CommTime   time.Duration
 	FaultDelay time.Duration
+	// DeviceCompute is the modelled device compute time of the steps (modelled clock only), and
+	// Device the device clock's counters (steps, CPU overruns, modelled and real time).
+	DeviceCompute time.Duration
+	Device        device.PacerStats
 }
 
 // TokenUsage is the fraction of the KV pool in use.
@@ -234,6 +259,9 @@ func (s *Scheduler) Stats() Stats {
 	st.Running = len(s.running)
 	st.Queued = len(s.waiting)
 	st.LeakedTokens = s.leaked * s.alloc.PageSize()
+	if s.cfg.Device != nil {
+		st.Device = s.cfg.Device.Pacer.Stats()
+	}
 	return st
 }
 
@@ -276,7 +304,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		s.admit()
 		s.busySinceCheck = true
 		s.mu.Unlock()
-		if err := s.step(ctx); err != nil {
+		if err := s.step(ctx, !idle); err != nil {
 			return err
 		}
 		if s.cfg.OnStep != nil {
@@ -319,9 +347,15 @@ func (s *Scheduler) admit() {
 	s.waiting = kept
 }
 
-// step runs one prefill or decode batch.
-func (s *Scheduler) step(ctx context.Context) error {
+// step runs one prefill or decode batch. contiguous says it follows the previous step without an
+// idle wait (the device clock then starts it at the previous step's modelled end).
+func (s *Scheduler) step(ctx context.Context, contiguous bool) error {
 	start := time.Now()
+	var dstep device.Step
+	if s.cfg.Device != nil {
+		dstep = s.cfg.Device.Pacer.Begin(contiguous)
+		s.cost = device.StepCost{}
+	}
 	// drop cancelled requests
 	live := s.running[:0]
 	for _, q := range s.running {
@@ -347,7 +381,11 @@ func (s *Scheduler) step(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.pace(ctx, time.Since(start))
+	if s.cfg.Device != nil {
+		s.paceDevice(ctx, dstep)
+	} else {
+		s.pace(ctx, time.Since(start))
+	}
 	s.mu.Lock()
 	kept := s.running[:0]
 	for _, q := range s.running {
@@ -389,6 +427,66 @@ func (s *Scheduler) pace(ctx context.Context, compute time.Duration) {
 		tm.Stop()
 	}
 	s.debt -= time.Since(t0)
+}
+
+// paceDevice ends a step on the modelled device clock: the real allreduces' communication time
+// (the real model's) is dropped, the modelled model's is in s.cost; the step lasts the longer of
+// its real compute and its modelled time (slowdown and noise applied).
+func (s *Scheduler) paceDevice(ctx context.Context, st device.Step) {
+	s.group.TakeCommTime()
+	dc := s.cfg.Device
+	r := dc.Pacer.End(ctx, st, s.cost.Total())
+	s.mu.Lock()
+	s.st.CommTime += s.cost.Comm
+	s.st.DeviceCompute += s.cost.Compute
+	if s.cfg.Slowdown > 1 {
+		s.st.FaultDelay += time.Duration(float64(s.cost.Total()) * (s.cfg.Slowdown - 1))
+	}
+	s.mu.Unlock()
+	if !r.Overrun {
+		return
+	}
+	every := dc.OverrunLogEvery
+	if every <= 0 {
+		every = 10 * time.Second
+	}
+	ps := dc.Pacer.Stats()
+	if now := time.Now(); ps.Overruns > s.loggedOverrun && (s.loggedOverrun == 0 || now.Sub(s.lastOverrunAt) >= every) {
+		s.cfg.Logf("Device clock: CPU compute overran the modelled step time in %d of %d steps (this step: real %.2f ms, modelled %.2f ms); throughput now depends on this machine's load",
+			ps.Overruns, ps.Steps, float64(r.Real)/1e6, float64(r.Target)/1e6)
+		s.loggedOverrun = ps.Overruns
+		s.lastOverrunAt = now
+	}
+}
+
+// forward runs model m over batch on the group and, on the modelled clock, adds the modelled
+// model's cost of the same work to the step.
+func (s *Scheduler) forward(m tp.ModelID, batch []tp.SeqInput) ([][]float32, error) {
+	out, err := s.group.Forward(m, batch)
+	if err != nil || s.cfg.Device == nil {
+		return out, err
+	}
+	s.cost = s.cost.Add(s.cfg.Device.Timer.Forward(WorkOf(m, batch)))
+	return out, nil
+}
+
+// WorkOf describes a forward of model m over batch for the device clock.
+func WorkOf(m tp.ModelID, batch []tp.SeqInput) device.Work {
+	w := device.Work{Draft: m == tp.Draft}
+	for _, b := range batch {
+		n := len(b.Tokens)
+		ctx := int64(b.Start + n)
+		w.Tokens += n
+		w.ContextTokens += ctx
+		w.AttnPairs += int64(n) * ctx
+		switch b.Logits {
+		case tp.LogitsLast:
+			w.LogitRows++
+		case tp.LogitsAll:
+			w.LogitRows += n
+		}
+	}
+	return w
 }
 
 func (s *Scheduler) needsPrefill() bool {
@@ -448,7 +546,7 @@ func (s *Scheduler) prefill() error {
 		batch = append(batch, tp.SeqInput{Tokens: q.tokens[q.kvLen : q.kvLen+n], Start: q.kvLen, Pages: q.pages, Logits: mode})
 		members = append(members, q)
 	}
-	logits, err := s.group.Forward(tp.Target, batch)
+	logits, err := s.forward(tp.Target, batch)
 	if err != nil {
 		return err
 	}
@@ -458,7 +556,7 @@ func (s *Scheduler) prefill() error {
 			b.Logits = tp.LogitsNone
 			db[i] = b
 		}
-		if _, err := s.group.Forward(tp.Draft, db); err != nil {
+		if _, err := s.forward(tp.Draft, db); err != nil {
 			return err
 		}
 	}
@@ -555,7 +653,7 @@ func (s *Scheduler) decode() error {
 			}
 			batch[i] = tp.SeqInput{Tokens: q.tokens[q.kvLen:], Start: q.kvLen, Pages: q.pages, Logits: tp.LogitsLast}
 		}
-		logits, err := s.group.Forward(tp.Target, batch)
+		logits, err := s.forward(tp.Target, batch)
 		if err != nil {
 			return err
 		}
@@ -613,6 +711,9 @@ func (s *Scheduler) logDecode(bs int) {
 func (s *Scheduler) specDecode(members []*seq) (int, error) {
 	k := s.cfg.Spec.NumSteps
 	drafts := make([][]int, len(members))
+	if s.cfg.Device != nil {
+		s.cost = s.cost.Add(s.cfg.Device.Timer.SpecRound())
+	}
 	for _, q := range members {
 		if err := s.grow(q, len(q.tokens)+k); err != nil {
 			return 0, err
@@ -628,7 +729,7 @@ func (s *Scheduler) specDecode(members []*seq) (int, error) {
 				batch[i] = tp.SeqInput{Tokens: drafts[i][step-1 : step], Start: len(q.tokens) + step - 1, Pages: q.pages}
 			}
 		}
-		logits, err := s.group.Forward(tp.Draft, batch)
+		logits, err := s.forward(tp.Draft, batch)
 		if err != nil {
 			return 0, err
 		}
@@ -642,7 +743,7 @@ func (s *Scheduler) specDecode(members []*seq) (int, error) {
 		in := append(append([]int(nil), q.tokens[q.kvLen:]...), drafts[i]...)
 		batch[i] = tp.SeqInput{Tokens: in, Start: q.kvLen, Pages: q.pages, Logits: tp.LogitsAll}
 	}
-	logits, err := s.group.Forward(tp.Target, batch)
+	logits, err := s.forward(tp.Target, batch)
 	if err != nil {
 		return 0, err
 	}

@@ -9,6 +9,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/reckon-ci/reckon/refengine/device"
 )
 
 // Options are the engine's command-line settings. Names follow SGLang's server arguments where
@@ -75,6 +78,27 @@ type Options struct {
 	FaultCrashAfter     int
 	FaultHangStartup    bool
 	FaultLeakMBPerReq   float64
+
+	// Clock is "wall" (each step takes its real CPU compute plus the modelled communication) or
+	// "modelled" (the device clock: each step lasts the longer of its real compute and the
+	// modelled time of the modelled model on the modelled GPU; package device).
+	Clock string
+	// ModelledGPU and ModelledModel name the device clock's GPU and model (device tables).
+	ModelledGPU, ModelledModel string
+	// ModelledMemory computes the memory plan in the modelled model's bytes on the modelled GPU's
+	// memory (the KV pool's token count follows; the real model still computes).
+	ModelledMemory bool
+	// DeviceMemoryDefault: --device-memory was not given (192MiB, or the modelled GPU's memory
+	// with --modelled-memory).
+	DeviceMemoryDefault bool
+	// The device clock's seeded noise (device.Noise); ClockLaunch < 0: not given.
+	ClockStepCV, ClockLaunchCV, ClockDriftPerMinute float64
+	ClockStepPeriod                                 time.Duration
+	ClockSeed                                       uint64
+	ClockLaunch                                     int64
+	ClockLaunchCounter                              string
+	// ClockCatchUp bounds the CPU overrun that later steps repay from their slack (device.Pacer).
+	ClockCatchUp time.Duration
 
 	// WeightSeed overrides the model file's seed of the generated weights (0 = the file's).
 	WeightSeed uint64
@@ -212,7 +236,19 @@ type engineFlags struct {
 // dialect: the modelled device and interconnect, the weight seed and the fault injections.
 func registerEngineFlags(fs *flag.FlagSet, o *Options) engineFlags {
 	var ef engineFlags
-	ef.devMem = fs.String("device-memory", "192MiB", "modelled device memory per rank (e.g. 192MiB, 2GiB)")
+	ef.devMem = fs.String("device-memory", "", "modelled device memory per rank (e.g. 192MiB, 2GiB; default 192MiB, or the modelled GPU's with --modelled-memory)")
+	fs.StringVar(&o.Clock, "clock", "wall", "step timing: wall (real CPU compute plus modelled communication) or modelled (the device clock: each step lasts max(real compute, modelled time of --modelled-model on --modelled-gpu))")
+	fs.StringVar(&o.ModelledGPU, "modelled-gpu", "h100", "device clock: the modelled GPU (h100, h200, rtx-pro-6000)")
+	fs.StringVar(&o.ModelledModel, "modelled-model", "llama-3.1-70b", "device clock: the modelled model whose size sets step times (llama-3.1-70b, kimi-k2.5-int4)")
+	fs.BoolVar(&o.ModelledMemory, "modelled-memory", false, "memory plan in the modelled model's bytes on the modelled GPU (needs --clock modelled)")
+	fs.DurationVar(&o.ClockCatchUp, "clock-catch-up", time.Second, "device clock: steps whose CPU compute overran their modelled time are made up by the following steps' slack, up to this much (0 = every step lasts exactly max(real, modelled))")
+	fs.Float64Var(&o.ClockStepCV, "clock-step-cv", 0, "device clock noise: within-launch CV of a log-normal factor on each step's modelled time (0 = off)")
+	fs.DurationVar(&o.ClockStepPeriod, "clock-step-period", 0, "device clock noise: hold each within-launch draw for this much modelled time (0 = a draw per step)")
+	fs.Float64Var(&o.ClockLaunchCV, "clock-launch-cv", 0, "device clock noise: between-launch CV, one log-normal factor per launch from (--clock-seed, launch index)")
+	fs.Float64Var(&o.ClockDriftPerMinute, "clock-drift-per-minute", 0, "device clock noise: modelled step times grow by this fraction per minute of modelled busy time")
+	fs.Uint64Var(&o.ClockSeed, "clock-seed", 0, "device clock noise: seed of the noise draws")
+	fs.Int64Var(&o.ClockLaunch, "clock-launch", -1, "device clock noise: this launch's index (with --clock-seed it fixes the between-launch factor)")
+	fs.StringVar(&o.ClockLaunchCounter, "clock-launch-counter", "", "device clock noise: file holding the next launch index; each start takes it and writes it + 1 (used when --clock-launch is not given)")
 	fs.StringVar(&o.Topology, "topology", "nvlink", "modelled interconnect: nvlink or pcie")
 	fs.Float64Var(&o.LinkGBps, "interconnect-link-gbps", 0, "override the modelled link bandwidth, GB/s (0 = topology default)")
 	fs.Float64Var(&o.BusGBps, "interconnect-bus-gbps", 0, "override the modelled shared PCIe bus bandwidth, GB/s (0 = default)")
@@ -234,7 +270,11 @@ func registerEngineFlags(fs *flag.FlagSet, o *Options) engineFlags {
 
 // finish parses the engine flags' raw values into o.
 func (ef engineFlags) finish(o *Options) error {
-	b, err := ParseBytes(*ef.devMem)
+	dm := *ef.devMem
+	if strings.TrimSpace(dm) == "" {
+		dm, o.DeviceMemoryDefault = "192MiB", true
+	}
+	b, err := ParseBytes(dm)
 	if err != nil {
 		return fmt.Errorf("--device-memory: %w", err)
 	}
@@ -279,6 +319,9 @@ func (o *Options) validate() error {
 	}
 	if o.Topology != "nvlink" && o.Topology != "pcie" {
 		return fmt.Errorf("--topology %q: expected nvlink or pcie", o.Topology)
+	}
+	if err := o.validateClock(); err != nil {
+		return err
 	}
 	if o.Dialect != DialectVLLM && !slices.Contains(append([]string{"", "NONE"}, sglangSpecAlgorithms...), strings.ToUpper(o.SpecAlgorithm)) {
 		return fmt.Errorf("--speculative-algorithm %q: invalid choice (choose from %s)", o.SpecAlgorithm, strings.Join(sglangSpecAlgorithms, ", "))
@@ -343,4 +386,43 @@ func parseSize(s string, zero bool) (int64, error) {
 		return 0, fmt.Errorf("%q is not a size (expected e.g. 192MiB, 2GiB or a byte count)", s)
 	}
 	return int64(v * mul), nil
+}
+
+// validateClock checks the device clock's flags.
+func (o *Options) validateClock() error {
+	switch o.Clock {
+	case "wall", "modelled":
+	default:
+		return fmt.Errorf("--clock %q: expected wall or modelled", o.Clock)
+	}
+	if _, err := device.LookupGPU(o.ModelledGPU); err != nil {
+		return fmt.Errorf("--modelled-gpu: %w", err)
+	}
+	if _, err := device.LookupModel(o.ModelledModel); err != nil {
+		return fmt.Errorf("--modelled-model: %w", err)
+	}
+	if o.Clock != "modelled" {
+		if o.ModelledMemory {
+			return errors.New("--modelled-memory needs --clock modelled")
+		}
+		if o.ClockStepCV != 0 || o.ClockLaunchCV != 0 || o.ClockDriftPerMinute != 0 {
+			return errors.New("--clock-step-cv, --clock-launch-cv and --clock-drift-per-minute need --clock modelled")
+		}
+	}
+	if err := o.noise(0).Validate(); err != nil {
+		return err
+	}
+	if o.ClockCatchUp < 0 {
+		return fmt.Errorf("--clock-catch-up %v: expected a non-negative duration", o.ClockCatchUp)
+	}
+	if o.ClockLaunchCV > 0 && o.ClockLaunch < 0 && o.ClockLaunchCounter == "" {
+		return errors.New("--clock-launch-cv needs --clock-launch N or --clock-launch-counter FILE: without a launch index every launch would draw the same factor")
+	}
+	return nil
+}
+
+// noise is the device clock's noise for launch index launch.
+func (o *Options) noise(launch uint64) device.Noise {
+	return device.Noise{StepCV: o.ClockStepCV, StepPeriod: o.ClockStepPeriod, LaunchCV: o.ClockLaunchCV,
+		DriftPerMinute: o.ClockDriftPerMinute, Seed: o.ClockSeed, Launch: launch}
 }

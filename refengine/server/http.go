@@ -134,6 +134,9 @@ func (e *Engine) ServerInfo() map[string]any {
 	// log lines give them); the draft model's parts are reported separately.
 	targetW := e.Group.Shard(tp.Target, 0).Bytes()
 	targetKV := e.Group.KVStore(tp.Target, 0).Bytes()
+	if e.Opts.ModelledMemory {
+		targetW, targetKV = e.sizes.TargetWeights, e.sizes.kvTarget()
+	}
 	mem := map[string]any{
 		"weight":           round4(memplan.GiB(targetW)),
 		"kvcache":          round4(memplan.GiB(targetKV)),
@@ -228,6 +231,37 @@ func (e *Engine) refengineFacts(st sched.Stats) map[string]any {
 		"weight_seed":     e.WeightSeed,
 		"model_file_seed": e.FileSeed,
 		"profiling":       e.prof.active(),
+		"clock":           e.Opts.Clock,
+		"device_clock":    e.deviceClockFacts(st),
+	}
+}
+
+// deviceClockFacts describe the modelled device clock (nil on the wall clock): what is modelled
+// (the GPU and the model whose size sets step times, while the real model computes every logit),
+// the noise settings, and the counters, among them the steps whose real CPU compute overran the
+// modelled time.
+func (e *Engine) deviceClockFacts(st sched.Stats) any {
+	if e.Device == nil {
+		return nil
+	}
+	d := st.Device
+	t := e.Device
+	return map[string]any{
+		"gpu": t.GPU.Name, "gpu_description": t.GPU.Display, "gpu_memory_bytes": t.GPU.MemoryBytes,
+		"gpu_hbm_gbps": t.GPU.HBMGBps, "gpu_bf16_tflops": t.GPU.BF16TFLOPS, "gpu_source": t.GPU.Source,
+		"model": t.Model.Name, "model_weight_bytes": t.Model.WeightBytes(), "model_source": t.Model.Source,
+		"computed_model":  e.Cfg.Name,
+		"note":            "step times are the modelled model's on the modelled GPU; the real (computed) model is the small one, which produces every logit",
+		"describe":        t.Describe(),
+		"modelled_memory": e.Opts.ModelledMemory,
+		"slowdown":        e.Opts.FaultSlowdown,
+		"noise": map[string]any{"step_cv": e.Opts.ClockStepCV, "step_period_s": e.Opts.ClockStepPeriod.Seconds(),
+			"launch_cv": e.Opts.ClockLaunchCV, "drift_per_minute": e.Opts.ClockDriftPerMinute, "seed": e.Opts.ClockSeed,
+			"launch": e.Launch, "launch_factor": d.LaunchFactor},
+		"steps": d.Steps, "cpu_overrun_steps": d.Overruns, "worst_cpu_overrun_s": d.WorstOverrun.Seconds(),
+		"modelled_s": d.Modelled.Seconds(), "real_compute_s": d.Real.Seconds(), "slept_s": d.Slept.Seconds(),
+		"catch_up_s": e.Opts.ClockCatchUp.Seconds(), "repaid_s": d.Repaid.Seconds(),
+		"modelled_compute_s": st.DeviceCompute.Seconds(),
 	}
 }
 

@@ -14,12 +14,15 @@ import (
 	"net/http"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/reckon-ci/reckon/refengine/collective"
+	"github.com/reckon-ci/reckon/refengine/device"
 	"github.com/reckon-ci/reckon/refengine/interconnect"
 	"github.com/reckon-ci/reckon/refengine/kvcache"
 	"github.com/reckon-ci/reckon/refengine/memplan"
@@ -38,6 +41,10 @@ const ForceCustomAREnv = "REFENGINE_FORCE_CUSTOM_AR"
 // customTokens is the size of the standard custom-allreduce buffer in tokens of hidden-size
 // float32 (SGLang's 8 MiB buffer holds a few hundred to a thousand tokens of a large model).
 const customTokens = 512
+
+// customARMaxBytes is the modelled model's custom-allreduce buffer (SGLang's and vLLM's default
+// max_size, 8 MiB): allreduces up to this size go one-shot.
+const customARMaxBytes = 8 << 20
 
 // graphBytesPerBSHidden: the graph reserve per captured batch-size slot is this many float32
 // vectors of hidden size (SGLang reserves about 2 MB per batch size at hidden 8192).
@@ -76,12 +83,20 @@ type Engine struct {
 	GraphTarget    int64
 	GraphDraft     int64
 	Interconnect   interconnect.Model
-	started        time.Time
-	ready          atomic.Bool
-	served         atomic.Int64
-	fatal          chan error
-	fatalOnce      sync.Once
-	getenv         func(string) string
+	// Device is the modelled device clock's timer (--clock modelled; nil on the wall clock) and
+	// Pacer its pacer; Launch is the launch index its noise was drawn for.
+	Device *device.Timer
+	Pacer  *device.Pacer
+	Launch uint64
+	// sizes are rank 0's sizes as the memory plan and the logs count them: the real model's, or
+	// the modelled model's with --modelled-memory.
+	sizes     rankSizes
+	started   time.Time
+	ready     atomic.Bool
+	served    atomic.Int64
+	fatal     chan error
+	fatalOnce sync.Once
+	getenv    func(string) string
 	// v is the vLLM dialect's state (stats, histograms); nil in the SGLang dialect.
 	v *vllmState
 	// prof is the torch profiler (/start_profile, /stop_profile).
@@ -150,6 +165,9 @@ func Build(opts *Options, lg *Logger, getenv func(string) string) (*Engine, erro
 		return nil, err
 	}
 	e.Interconnect = interconnect.Default(topo)
+	if opts.Clock == "modelled" {
+		e.Interconnect = interconnect.GPUScale(topo)
+	}
 	for _, o := range []struct {
 		v   float64
 		dst *float64
@@ -188,10 +206,10 @@ func Build(opts *Options, lg *Logger, getenv func(string) string) (*Engine, erro
 	e.CustomARRule = rule
 	e.CustomForced = forced
 	var customARBytes int64
+	largest := int64(max(opts.ChunkedPrefill, opts.MaxPrefillTokens))
 	if custom {
 		e.Backend = "custom"
 		if forced {
-			largest := int64(max(opts.ChunkedPrefill, opts.MaxPrefillTokens))
 			e.CustomMaxBytes = largest * int64(H) * 4
 			customARBytes = e.CustomMaxBytes * 2 * int64(n)
 		} else {
@@ -200,6 +218,44 @@ func Build(opts *Options, lg *Logger, getenv func(string) string) (*Engine, erro
 		}
 	} else {
 		e.Backend = "nccl"
+	}
+	var vm device.Model // the modelled model (device clock)
+	if opts.Clock == "modelled" {
+		gpu, err := device.LookupGPU(opts.ModelledGPU)
+		if err != nil {
+			return nil, fmt.Errorf("%w: --modelled-gpu: %w", errUsage, err)
+		}
+		if vm, err = device.LookupModel(opts.ModelledModel); err != nil {
+			return nil, fmt.Errorf("%w: --modelled-model: %w", errUsage, err)
+		}
+		// The modelled model's allreduces: the same selection, at its message sizes.
+		mc := device.Comm{Interconnect: e.Interconnect, Custom: custom, NCCL: ncclAlg}
+		if custom {
+			mc.CustomMaxBytes = customARMaxBytes
+			if forced {
+				mc.CustomMaxBytes = largest * int64(vm.Hidden) * int64(vm.ActBytes)
+			}
+		}
+		e.Device = &device.Timer{GPU: gpu, Model: vm, TP: n, Comm: mc}
+		if opts.ModelledMemory {
+			if opts.DeviceMemoryDefault {
+				opts.DeviceMemory = gpu.MemoryBytes
+			}
+			if custom {
+				customARBytes = 3 * customARMaxBytes
+				if forced {
+					customARBytes = mc.CustomMaxBytes * 2 * int64(n)
+				}
+			}
+		}
+		launch, err := launchIndex(opts)
+		if err != nil {
+			return nil, err
+		}
+		e.Launch = launch
+		e.Pacer = device.NewPacer(device.WallClock{}, opts.FaultSlowdown, opts.noise(launch))
+		e.Pacer.CatchUp = opts.ClockCatchUp
+		sg.Info("%s", e.Device.Describe())
 	}
 
 	t0 := time.Now()
@@ -238,8 +294,12 @@ func Build(opts *Options, lg *Logger, getenv func(string) string) (*Engine, erro
 		phase = "verify"
 	}
 	var graphTarget, graphDraft int64
+	graphElem := int64(H) * 4
+	if opts.ModelledMemory {
+		graphElem = int64(vm.Hidden) * int64(vm.ActBytes)
+	}
 	if !opts.DisableCUDAGraph {
-		per := int64(opts.CUDAGraphMaxBS) * int64(H) * 4 * graphVectorsPerBS
+		per := int64(opts.CUDAGraphMaxBS) * graphElem * graphVectorsPerBS
 		graphTarget = per * int64(numDraft)
 		if spec {
 			graphDraft = per
@@ -248,18 +308,23 @@ func Build(opts *Options, lg *Logger, getenv func(string) string) (*Engine, erro
 	e.GraphBytes = graphTarget + graphDraft
 	e.GraphTarget, e.GraphDraft = graphTarget, graphDraft
 	minTokens := -1
+	var allSizes []rankSizes
 	for r := 0; r < n; r++ {
 		ts := group.Shard(tp.Target, r)
-		w := ts.Bytes()
-		var dw int64
-		kvPerTok := kvcache.BytesPerToken(len(ts.Layers), ts.KVHeads, cfg.HeadDim())
+		sz := rankSizes{TargetWeights: ts.Bytes(), TargetKVPerToken: kvcache.BytesPerToken(len(ts.Layers), ts.KVHeads, cfg.HeadDim())}
 		if spec {
 			ds := group.Shard(tp.Draft, r)
-			dw = 4 * ds.LayerParams()
-			kvPerTok += kvcache.BytesPerToken(len(ds.Layers), ds.KVHeads, cfg.HeadDim())
+			sz.DraftWeights = 4 * ds.LayerParams()
+			sz.DraftKVPerToken = kvcache.BytesPerToken(len(ds.Layers), ds.KVHeads, cfg.HeadDim())
 		}
 		qkvN := (ts.QHeads + 2*ts.KVHeads) * cfg.HeadDim()
 		act := int64(opts.ChunkedPrefill) * int64(3*H+qkvN+ts.QHeads*cfg.HeadDim()+3*ts.FFN) * 4
+		if opts.ModelledMemory {
+			sz = modelledSizes(vm, n, spec)
+			act = int64(opts.ChunkedPrefill) * vm.ActivationBytesPerToken
+		}
+		allSizes = append(allSizes, sz)
+		w, dw, kvPerTok := sz.TargetWeights, sz.DraftWeights, sz.TargetKVPerToken+sz.DraftKVPerToken
 		p, err := memplan.Compute(memplan.Input{
 			DeviceBytes: opts.DeviceMemory, MemFractionStatic: opts.MemFractionStatic,
 			Weights: w + dw, CustomAR: customARBytes, GraphReserve: graphTarget + graphDraft, Activations: act,
@@ -275,6 +340,8 @@ func Build(opts *Options, lg *Logger, getenv func(string) string) (*Engine, erro
 		}
 	}
 	pages := minTokens / opts.PageSize
+	e.sizes = allSizes[0]
+	e.sizes.Pages, e.sizes.PageSize = pages, opts.PageSize
 	// Logs, rank by rank, in SGLang's order.
 	for r := 0; r < n; r++ {
 		p := e.Plans[r]
@@ -285,17 +352,17 @@ func Build(opts *Options, lg *Logger, getenv func(string) string) (*Engine, erro
 		sg.Rank(r, "Init torch distributed ends. mem usage=%s", memplan.GiBString(customARBytes))
 		avail := opts.DeviceMemory - customARBytes
 		sg.Rank(r, "Load weight begin. avail mem=%s", memplan.GiBString(avail))
-		tw := group.Shard(tp.Target, r).Bytes()
+		sz := allSizes[r]
+		tw := sz.TargetWeights
 		avail -= tw
 		sg.Rank(r, "Load weight end. elapsed=%.2f s, type=%s, dtype=%s, avail mem=%s, mem usage=%s.", loadElapsed, archName(cfg), dtypeName, memplan.GiBString(avail), memplan.GiBString(tw))
 		if spec {
-			dw := 4 * group.Shard(tp.Draft, r).LayerParams()
+			dw := sz.DraftWeights
 			sg.Rank(r, "Load weight begin. avail mem=%s", memplan.GiBString(avail))
 			avail -= dw
 			sg.Rank(r, "Load weight end. elapsed=%.2f s, type=RefEngineEagleDraft, dtype=%s, avail mem=%s, mem usage=%s.", 0.0, dtypeName, memplan.GiBString(avail), memplan.GiBString(dw))
 		}
-		ts := group.Shard(tp.Target, r)
-		kvT := int64(pages*opts.PageSize) * kvcache.BytesPerToken(len(ts.Layers), ts.KVHeads, cfg.HeadDim())
+		kvT := int64(pages*opts.PageSize) * sz.TargetKVPerToken
 		avail -= p.Activations + p.FaultReserve
 		if p.FaultReserve > 0 {
 			sg.Rank(r, "Fault injection: reserving %s per rank (--fault-reserve-mb %g).", memplan.GiBString(p.FaultReserve), opts.FaultReserveMB)
@@ -303,8 +370,7 @@ func Build(opts *Options, lg *Logger, getenv func(string) string) (*Engine, erro
 		sg.Rank(r, "KV Cache is allocated. dtype: torch.float32, #tokens: %d, K size: %s, V size: %s", pages*opts.PageSize, memplan.GiBString(kvT/2), memplan.GiBString(kvT/2))
 		avail -= kvT
 		if spec {
-			ds := group.Shard(tp.Draft, r)
-			kvD := int64(pages*opts.PageSize) * kvcache.BytesPerToken(len(ds.Layers), ds.KVHeads, cfg.HeadDim())
+			kvD := int64(pages*opts.PageSize) * sz.DraftKVPerToken
 			sg.Rank(r, "KV Cache is allocated. dtype: torch.float32, #tokens: %d, K size: %s, V size: %s", pages*opts.PageSize, memplan.GiBString(kvD/2), memplan.GiBString(kvD/2))
 			avail -= kvD
 		}
@@ -349,7 +415,7 @@ func Build(opts *Options, lg *Logger, getenv func(string) string) (*Engine, erro
 		MaxRunning: e.MaxRunning, ChunkedPrefill: opts.ChunkedPrefill, ContextLen: e.ContextLen,
 		DecodeLogEvery: opts.DecodeLogInterval, CUDAGraphMaxBS: opts.CUDAGraphMaxBS, DisableGraph: opts.DisableCUDAGraph,
 		RandomSeed: opts.RandomSeed, Slowdown: opts.FaultSlowdown, LeakBytesPerReq: int64(opts.FaultLeakMBPerReq * (1 << 20)),
-		KVBytesPerToken: kvPerTok, Spec: sc, Logf: sg.Info, OnStep: e.prof.onStep,
+		KVBytesPerToken: kvPerTok, Spec: sc, Logf: sg.Info, OnStep: e.prof.onStep, Device: e.deviceClock(),
 	}, group, e.Alloc)
 	if vllm {
 		e.vllmStartup(loadElapsed)
@@ -405,8 +471,12 @@ func (e *Engine) setLogLevels() error {
 	return nil
 }
 
-// kvBytes is rank r's really allocated KV bytes (target + draft).
+// kvBytes is rank r's KV bytes (target + draft): really allocated, or the modelled model's with
+// --modelled-memory.
 func (e *Engine) kvBytes(r int) int64 {
+	if e.Opts.ModelledMemory {
+		return e.sizes.kvTarget() + e.sizes.kvDraft()
+	}
 	var b int64
 	for _, m := range []tp.ModelID{tp.Target, tp.Draft} {
 		if s := e.Group.KVStore(m, r); s != nil {
@@ -778,4 +848,71 @@ func hangUp(w http.ResponseWriter) {
 		}
 	}
 	writeError(w, http.StatusInternalServerError, "InternalServerError", "the engine crashed")
+}
+
+// rankSizes are one rank's weights and KV bytes per token as the memory plan counts them, and
+// the KV pool's pages.
+type rankSizes struct {
+	TargetWeights, DraftWeights       int64
+	TargetKVPerToken, DraftKVPerToken int64
+	Pages, PageSize                   int
+}
+
+func (z rankSizes) kvTarget() int64 { return int64(z.Pages*z.PageSize) * z.TargetKVPerToken }
+func (z rankSizes) kvDraft() int64  { return int64(z.Pages*z.PageSize) * z.DraftKVPerToken }
+
+// modelledSizes are a rank's sizes of the modelled model m at tp ranks (--modelled-memory).
+func modelledSizes(m device.Model, tp int, spec bool) rankSizes {
+	z := rankSizes{TargetWeights: m.WeightBytes() / int64(tp), TargetKVPerToken: m.KVPerRank(tp)}
+	if spec {
+		z.DraftWeights = m.Draft.Bytes / int64(tp)
+		z.DraftKVPerToken = m.Draft.KVBytesPerToken / int64(tp)
+	}
+	return z
+}
+
+// deviceClock is the scheduler's device clock, nil on the wall clock.
+func (e *Engine) deviceClock() *sched.DeviceClock {
+	if e.Device == nil {
+		return nil
+	}
+	return &sched.DeviceClock{Timer: *e.Device, Pacer: e.Pacer}
+}
+
+// launchIndex is the device clock's launch index: --clock-launch, else the next number of
+// --clock-launch-counter's file (which it advances, under an exclusive lock, so that the launches
+// of one run draw 0, 1, 2, ... in launch order), else 0.
+func launchIndex(o *Options) (uint64, error) {
+	if o.ClockLaunch >= 0 {
+		return uint64(o.ClockLaunch), nil
+	}
+	if o.ClockLaunchCounter == "" {
+		return 0, nil
+	}
+	f, err := os.OpenFile(o.ClockLaunchCounter, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return 0, fmt.Errorf("--clock-launch-counter: %w", err)
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		return 0, fmt.Errorf("--clock-launch-counter %s: lock: %w", o.ClockLaunchCounter, err)
+	}
+	defer syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return 0, fmt.Errorf("--clock-launch-counter %s: %w", o.ClockLaunchCounter, err)
+	}
+	var n uint64
+	if t := strings.TrimSpace(string(data)); t != "" {
+		if n, err = strconv.ParseUint(t, 10, 64); err != nil {
+			return 0, fmt.Errorf("--clock-launch-counter %s: %q is not a launch index: %w", o.ClockLaunchCounter, t, err)
+		}
+	}
+	if err := f.Truncate(0); err != nil {
+		return 0, fmt.Errorf("--clock-launch-counter %s: %w", o.ClockLaunchCounter, err)
+	}
+	if _, err := f.WriteAt([]byte(strconv.FormatUint(n+1, 10)+"\n"), 0); err != nil {
+		return 0, fmt.Errorf("--clock-launch-counter %s: %w", o.ClockLaunchCounter, err)
+	}
+	return n, nil
 }
