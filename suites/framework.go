@@ -108,6 +108,8 @@ type configState struct {
 	engineVersion string
 	// allreduce is the evidence of the allreduce the engine ran (nil: not gathered).
 	allreduce *gate.AllReduceEvidence
+	// release is the engine release the launch's flags were built for ("" = the newest).
+	release string
 	// serverMemory is the memory plan the engine reported at /server_info (server_memory.go).
 	serverMemory map[string]float64
 	// replayed marks a config read back from a shard's results.json by reckon merge: it was

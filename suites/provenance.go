@@ -66,6 +66,9 @@ func (fw *framework) recordEngineVersion(ctx context.Context, cs *configState) {
 		return
 	}
 	cs.engineVersion = v
+	if m := releaseMismatch(cs.release, v); m != "" {
+		fw.log.WithField("config", cs.name).Warn(m)
+	}
 	fw.mu.Lock()
 	fw.reportConfig(cs.name).EngineVersion = v
 	if fw.run.EngineVersion == "" {

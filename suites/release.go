@@ -2,6 +2,7 @@ package suites
 
 import (
 	"context"
+	"fmt"
 	"strings"
 
 	"github.com/reckon-ci/reckon/engine"
@@ -13,8 +14,27 @@ func (fw *framework) engineLaunch(ctx context.Context, cs *configState) engine.L
 	lc := LaunchConfig(cs.launch)
 	lc.Host = "127.0.0.1"
 	lc.EngineVersion = fw.release(ctx, cs, lc)
+	cs.release = lc.EngineVersion
 	fw.profilerEnv(&lc, cs.name)
 	return lc
+}
+
+// releaseMismatch says when the running engine reports another release than the one its flags
+// were built for (engine.version, or what its command said before the launch): "" when they
+// agree or either is unknown. Suffixes (rc, dev, post, +local) do not count.
+func releaseMismatch(builtFor, reported string) string {
+	if builtFor == "" || reported == "" {
+		return ""
+	}
+	b, err1 := engine.ParseVersion(builtFor)
+	r, err2 := engine.ParseVersion(reported)
+	switch {
+	case err1 != nil || err2 != nil, b.Newest && r.Newest:
+		return ""
+	case b.Newest == r.Newest && b.Major == r.Major && b.Minor == r.Minor && b.Patch == r.Patch:
+		return ""
+	}
+	return fmt.Sprintf("the engine reports version %s, but its flags were built for %s (engine.version, or the command's --version before the launch): set engine.version to the release you run", reported, builtFor)
 }
 
 // release is the engine release a config's flags are built for: engine.version when the spec

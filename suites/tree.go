@@ -246,14 +246,19 @@ func healthVerdict(cs *configState) gate.Verdict {
 	} else if r := cs.report; r != nil {
 		v.Message += ", allreduce " + r.AllReduce
 	}
+	var details []string
 	if r := cs.report; r != nil {
 		if r.KVCacheTokens != nil {
 			v.Message += fmt.Sprintf(", KV cache %d tokens", *r.KVCacheTokens)
 		}
 		if len(r.Errors) > 0 {
-			v.Details = fmt.Sprintf("the engine log shows %d error record(s); first: line %d: %s", len(r.Errors), r.Errors[0].Line, r.Errors[0].Text)
+			details = append(details, fmt.Sprintf("the engine log shows %d error record(s); first: line %d: %s", len(r.Errors), r.Errors[0].Line, r.Errors[0].Text))
 		}
 	}
+	if m := releaseMismatch(cs.release, cs.engineVersion); m != "" {
+		details = append(details, m)
+	}
+	v.Details = strings.Join(details, "\n")
 	return v
 }
 
