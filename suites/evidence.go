@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -42,9 +43,9 @@ func (fw *framework) profilerEnv(lc *engine.LaunchConfig, name string) {
 	if _, set := lc.Env[vllmProfilerDirEnv]; set {
 		return
 	}
-	env := make(map[string]string, len(lc.Env)+1)
-	for k, v := range lc.Env {
-		env[k] = v
+	env := maps.Clone(lc.Env)
+	if env == nil {
+		env = map[string]string{}
 	}
 	dir, err := filepath.Abs(fw.profileDir(name))
 	if err != nil {

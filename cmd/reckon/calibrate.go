@@ -114,15 +114,7 @@ and for the sequential plan (which adds trials while inconclusive). It prints a 
 			table := gate.CalibrationMarkdown(rows, cfg.Effects)
 			header := fmt.Sprintf("Calibration: %d no-change and %d regressed comparisons per cell, seed %d, alpha %g, min effect %g%%, rank guard %g, sequential looks %v (nominal level per look %.4f); regressions are true throughput drops.\n\n",
 				cfg.NullReps, cfg.Reps, cfg.Seed, alpha, minEffect, cfg.Opts.RankAlpha, lk, plan.NominalAlpha())
-			fmt.Fprint(cmd.OutOrStdout(), header+table)
-			fmt.Fprintf(cmd.ErrOrStderr(), "calibrated in %s\n", time.Since(start).Round(time.Millisecond))
-			if writeDocs != "" {
-				if err := replaceCalibration(writeDocs, header+table); err != nil {
-					return withExitCode(3, err)
-				}
-				fmt.Fprintf(cmd.ErrOrStderr(), "updated %s\n", writeDocs)
-			}
-			return nil
+			return publishCalibration(cmd, header+table, start, writeDocs, calBegin, calEnd)
 		},
 	}
 	f := cmd.Flags()
@@ -149,9 +141,19 @@ const (
 	calEnd   = "<!-- calibration:end -->"
 )
 
-// replaceCalibration replaces the text between the calibration markers of a markdown file.
-func replaceCalibration(path, table string) error {
-	return replaceBetween(path, calBegin, calEnd, table)
+// publishCalibration prints a calibration table, how long it took, and, with --write-docs, puts
+// it between the begin and end markers of that file.
+func publishCalibration(cmd *cobra.Command, text string, start time.Time, writeDocs, begin, end string) error {
+	fmt.Fprint(cmd.OutOrStdout(), text)
+	fmt.Fprintf(cmd.ErrOrStderr(), "calibrated in %s\n", time.Since(start).Round(time.Millisecond))
+	if writeDocs == "" {
+		return nil
+	}
+	if err := replaceBetween(writeDocs, begin, end, text); err != nil {
+		return withExitCode(3, err)
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "updated %s\n", writeDocs)
+	return nil
 }
 
 // replaceBetween replaces the text between two marker lines of a markdown file, atomically.

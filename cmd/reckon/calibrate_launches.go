@@ -72,15 +72,7 @@ of that file (docs/statistics.md).`,
 			header := fmt.Sprintf("Launch calibration: %d no-change and %d regressed (%g%% slower) same-run A/B comparisons per cell, seed %d, alpha %g, min effect %g%%; launches x trials per side; one-launch designs use the between-launch prior %g%%.\n\n",
 				cfg.NullReps, cfg.Reps, effect, cfg.Seed, alpha, minEff, 100*pr.CV)
 			out := header + gate.LaunchCalibrationMarkdown(rows, cfg.Effect, cfg.Prior)
-			fmt.Fprint(cmd.OutOrStdout(), out)
-			fmt.Fprintf(cmd.ErrOrStderr(), "calibrated in %s\n", time.Since(start).Round(time.Millisecond))
-			if writeDocs != "" {
-				if err := replaceBetween(writeDocs, launchCalBegin, launchCalEnd, out); err != nil {
-					return withExitCode(3, err)
-				}
-				fmt.Fprintf(cmd.ErrOrStderr(), "updated %s\n", writeDocs)
-			}
-			return nil
+			return publishCalibration(cmd, out, start, writeDocs, launchCalBegin, launchCalEnd)
 		},
 	}
 	f := cmd.Flags()
