@@ -19,13 +19,14 @@ build:
 gate: build
 	$(BIN)/reckon gate --spec $(SPEC) --out $(OUT)
 
-# Unit and integration tests (no GPU needed). Kept under 10 minutes on 2 cores. The end-to-end
-# gate runs (./suites) go last and alone: they compare throughput between configs measured one
-# after another, so no other package's tests may load the CPU meanwhile.
+# Unit and integration tests (no GPU needed). Kept under 10 minutes on an idle 2-core box. The
+# end-to-end gate runs (./suites) go last and alone. Their throughput verdicts run on the
+# reference engine's device clock, so load beside them slows the run but does not change a
+# verdict; the 30-minute timeouts only catch a hang, no amount of load is meant to reach them.
 test:
 	$(GO) vet ./...
-	$(GO) test -timeout 5m $$($(GO) list ./... | grep -v '/suites$$')
-	$(GO) test -timeout 8m ./suites/
+	$(GO) test -timeout 30m $$($(GO) list ./... | grep -v '/suites$$')
+	$(GO) test -timeout 30m ./suites/
 
 # A short fuzz run of every reader of untrusted input (issue 25): the spec loader, each
 # importer, the results and baseline readers, merge's shard verification and the sanitisers.

@@ -6,6 +6,7 @@ import (
 	"encoding/xml"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -338,6 +339,20 @@ func TestSlowdownAgainstRecordedBaseline(t *testing.T) {
 	c := slow.check(t, "throughput custom-ar decode output_throughput vs baseline")
 	if c.Stat == nil || c.Stat.Outcome != "regression" {
 		t.Errorf("slowdown check: %+v", c)
+	}
+}
+
+// A held-out style case: steps 7% slower than the base config's, judged at min_effect 3%. On the
+// device clock the slowdown does not depend on the machine's load, so the verdict is red with the
+// effect measured at 1/1.07 whatever else runs beside the test.
+func TestSevenPercentSlowerStepsFailAtThreePercent(t *testing.T) {
+	r := redGate(t, "slow-steps-7pct.yaml")
+	c := r.check(t, "throughput slow decode output_throughput vs base")
+	if c.Stat == nil || c.Stat.Outcome != "regression" {
+		t.Fatalf("7%% slower steps: %+v", c)
+	}
+	if want := 1 / 1.07; math.Abs(c.Stat.Ratio-want) > 0.01 {
+		t.Errorf("ratio %.4f, want %.4f (the modelled slowdown)", c.Stat.Ratio, want)
 	}
 }
 
