@@ -7,9 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/reckon-ci/reckon/refengine/collective"
@@ -51,24 +49,82 @@ func Build(opts *Options, lg *Logger, getenv func(string) string) (*Engine, erro
 			return nil, fmt.Errorf("%w: %w", errUsage, err)
 		}
 	}
+	if err := e.loadConfig(sg); err != nil {
+		return nil, err
+	}
+	topo, err := e.setupInterconnect()
+	if err != nil {
+		return nil, err
+	}
+	if vllm {
+		if getenv("VLLM_BATCH_INVARIANT") == "1" {
+			opts.Deterministic = true // vLLM's batch invariance: every row reduced on its own
+		}
+	}
+
+	s := &startup{sg: sg}
+	e.selectAllreduce(s, topo)
+	if opts.Clock == "modelled" {
+		if err := e.setupDeviceClock(s); err != nil {
+			return nil, err
+		}
+	}
+	if err := e.loadGroup(s); err != nil {
+		return nil, err
+	}
+	if err := e.planMemory(s); err != nil {
+		return nil, err
+	}
+	e.logRanks(s)
+	e.startScheduler(s)
+	if vllm {
+		e.vllmStartup(s.loadElapsed)
+	}
+	return e, nil
+}
+
+// startup is what Build's stages hand each other: the allreduce selection, the modelled model,
+// the CUDA-graph reserve and the per-rank sizes of the memory plan.
+type startup struct {
+	sg             *Logger // the SGLang dialect's start-up lines (discarded in the vLLM dialect)
+	custom, forced bool
+	rule           string
+	customARBytes  int64
+	largest        int64        // the largest prefill chunk, in tokens
+	vm             device.Model // the modelled model (device clock)
+	spec           bool
+	loadElapsed    float64
+	numDraft       int
+	bsList         []int
+	phase          string // the target's captured graph: decode, or verify of draft tokens
+	graphTarget    int64
+	graphDraft     int64
+	allSizes       []rankSizes
+	pages          int
+}
+
+// loadConfig settles the persona, the log levels and the NCCL algorithm, loads the model config
+// (with --weight-seed and --context-length applied) and prints the first start-up lines.
+func (e *Engine) loadConfig(sg *Logger) error {
+	opts := e.Opts
 	if opts.Persona == nil {
 		p, err := LookupPersona(opts.Dialect, "")
 		if err != nil {
-			return nil, err
+			return err
 		}
 		opts.Persona = p
 	}
 	if err := e.setLogLevels(); err != nil {
-		return nil, fmt.Errorf("%w: %w", errUsage, err)
+		return fmt.Errorf("%w: %w", errUsage, err)
 	}
-	ncclAlg, err := collective.ParseNCCLAlgo(getenv(collective.NCCLAlgoEnv))
+	ncclAlg, err := collective.ParseNCCLAlgo(e.getenv(collective.NCCLAlgoEnv))
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", errUsage, err)
+		return fmt.Errorf("%w: %w", errUsage, err)
 	}
 	e.NCCLAlgorithm = ncclAlg
 	cfg, err := model.LoadConfig(opts.ModelPath)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	fileSeed := cfg.Seed
 	if opts.WeightSeed != 0 {
@@ -76,7 +132,7 @@ func Build(opts *Options, lg *Logger, getenv func(string) string) (*Engine, erro
 	}
 	e.WeightSeed = cfg.Seed
 	if err := cfg.CheckTP(opts.TPSize); err != nil {
-		return nil, fmt.Errorf("%s: %w", opts.flagName("--tp-size"), err)
+		return fmt.Errorf("%s: %w", opts.flagName("--tp-size"), err)
 	}
 	e.Cfg = cfg
 	e.ContextLen = cfg.MaxPositions
@@ -87,13 +143,19 @@ func Build(opts *Options, lg *Logger, getenv func(string) string) (*Engine, erro
 		sg.Warn("%s", w)
 	}
 	sg.Info("%s", serverArgsLine(opts))
-	if vllm {
+	if opts.Dialect == DialectVLLM {
 		e.vllmHeader()
 	}
 	e.FileSeed = fileSeed
+	return nil
+}
+
+// setupInterconnect sets the interconnect model from --topology and the link overrides.
+func (e *Engine) setupInterconnect() (interconnect.Topology, error) {
+	opts := e.Opts
 	topo, err := interconnect.Parse(opts.Topology)
 	if err != nil {
-		return nil, err
+		return topo, err
 	}
 	e.Interconnect = interconnect.Default(topo)
 	if opts.Clock == "modelled" {
@@ -109,24 +171,24 @@ func Build(opts *Options, lg *Logger, getenv func(string) string) (*Engine, erro
 		}
 	}
 	if err := e.Interconnect.Validate(); err != nil {
-		return nil, fmt.Errorf("--topology: %w", err)
+		return topo, fmt.Errorf("--topology: %w", err)
 	}
-	if vllm {
-		if getenv("VLLM_BATCH_INVARIANT") == "1" {
-			opts.Deterministic = true // vLLM's batch invariance: every row reduced on its own
-		}
-	}
+	return topo, nil
+}
 
-	// Allreduce selection, as the persona's release does it (allreduceRule).
+// selectAllreduce is the allreduce selection, as the persona's release does it (allreduceRule):
+// the custom path or NCCL, and the custom path's buffer.
+func (e *Engine) selectAllreduce(s *startup, topo interconnect.Topology) {
+	opts := e.Opts
 	n := opts.TPSize
-	H := cfg.Hidden
+	H := e.Cfg.Hidden
 	rule := e.allreduceRule()
 	custom, forced := false, false
 	switch {
 	case n == 1:
 	case opts.DisableCustomAR:
 	case topo == interconnect.PCIe && (n > 2 || rule == "v2"):
-		if getenv(ForceCustomAREnv) == "1" {
+		if e.getenv(ForceCustomAREnv) == "1" {
 			custom, forced = true, true
 		} else if n > 2 {
 			e.CustomDisabledReason = customARDisabledReason(rule)
@@ -150,79 +212,51 @@ func Build(opts *Options, lg *Logger, getenv func(string) string) (*Engine, erro
 	} else {
 		e.Backend = "nccl"
 	}
-	var vm device.Model // the modelled model (device clock)
-	if opts.Clock == "modelled" {
-		gpu, err := device.LookupGPU(opts.ModelledGPU)
-		if err != nil {
-			return nil, fmt.Errorf("%w: --modelled-gpu: %w", errUsage, err)
-		}
-		if vm, err = device.LookupModel(opts.ModelledModel); err != nil {
-			return nil, fmt.Errorf("%w: --modelled-model: %w", errUsage, err)
-		}
-		// The modelled model's allreduces: the same selection, at its message sizes.
-		mc := device.Comm{Interconnect: e.Interconnect, Custom: custom, NCCL: ncclAlg}
-		if custom {
-			mc.CustomMaxBytes = customARMaxBytes
-			if forced {
-				mc.CustomMaxBytes = largest * int64(vm.Hidden) * int64(vm.ActBytes)
-			}
-		}
-		e.Device = &device.Timer{GPU: gpu, Model: vm, TP: n, Comm: mc}
-		if opts.ModelledMemory {
-			if opts.DeviceMemoryDefault {
-				opts.DeviceMemory = gpu.MemoryBytes
-			}
-			if custom {
-				customARBytes = 3 * customARMaxBytes
-				if forced {
-					customARBytes = mc.CustomMaxBytes * 2 * int64(n)
-				}
-			}
-		}
-		launch, err := launchIndex(opts)
-		if err != nil {
-			return nil, err
-		}
-		e.Launch = launch
-		e.Pacer = device.NewPacer(device.WallClock{}, opts.FaultSlowdown, opts.noise(launch))
-		e.Pacer.CatchUp = opts.ClockCatchUp
-		sg.Info("%s", e.Device.Describe())
-	}
+	s.custom, s.forced, s.rule = custom, forced, rule
+	s.customARBytes, s.largest = customARBytes, largest
+}
 
+// loadGroup generates the weights (and the draft's) and shards them over the tensor-parallel
+// group.
+func (e *Engine) loadGroup(s *startup) error {
+	opts := e.Opts
 	t0 := time.Now()
-	target := model.Generate(cfg)
+	target := model.Generate(e.Cfg)
 	var draft *model.Weights
-	spec := opts.SpecAlgorithm != ""
-	if spec {
+	s.spec = opts.SpecAlgorithm != ""
+	if s.spec {
 		draft = target.Draft()
 	}
 	group, err := tp.NewGroup(target, draft, tp.Options{
-		TP: n, BF16: opts.DType == "bfloat16", Custom: custom, CustomMaxBytes: e.CustomMaxBytes,
-		NCCLAlgorithm: ncclAlg, Interconnect: e.Interconnect, Deterministic: opts.Deterministic,
+		TP: opts.TPSize, BF16: opts.DType == "bfloat16", Custom: s.custom, CustomMaxBytes: e.CustomMaxBytes,
+		NCCLAlgorithm: e.NCCLAlgorithm, Interconnect: e.Interconnect, Deterministic: opts.Deterministic,
 		FaultAllReduceError: opts.FaultAllReduceError, FaultAllReduceScale: opts.FaultAllReduceScale,
 		FaultDropRank: opts.FaultDropRank, FaultDropRankAbove: opts.FaultDropRankAbove,
 		FaultStale: opts.FaultStale, FaultStaleAbove: opts.FaultStaleAbove,
 		FaultMinBatch: opts.FaultMinBatch,
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	loadElapsed := time.Since(t0).Seconds()
+	s.loadElapsed = time.Since(t0).Seconds()
 	e.Group = group
+	return nil
+}
 
-	dtypeName := "torch.float32"
-	if opts.DType == "bfloat16" {
-		dtypeName = "torch.bfloat16"
-	}
-	// Per-rank memory plan.
-	numDraft := 1
+// planMemory computes the CUDA-graph reserve and each rank's memory plan; the KV pool's pages
+// are the smallest rank's.
+func (e *Engine) planMemory(s *startup) error {
+	opts := e.Opts
+	cfg, group, spec, vm := e.Cfg, e.Group, s.spec, s.vm
+	n, H := opts.TPSize, cfg.Hidden
+	s.numDraft = 1
 	if spec {
-		numDraft = opts.SpecNumDraftTokens
+		s.numDraft = opts.SpecNumDraftTokens
 	}
-	bsList := graphBatchSizes(opts.CUDAGraphMaxBS)
-	phase := "decode" // the target's captured graph: decode, or verify of draft tokens
+	s.bsList = graphBatchSizes(opts.CUDAGraphMaxBS)
+	s.phase = "decode"
 	if spec {
-		phase = "verify"
+		s.phase = "verify"
 	}
 	var graphTarget, graphDraft int64
 	graphElem := int64(H) * 4
@@ -231,15 +265,15 @@ func Build(opts *Options, lg *Logger, getenv func(string) string) (*Engine, erro
 	}
 	if !opts.DisableCUDAGraph {
 		per := int64(opts.CUDAGraphMaxBS) * graphElem * graphVectorsPerBS
-		graphTarget = per * int64(numDraft)
+		graphTarget = per * int64(s.numDraft)
 		if spec {
 			graphDraft = per
 		}
 	}
 	e.GraphBytes = graphTarget + graphDraft
 	e.GraphTarget, e.GraphDraft = graphTarget, graphDraft
+	s.graphTarget, s.graphDraft = graphTarget, graphDraft
 	minTokens := -1
-	var allSizes []rankSizes
 	for r := 0; r < n; r++ {
 		ts := group.Shard(tp.Target, r)
 		sz := rankSizes{TargetWeights: ts.Bytes(), TargetKVPerToken: kvcache.BytesPerToken(len(ts.Layers), ts.KVHeads, cfg.HeadDim())}
@@ -254,77 +288,34 @@ func Build(opts *Options, lg *Logger, getenv func(string) string) (*Engine, erro
 			sz = modelledSizes(vm, n, spec)
 			act = int64(opts.ChunkedPrefill) * vm.ActivationBytesPerToken
 		}
-		allSizes = append(allSizes, sz)
+		s.allSizes = append(s.allSizes, sz)
 		w, dw, kvPerTok := sz.TargetWeights, sz.DraftWeights, sz.TargetKVPerToken+sz.DraftKVPerToken
 		p, err := memplan.Compute(memplan.Input{
 			DeviceBytes: opts.DeviceMemory, MemFractionStatic: opts.MemFractionStatic,
-			Weights: w + dw, CustomAR: customARBytes, GraphReserve: graphTarget + graphDraft, Activations: act,
+			Weights: w + dw, CustomAR: s.customARBytes, GraphReserve: graphTarget + graphDraft, Activations: act,
 			FaultReserve: int64(opts.FaultReserveMB * (1 << 20)), KVBytesPerToken: kvPerTok, PageSize: opts.PageSize,
 			MaxTotalTokens: opts.MaxTotalTokens,
 		})
 		if err != nil {
-			return nil, fmt.Errorf("%w [rank TP%d]", err, r)
+			return fmt.Errorf("%w [rank TP%d]", err, r)
 		}
 		e.Plans = append(e.Plans, p)
 		if minTokens < 0 || p.KVTokens < minTokens {
 			minTokens = p.KVTokens
 		}
 	}
-	pages := minTokens / opts.PageSize
-	e.sizes = allSizes[0]
-	e.sizes.Pages, e.sizes.PageSize = pages, opts.PageSize
-	// Logs, rank by rank, in SGLang's order.
-	for r := 0; r < n; r++ {
-		p := e.Plans[r]
-		sg.Rank(r, "Init torch distributed begin.")
-		if e.CustomDisabledReason != "" {
-			sg.RankAt(LevelWarning, r, "%s", e.CustomDisabledReason)
-		}
-		sg.Rank(r, "Init torch distributed ends. mem usage=%s", memplan.GiBString(customARBytes))
-		avail := opts.DeviceMemory - customARBytes
-		sg.Rank(r, "Load weight begin. avail mem=%s", memplan.GiBString(avail))
-		sz := allSizes[r]
-		tw := sz.TargetWeights
-		avail -= tw
-		sg.Rank(r, "Load weight end. elapsed=%.2f s, type=%s, dtype=%s, avail mem=%s, mem usage=%s.", loadElapsed, archName(cfg), dtypeName, memplan.GiBString(avail), memplan.GiBString(tw))
-		if spec {
-			dw := sz.DraftWeights
-			sg.Rank(r, "Load weight begin. avail mem=%s", memplan.GiBString(avail))
-			avail -= dw
-			sg.Rank(r, "Load weight end. elapsed=%.2f s, type=RefEngineEagleDraft, dtype=%s, avail mem=%s, mem usage=%s.", 0.0, dtypeName, memplan.GiBString(avail), memplan.GiBString(dw))
-		}
-		kvT := int64(pages*opts.PageSize) * sz.TargetKVPerToken
-		avail -= p.Activations + p.FaultReserve
-		if p.FaultReserve > 0 {
-			sg.Rank(r, "Fault injection: reserving %s per rank (--fault-reserve-mb %g).", memplan.GiBString(p.FaultReserve), opts.FaultReserveMB)
-		}
-		sg.Rank(r, "KV Cache is allocated. dtype: torch.float32, #tokens: %d, K size: %s, V size: %s", pages*opts.PageSize, memplan.GiBString(kvT/2), memplan.GiBString(kvT/2))
-		avail -= kvT
-		if spec {
-			kvD := int64(pages*opts.PageSize) * sz.DraftKVPerToken
-			sg.Rank(r, "KV Cache is allocated. dtype: torch.float32, #tokens: %d, K size: %s, V size: %s", pages*opts.PageSize, memplan.GiBString(kvD/2), memplan.GiBString(kvD/2))
-			avail -= kvD
-		}
-		sg.Rank(r, "Memory pool end. avail mem=%s", memplan.GiBString(avail))
-		if !opts.DisableCUDAGraph {
-			if r == 0 && custom && rule == "v1" && opts.Persona.RegisteringLine {
-				// v1 registers the captured graphs' buffers (custom_all_reduce.py
-				// register_graph_buffers); v2 registers them without a word.
-				sg.Rank(r, "Registering %d cuda graph addresses", 2*cfg.Layers*len(bsList))
-			}
-			bs := formatInts(bsList)
-			sg.Rank(r, "Capture target %s CUDA graph begin. backend=full, num_tokens_per_req=%d, bs=%s, avail mem=%s", phase, numDraft, bs, memplan.GiBString(avail))
-			avail -= graphTarget
-			sg.Rank(r, "Capture target %s CUDA graph end. elapsed=%.2f s, mem usage=%s, avail mem=%s.", phase, 0.0, memplan.GiBString(graphTarget), memplan.GiBString(avail))
-			if spec {
-				sg.Rank(r, "Capture draft decode CUDA graph begin. backend=full, num_tokens_per_req=1, bs=%s, avail mem=%s", bs, memplan.GiBString(avail))
-				avail -= graphDraft
-				sg.Rank(r, "Capture draft decode CUDA graph end. elapsed=%.2f s, mem usage=%s, avail mem=%s.", 0.0, memplan.GiBString(graphDraft), memplan.GiBString(avail))
-			}
-		}
-	}
+	s.pages = minTokens / opts.PageSize
+	e.sizes = s.allSizes[0]
+	e.sizes.Pages, e.sizes.PageSize = s.pages, opts.PageSize
+	return nil
+}
+
+// startScheduler attaches the KV pool to the group, prints the pool's summary line and starts
+// the scheduler.
+func (e *Engine) startScheduler(s *startup) {
+	opts, group, pages, sg := e.Opts, e.Group, s.pages, s.sg
 	group.AttachKV(tp.Target, pages, opts.PageSize)
-	if spec {
+	if s.spec {
 		group.AttachKV(tp.Draft, pages, opts.PageSize)
 	}
 	e.Alloc = kvcache.NewAllocator(pages, opts.PageSize)
@@ -333,13 +324,13 @@ func Build(opts *Options, lg *Logger, getenv func(string) string) (*Engine, erro
 		pages*opts.PageSize, opts.ChunkedPrefill, opts.MaxPrefillTokens, e.MaxRunning, e.ContextLen, memplan.GiB(e.available(0)))
 
 	var sc *sched.SpecConfig
-	if spec {
+	if s.spec {
 		sc = &sched.SpecConfig{Algorithm: strings.ToUpper(opts.SpecAlgorithm), NumSteps: opts.SpecNumSteps, TopK: opts.SpecEagleTopK, NumDraftTokens: opts.SpecNumDraftTokens}
 	}
 	var kvPerTok int64
 	for _, m := range []tp.ModelID{tp.Target, tp.Draft} {
-		if s := group.KVStore(m, 0); s != nil {
-			kvPerTok += kvcache.BytesPerToken(s.Layers, s.KVHeads, s.HeadDim)
+		if kv := group.KVStore(m, 0); kv != nil {
+			kvPerTok += kvcache.BytesPerToken(kv.Layers, kv.KVHeads, kv.HeadDim)
 		}
 	}
 	e.Sched = sched.New(sched.Config{
@@ -348,10 +339,6 @@ func Build(opts *Options, lg *Logger, getenv func(string) string) (*Engine, erro
 		RandomSeed: opts.RandomSeed, Slowdown: opts.FaultSlowdown, LeakBytesPerReq: int64(opts.FaultLeakMBPerReq * (1 << 20)),
 		KVBytesPerToken: kvPerTok, Spec: sc, Logf: sg.Info, OnStep: e.prof.onStep, Device: e.deviceClock(),
 	}, group, e.Alloc)
-	if vllm {
-		e.vllmStartup(loadElapsed)
-	}
-	return e, nil
 }
 
 // CustomARV2Env switches SGLang's CustomAllReduceV2 off ("0") where it is the default.
@@ -418,50 +405,4 @@ func modelledSizes(m device.Model, tp int, spec bool) rankSizes {
 		z.DraftKVPerToken = m.Draft.KVBytesPerToken / int64(tp)
 	}
 	return z
-}
-
-// deviceClock is the scheduler's device clock, nil on the wall clock.
-func (e *Engine) deviceClock() *sched.DeviceClock {
-	if e.Device == nil {
-		return nil
-	}
-	return &sched.DeviceClock{Timer: *e.Device, Pacer: e.Pacer}
-}
-
-// launchIndex is the device clock's launch index: --clock-launch, else the next number of
-// --clock-launch-counter's file (which it advances, under an exclusive lock, so that the launches
-// of one run draw 0, 1, 2, ... in launch order), else 0.
-func launchIndex(o *Options) (uint64, error) {
-	if o.ClockLaunch >= 0 {
-		return uint64(o.ClockLaunch), nil
-	}
-	if o.ClockLaunchCounter == "" {
-		return 0, nil
-	}
-	f, err := os.OpenFile(o.ClockLaunchCounter, os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		return 0, fmt.Errorf("--clock-launch-counter: %w", err)
-	}
-	defer f.Close()
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		return 0, fmt.Errorf("--clock-launch-counter %s: lock: %w", o.ClockLaunchCounter, err)
-	}
-	defer syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-	data, err := io.ReadAll(f)
-	if err != nil {
-		return 0, fmt.Errorf("--clock-launch-counter %s: %w", o.ClockLaunchCounter, err)
-	}
-	var n uint64
-	if t := strings.TrimSpace(string(data)); t != "" {
-		if n, err = strconv.ParseUint(t, 10, 64); err != nil {
-			return 0, fmt.Errorf("--clock-launch-counter %s: %q is not a launch index: %w", o.ClockLaunchCounter, t, err)
-		}
-	}
-	if err := f.Truncate(0); err != nil {
-		return 0, fmt.Errorf("--clock-launch-counter %s: %w", o.ClockLaunchCounter, err)
-	}
-	if _, err := f.WriteAt([]byte(strconv.FormatUint(n+1, 10)+"\n"), 0); err != nil {
-		return 0, fmt.Errorf("--clock-launch-counter %s: %w", o.ClockLaunchCounter, err)
-	}
-	return n, nil
 }

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/reckon-ci/reckon/refengine/memplan"
 	"github.com/reckon-ci/reckon/refengine/model"
 )
 
@@ -83,4 +84,70 @@ func serverArgsLine(o *Options) string {
 		o.ModelPath, o.TPSize, o.Host, o.Port, o.DType, o.MemFractionStatic, o.MaxRunning, o.ChunkedPrefill, o.MaxPrefillTokens, o.PageSize,
 		o.CUDAGraphMaxBS, pyBool(o.DisableCUDAGraph), pyBool(o.DisableCustomAR), pyBool(o.Deterministic), o.RandomSeed, spec,
 		o.SpecNumSteps, o.SpecEagleTopK, o.SpecNumDraftTokens, o.DeviceMemory, o.Topology)
+}
+
+// logRanks prints the start-up log's per-rank lines in SGLang's order: distributed init, weight
+// loading, the KV pool, and the CUDA-graph capture.
+func (e *Engine) logRanks(s *startup) {
+	opts, cfg, sg, spec := e.Opts, e.Cfg, s.sg, s.spec
+	pages, customARBytes := s.pages, s.customARBytes
+	dtypeName := "torch.float32"
+	if opts.DType == "bfloat16" {
+		dtypeName = "torch.bfloat16"
+	}
+	for r := 0; r < opts.TPSize; r++ {
+		p := e.Plans[r]
+		sg.Rank(r, "Init torch distributed begin.")
+		if e.CustomDisabledReason != "" {
+			sg.RankAt(LevelWarning, r, "%s", e.CustomDisabledReason)
+		}
+		sg.Rank(r, "Init torch distributed ends. mem usage=%s", memplan.GiBString(customARBytes))
+		avail := opts.DeviceMemory - customARBytes
+		sg.Rank(r, "Load weight begin. avail mem=%s", memplan.GiBString(avail))
+		sz := s.allSizes[r]
+		tw := sz.TargetWeights
+		avail -= tw
+		sg.Rank(r, "Load weight end. elapsed=%.2f s, type=%s, dtype=%s, avail mem=%s, mem usage=%s.", s.loadElapsed, archName(cfg), dtypeName, memplan.GiBString(avail), memplan.GiBString(tw))
+		if spec {
+			dw := sz.DraftWeights
+			sg.Rank(r, "Load weight begin. avail mem=%s", memplan.GiBString(avail))
+			avail -= dw
+			sg.Rank(r, "Load weight end. elapsed=%.2f s, type=RefEngineEagleDraft, dtype=%s, avail mem=%s, mem usage=%s.", 0.0, dtypeName, memplan.GiBString(avail), memplan.GiBString(dw))
+		}
+		kvT := int64(pages*opts.PageSize) * sz.TargetKVPerToken
+		avail -= p.Activations + p.FaultReserve
+		if p.FaultReserve > 0 {
+			sg.Rank(r, "Fault injection: reserving %s per rank (--fault-reserve-mb %g).", memplan.GiBString(p.FaultReserve), opts.FaultReserveMB)
+		}
+		sg.Rank(r, "KV Cache is allocated. dtype: torch.float32, #tokens: %d, K size: %s, V size: %s", pages*opts.PageSize, memplan.GiBString(kvT/2), memplan.GiBString(kvT/2))
+		avail -= kvT
+		if spec {
+			kvD := int64(pages*opts.PageSize) * sz.DraftKVPerToken
+			sg.Rank(r, "KV Cache is allocated. dtype: torch.float32, #tokens: %d, K size: %s, V size: %s", pages*opts.PageSize, memplan.GiBString(kvD/2), memplan.GiBString(kvD/2))
+			avail -= kvD
+		}
+		sg.Rank(r, "Memory pool end. avail mem=%s", memplan.GiBString(avail))
+		if !opts.DisableCUDAGraph {
+			e.logGraphCapture(s, r, avail)
+		}
+	}
+}
+
+// logGraphCapture prints rank r's CUDA-graph capture lines, from avail free bytes.
+func (e *Engine) logGraphCapture(s *startup, r int, avail int64) {
+	opts, sg := e.Opts, s.sg
+	if r == 0 && s.custom && s.rule == "v1" && opts.Persona.RegisteringLine {
+		// v1 registers the captured graphs' buffers (custom_all_reduce.py
+		// register_graph_buffers); v2 registers them without a word.
+		sg.Rank(r, "Registering %d cuda graph addresses", 2*e.Cfg.Layers*len(s.bsList))
+	}
+	bs := formatInts(s.bsList)
+	sg.Rank(r, "Capture target %s CUDA graph begin. backend=full, num_tokens_per_req=%d, bs=%s, avail mem=%s", s.phase, s.numDraft, bs, memplan.GiBString(avail))
+	avail -= s.graphTarget
+	sg.Rank(r, "Capture target %s CUDA graph end. elapsed=%.2f s, mem usage=%s, avail mem=%s.", s.phase, 0.0, memplan.GiBString(s.graphTarget), memplan.GiBString(avail))
+	if s.spec {
+		sg.Rank(r, "Capture draft decode CUDA graph begin. backend=full, num_tokens_per_req=1, bs=%s, avail mem=%s", bs, memplan.GiBString(avail))
+		avail -= s.graphDraft
+		sg.Rank(r, "Capture draft decode CUDA graph end. elapsed=%.2f s, mem usage=%s, avail mem=%s.", 0.0, memplan.GiBString(s.graphDraft), memplan.GiBString(avail))
+	}
 }
