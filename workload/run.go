@@ -163,21 +163,11 @@ func Run(ctx context.Context, c *client.Client, o Options) (*Result, error) {
 			return nil, &optionsError{err}
 		}
 	}
-	prompts, dsName := pp.prompts, pp.name
+	prompts := pp.prompts
 	warm, bench := prompts[:o.Warmup], prompts[o.Warmup:]
 
-	if len(warm) > 0 {
-		logrus.Debugf("workload: %d warm-up requests", len(warm))
-		wrecs := r.dispatch(ctx, warm, make([]time.Duration, len(warm)), c.Now(), nil)
-		failed := 0
-		for _, rec := range wrecs {
-			if !rec.Success {
-				failed++
-			}
-		}
-		if failed == len(wrecs) {
-			return nil, fmt.Errorf("workload: all %d warm-up requests failed: %s", failed, wrecs[0].Err)
-		}
+	if err := r.warmUp(ctx, warm); err != nil {
+		return nil, err
 	}
 	if ctx.Err() != nil {
 		return nil, fmt.Errorf("workload: %w", ctx.Err())
@@ -191,6 +181,42 @@ func Run(ctx context.Context, c *client.Client, o Options) (*Result, error) {
 
 	res := ComputeMetrics(records, duration, o.Goodput)
 	res.MaxConcurrency = o.Concurrency
+	o.describe(res, model, pp, len(bench), mode, cal)
+	res.Warnings = append(res.Warnings, modeNotes...)
+	res.Warnings = append(res.Warnings, pp.warnings...)
+	r.annotate(res)
+	res.Details = details(records, o.Details)
+	specAcceptLength(ctx, c, &o, res)
+	if ctx.Err() != nil {
+		res.warnf("run interrupted: %v", ctx.Err())
+		return res, fmt.Errorf("workload: run interrupted after %d of %d requests: %w", res.Completed+res.Failed, len(bench), ctx.Err())
+	}
+	return res, nil
+}
+
+// warmUp sends the warm-up requests (none when warm is empty); it fails only when every one of
+// them failed.
+func (r *runner) warmUp(ctx context.Context, warm []Prompt) error {
+	if len(warm) == 0 {
+		return nil
+	}
+	logrus.Debugf("workload: %d warm-up requests", len(warm))
+	wrecs := r.dispatch(ctx, warm, make([]time.Duration, len(warm)), r.c.Now(), nil)
+	failed := 0
+	for _, rec := range wrecs {
+		if !rec.Success {
+			failed++
+		}
+	}
+	if failed == len(wrecs) {
+		return fmt.Errorf("workload: all %d warm-up requests failed: %s", failed, wrecs[0].Err)
+	}
+	return nil
+}
+
+// describe fills res.Metadata: the run's provenance and the workload that was sent (model, pp's
+// dataset, nBench benchmark prompts, the synthetic prompt mode and its text calibration cal).
+func (o *Options) describe(res *Result, model string, pp *preparedPrompts, nBench int, mode string, cal *TextCalibration) {
 	rate := o.RequestRate
 	if math.IsInf(rate, 1) {
 		rate = 0
@@ -212,7 +238,7 @@ func Run(ctx context.Context, c *client.Client, o Options) (*Result, error) {
 		res.Metadata.Date = time.Now().UTC().Format(time.RFC3339)
 	}
 	res.Metadata.Workload = Workload{
-		Name: o.Metadata.Workload.Name, Dataset: dsName, NumPrompts: len(bench), RequestRate: rate,
+		Name: o.Metadata.Workload.Name, Dataset: pp.name, NumPrompts: nBench, RequestRate: rate,
 		Burstiness: burst, MaxConcurrency: o.Concurrency, InputLen: o.InputLen, OutputLen: o.OutputLen,
 		RangeRatio: o.RangeRatio, Warmup: o.Warmup, IgnoreEOS: &ignoreEOS, Temperature: o.sentTemperature(), TopP: o.TopP,
 		TemperatureServerDefault: o.sentTemperature() == nil,
@@ -229,10 +255,11 @@ func Run(ctx context.Context, c *client.Client, o Options) (*Result, error) {
 	if pp.fromDataset > 0 {
 		res.Metadata.Workload.OutputLenSource = "dataset"
 	}
-	res.Warnings = append(res.Warnings, modeNotes...)
-	res.Warnings = append(res.Warnings, pp.warnings...)
-	r.annotate(res)
-	res.Details = details(records, o.Details)
+}
+
+// specAcceptLength sets res's speculative accept length from the server's info, or marks it
+// missing (interrupted runs, SkipServerInfo, no server info).
+func specAcceptLength(ctx context.Context, c *client.Client, o *Options, res *Result) {
 	if ctx.Err() == nil && !o.SkipServerInfo {
 		if info, err := c.ServerInfo(ctx); err == nil && info.AvgSpecAcceptLength != nil {
 			res.SpecAcceptLength = *info.AvgSpecAcceptLength
@@ -245,11 +272,6 @@ func Run(ctx context.Context, c *client.Client, o Options) (*Result, error) {
 	} else {
 		res.setMissing("spec_accept_length")
 	}
-	if ctx.Err() != nil {
-		res.warnf("run interrupted: %v", ctx.Err())
-		return res, fmt.Errorf("workload: run interrupted after %d of %d requests: %w", res.Completed+res.Failed, len(bench), ctx.Err())
-	}
-	return res, nil
 }
 
 type runner struct {
