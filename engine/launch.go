@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,9 +12,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -55,12 +50,6 @@ const (
 	// ReadyEither takes whichever of the health 200 and the ready line comes first.
 	ReadyEither
 )
-
-// ModelsPath is the OpenAI-compatible model list both engines serve; ReadyHTTP needs its 200.
-const ModelsPath = "/v1/models"
-
-// readyProbeTimeout is the deadline of one readiness HTTP request.
-const readyProbeTimeout = 5 * time.Second
 
 // LaunchOptions configures Launch.
 type LaunchOptions struct {
@@ -131,121 +120,6 @@ func (e *LaunchError) Error() string {
 func (e *LaunchError) Unwrap() error { return e.Cause }
 
 var addrInUseRE = regexp.MustCompile(`(?i)address already in use|Errno 98\b|EADDRINUSE|port \d+ is (?:already )?(?:in use|not available|occupied)`)
-
-// Instance is a running engine started by Launch.
-type Instance struct {
-	adapter Adapter
-	cfg     LaunchConfig
-	argv    []string
-	logPath string
-	grace   time.Duration
-	log     logrus.FieldLogger
-
-	cmd     *exec.Cmd // the supervisor (or, where there is none, the engine itself)
-	pid     int       // the engine's pid, also its process group id
-	logFile *os.File
-
-	// Supervised launches (Linux): the supervisor's control pipe, its exit, what it contains
-	// the engine with, and whether it reported the engine's tree gone.
-	supervised bool
-	ctlMu      sync.Mutex
-	control    *os.File
-	supDone    chan struct{}
-	mech       string
-	cgDir      string
-	gone       atomic.Bool
-	statusDone chan struct{} // closed when the supervisor's status pipe is read to its end
-
-	exited   chan struct{}
-	exitErr  error
-	exitCode int
-
-	readerDone chan struct{}
-	readyLine  chan struct{}
-	addrInUse  chan struct{}
-
-	mu   sync.Mutex
-	tail []string
-
-	stopOnce sync.Once
-	stopDone chan struct{}
-	stopErr  error
-}
-
-// BaseURL is the engine's HTTP address, e.g. "http://127.0.0.1:30000".
-func (i *Instance) BaseURL() string {
-	return "http://" + net.JoinHostPort(connectHost(i.cfg.Host), strconv.Itoa(i.cfg.Port))
-}
-
-// Pid is the engine's process id (also its process group id).
-func (i *Instance) Pid() int { return i.pid }
-
-// SupervisorPid is the pid of the supervisor that contains the engine's process tree (0 where
-// engines run without one).
-func (i *Instance) SupervisorPid() int {
-	if !i.supervised {
-		return 0
-	}
-	return i.cmd.Process.Pid
-}
-
-// Containment says how the engine's process tree is contained: "cgroup v2 DIR +
-// subreaper+pgroup", "subreaper+pgroup (cgroup v2 not used: WHY)", or "pgroup" where there is
-// no supervisor.
-func (i *Instance) Containment() string { return i.mech }
-
-// Port is the port the engine listens on.
-func (i *Instance) Port() int { return i.cfg.Port }
-
-// Argv is the command line the engine was started with.
-func (i *Instance) Argv() []string { return append([]string(nil), i.argv...) }
-
-// LogPath is the engine's log file.
-func (i *Instance) LogPath() string { return i.logPath }
-
-// Config is the configuration the engine was launched with (Port filled in).
-func (i *Instance) Config() LaunchConfig { return i.cfg }
-
-// Adapter is the adapter the engine was launched with.
-func (i *Instance) Adapter() Adapter { return i.adapter }
-
-// ReadyLineSeen reports whether the adapter's ready log line has appeared in the engine's
-// output so far (corroboration of HTTP readiness; false when the engine logs at WARNING).
-func (i *Instance) ReadyLineSeen() bool {
-	select {
-	case <-i.readyLine:
-		return true
-	default:
-		return false
-	}
-}
-
-// Report parses the engine log written so far.
-func (i *Instance) Report() (*Report, error) {
-	f, err := os.Open(i.logPath)
-	if err != nil {
-		return nil, fmt.Errorf("engine report: %w", err)
-	}
-	defer f.Close()
-	rep, err := i.adapter.ParseLog(f)
-	if err != nil {
-		return nil, fmt.Errorf("engine report %s: %w", i.logPath, err)
-	}
-	return rep, nil
-}
-
-// Exited is closed when the engine's main process has exited.
-func (i *Instance) Exited() <-chan struct{} { return i.exited }
-
-// ExitErr is the main process's exit error (nil while running or after a clean exit).
-func (i *Instance) ExitErr() error {
-	select {
-	case <-i.exited:
-		return i.exitErr
-	default:
-		return nil
-	}
-}
 
 // Launch starts the engine described by opts with adapter a, under a supervisor that contains
 // its whole process tree even if the harness dies (on Linux; see supervise_linux.go and
@@ -472,15 +346,6 @@ func (i *Instance) startDirect(out *os.File, env []string) error {
 	return nil
 }
 
-// kill skips the rest of the grace: SIGKILL to the engine's whole tree now.
-func (i *Instance) kill() {
-	if i.supervised {
-		i.sendControl("kill")
-		return
-	}
-	signalGroup(i.pid, syscall.SIGKILL)
-}
-
 func mergeEnv(base []string, extra map[string]string) []string {
 	if len(extra) == 0 {
 		return base
@@ -501,179 +366,4 @@ func mergeEnv(base []string, extra map[string]string) []string {
 		out = append(out, k+"="+extra[k])
 	}
 	return out
-}
-
-func (i *Instance) waitReady(ctx context.Context, opts LaunchOptions) error {
-	timer := time.NewTimer(opts.ReadyTimeout)
-	defer timer.Stop()
-	tick := time.NewTicker(opts.HealthInterval)
-	defer tick.Stop()
-	client := &http.Client{Timeout: readyProbeTimeout}
-	healthPath := i.adapter.HealthPath()
-	needModels := opts.Ready == ReadyHTTP
-	healthOK, modelsOK, lineOK := healthPath == "", false, false
-	healthState, modelsState := "not polled yet", "not polled yet"
-	if healthPath == "" {
-		healthState = "no health path"
-	}
-	readyLine := (<-chan struct{})(i.readyLine)
-	fail := func(op string, cause error) *LaunchError {
-		return &LaunchError{Op: op, Cause: cause, Argv: i.argv, LogPath: i.logPath, ExitCode: -1}
-	}
-	for {
-		var ready bool
-		switch opts.Ready {
-		case ReadyBoth:
-			ready = lineOK && healthOK
-		case ReadyHealth:
-			ready = (healthOK && healthPath != "") || (healthPath == "" && lineOK)
-		case ReadyLogLine:
-			ready = lineOK
-		case ReadyEither:
-			ready = (healthOK && healthPath != "") || lineOK
-		default: // ReadyHTTP
-			ready = healthOK && modelsOK
-		}
-		if ready {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fail("canceled", fmt.Errorf("waiting for the engine to become ready: %w", ctx.Err()))
-		case <-timer.C:
-			var b strings.Builder
-			fmt.Fprintf(&b, "not ready after %s (GET %s: %s", opts.ReadyTimeout, healthPath, healthState)
-			if needModels {
-				fmt.Fprintf(&b, "; GET %s: %s", ModelsPath, modelsState)
-			}
-			fmt.Fprintf(&b, "; ready line seen: %v)", lineOK)
-			return fail("ready timeout", errors.New(b.String()))
-		case <-i.addrInUse:
-			return fail("port", fmt.Errorf("port %d: %w", i.cfg.Port, ErrPortInUse))
-		case <-i.exited:
-			// Let the output pipe drain so that the tail holds the engine's last words.
-			select {
-			case <-i.readerDone:
-			case <-time.After(500 * time.Millisecond): // orphans may hold the pipe open
-			}
-			if addrInUseRE.MatchString(i.LogTail(80)) {
-				return fail("port", fmt.Errorf("port %d: %w", i.cfg.Port, ErrPortInUse))
-			}
-			le := fail("exited", fmt.Errorf("engine exited before it was ready: %v", i.exitErr))
-			le.ExitCode = i.exitCode
-			return le
-		case <-readyLine:
-			lineOK, readyLine = true, nil
-		case <-tick.C:
-			if opts.Ready == ReadyLogLine {
-				continue
-			}
-			if !healthOK {
-				healthOK, healthState = probe(ctx, client, i.BaseURL()+healthPath)
-			}
-			if needModels && healthOK && !modelsOK {
-				modelsOK, modelsState = probe(ctx, client, i.BaseURL()+ModelsPath)
-			}
-		}
-	}
-}
-
-// probe sends one GET with its own deadline and reports whether it answered 200, and what it
-// answered ("200", "503 Service Unavailable", "error: ...") for the timeout message.
-func probe(ctx context.Context, c *http.Client, url string) (bool, string) {
-	ctx, cancel := context.WithTimeout(ctx, readyProbeTimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return false, "error: " + err.Error()
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return false, "error: " + err.Error()
-	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64*1024))
-	_ = resp.Body.Close()
-	return resp.StatusCode == http.StatusOK, resp.Status
-}
-
-// Stop stops the engine's whole process tree: SIGTERM, up to the stop grace for every
-// process of it (its cgroup, its process group, every descendant the supervisor reaped) to
-// exit, then SIGKILL. It waits until none is left, closes the log, and is idempotent: later
-// and concurrent calls wait for the first one and return its result. ctx bounds the grace
-// period.
-func (i *Instance) Stop(ctx context.Context) error {
-	i.stopOnce.Do(func() {
-		i.stopErr = i.stop(ctx)
-		unregister(i)
-		close(i.stopDone)
-	})
-	select {
-	case <-i.stopDone:
-		return i.stopErr
-	case <-ctx.Done():
-		return fmt.Errorf("stop engine pid %d: %w", i.pid, ctx.Err())
-	}
-}
-
-// alive reports whether the main process or any process of its group is still running.
-func (i *Instance) alive() bool {
-	select {
-	case <-i.exited:
-	default:
-		return true
-	}
-	return len(groupMembers(i.pid)) > 0
-}
-
-func (i *Instance) stop(ctx context.Context) error {
-	if i.supervised {
-		return i.stopSupervised(ctx)
-	}
-	start := time.Now()
-	signalAll := func(sig syscall.Signal) { signalGroup(i.pid, sig) }
-	waitGone := func(d time.Duration, ctx context.Context) bool {
-		deadline := time.NewTimer(d)
-		defer deadline.Stop()
-		tick := time.NewTicker(20 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			if !i.alive() {
-				return true
-			}
-			select {
-			case <-deadline.C:
-				return false
-			case <-ctx.Done():
-				return false
-			case <-tick.C:
-			}
-		}
-	}
-	var err error
-	if i.alive() {
-		signalAll(syscall.SIGTERM)
-		if !waitGone(i.grace, ctx) {
-			i.log.WithField("grace", i.grace).Warn("engine did not stop after SIGTERM; sending SIGKILL")
-			signalAll(syscall.SIGKILL)
-			if !waitGone(killWait, context.Background()) {
-				err = fmt.Errorf("stop engine pid %d: processes still running after SIGKILL: %v", i.pid, groupMembers(i.pid))
-			}
-		}
-	}
-	select {
-	case <-i.exited:
-	case <-time.After(killWait):
-		if err == nil {
-			err = fmt.Errorf("stop engine pid %d: main process not reaped", i.pid)
-		}
-	}
-	select {
-	case <-i.readerDone:
-	case <-time.After(2 * time.Second):
-	}
-	if cerr := i.logFile.Close(); cerr != nil && err == nil && !errors.Is(cerr, os.ErrClosed) {
-		err = fmt.Errorf("close engine log: %w", cerr)
-	}
-	i.log.WithField("took", time.Since(start).Round(time.Millisecond)).Info("engine stopped")
-	return err
 }

@@ -123,28 +123,50 @@ func (s *supervisor) run(argv []string) int {
 	// The engine's parent-death signal follows the thread that forks it: this goroutine keeps
 	// its thread until the supervisor exits.
 	runtime.LockOSThread()
+	control, ok := s.openPipes()
+	if !ok {
+		return 2
+	}
+	signal.Ignore(syscall.SIGPIPE)
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+
+	mech, cgFD := s.contain()
+	pid, code := s.startEngine(argv, mech, cgFD)
+	if code != 0 {
+		return code
+	}
+	exitCh, empty := reap(pid)
+	ctl := readControl(control)
+	return s.watch(exitCh, empty, ctl, sigs)
+}
+
+// openPipes sets up the status and control pipes when started by Launch (--pipes); by hand,
+// status goes to stderr and control is nil. ok is false when the pipes are missing.
+func (s *supervisor) openPipes() (control io.Reader, ok bool) {
 	// Status and control pipes when started by Launch; stderr and signals only by hand.
 	s.status = os.Stderr
-	var control io.Reader
 	if s.pipes {
 		if !fdOpen(3) || !fdOpen(4) {
 			fmt.Fprintln(os.Stderr, "reckon supervise: --pipes: expected the status pipe on fd 3 and the control pipe on fd 4")
-			return 2
+			return nil, false
 		}
 		syscall.CloseOnExec(3)
 		syscall.CloseOnExec(4)
 		s.status = os.NewFile(3, "status")
 		control = os.NewFile(4, "control")
 	}
-	signal.Ignore(syscall.SIGPIPE)
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	return control, true
+}
 
+// contain makes the supervisor a child subreaper and, unless disabled, makes the engine's cgroup:
+// mech describes the containment, cgFD is the cgroup's descriptor (-1 without one).
+func (s *supervisor) contain() (mech string, cgFD int) {
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		s.logf("warn", "PR_SET_CHILD_SUBREAPER: %v (orphaned engine processes are found by their process group only)", err)
 	}
-	mech := "subreaper+pgroup"
-	var cgFD = -1
+	mech = "subreaper+pgroup"
+	cgFD = -1
 	if s.useCgroup {
 		dir, fd, err := makeCgroup(s.self)
 		if err != nil {
@@ -155,7 +177,12 @@ func (s *supervisor) run(argv []string) int {
 	} else {
 		mech += " (cgroup disabled by " + CgroupEnv + "=off)"
 	}
+	return mech, cgFD
+}
 
+// startEngine forks the engine in its own process group (into the cgroup when there is one, else
+// without it) and reports its pid and the containment. code is non-zero when it could not start.
+func (s *supervisor) startEngine(argv []string, mech string, cgFD int) (pid, code int) {
 	env := make([]string, 0, len(os.Environ()))
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, superviseEnv+"=") {
@@ -166,7 +193,7 @@ func (s *supervisor) run(argv []string) int {
 	if err != nil {
 		s.say("startfail", err.Error())
 		s.removeCgroup()
-		return 127
+		return 0, 127
 	}
 	attr := &syscall.ProcAttr{
 		Env:   env,
@@ -181,7 +208,7 @@ func (s *supervisor) run(argv []string) int {
 	if cgFD >= 0 {
 		attr.Sys.UseCgroupFD, attr.Sys.CgroupFD = true, cgFD
 	}
-	pid, err := syscall.ForkExec(path, argv, attr)
+	pid, err = syscall.ForkExec(path, argv, attr)
 	if err != nil && cgFD >= 0 {
 		// clone3 into the cgroup refused (old kernel, no delegation): without the cgroup.
 		mech = "subreaper+pgroup (cgroup v2 not used: clone into " + s.cgDir + ": " + err.Error() + ")"
@@ -195,7 +222,7 @@ func (s *supervisor) run(argv []string) int {
 	if err != nil {
 		s.say("startfail", fmt.Sprintf("start %s: %v", argv[0], err))
 		s.removeCgroup()
-		return 127
+		return 0, 127
 	}
 	s.enginePid = pid
 	if s.cgDir != "" {
@@ -211,7 +238,15 @@ func (s *supervisor) run(argv []string) int {
 		_ = syscall.Close(devnull)
 	}
 
-	type exitEv struct{ code, sig int }
+	return pid, 0
+}
+
+// exitEv is how the engine exited: its exit code (-1 when signalled) and the signal, if any.
+type exitEv struct{ code, sig int }
+
+// reap waits for every child, the engine's and the orphans reparented to the supervisor: the
+// engine's exit goes to exitCh, and empty closes when no child is left.
+func reap(pid int) (<-chan exitEv, <-chan struct{}) {
 	exitCh := make(chan exitEv, 1)
 	empty := make(chan struct{})
 	go func() { // the reaper: every child, the engine's and the orphans reparented to us
@@ -236,6 +271,12 @@ func (s *supervisor) run(argv []string) int {
 			}
 		}
 	}()
+	return exitCh, empty
+}
+
+// readControl forwards the control pipe's commands, then "eof" when it closes; with no pipe the
+// channel stays silent.
+func readControl(control io.Reader) chan string {
 	ctl := make(chan string, 4)
 	if control != nil {
 		go func() {
@@ -246,7 +287,13 @@ func (s *supervisor) run(argv []string) int {
 			ctl <- "eof"
 		}()
 	}
+	return ctl
+}
 
+// watch runs the supervisor until the engine's tree is gone: it reports the engine's exit, turns
+// stop requests, the control pipe's end and signals into SIGTERM, and SIGTERM past the grace
+// period into SIGKILL rounds. It returns the supervisor's exit code.
+func (s *supervisor) watch(exitCh <-chan exitEv, empty <-chan struct{}, ctl chan string, sigs <-chan os.Signal) int {
 	code := 0
 	const (
 		running = iota
@@ -276,23 +323,22 @@ func (s *supervisor) run(argv []string) int {
 		phase, killStart = killing, time.Now()
 		s.signalTree(syscall.SIGKILL)
 	}
+	exited := func(ev exitEv) {
+		code = ev.code
+		if ev.sig != 0 {
+			code = 128 + ev.sig
+		}
+		s.say("exit", fmt.Sprintf("%d %d", ev.code, ev.sig))
+	}
 	for {
 		select {
 		case ev := <-exitCh:
-			code = ev.code
-			if ev.sig != 0 {
-				code = 128 + ev.sig
-			}
-			s.say("exit", fmt.Sprintf("%d %d", ev.code, ev.sig))
+			exited(ev)
 		case <-empty:
 			// Report the engine's exit if the reaper's last event is still queued.
 			select {
 			case ev := <-exitCh:
-				code = ev.code
-				if ev.sig != 0 {
-					code = 128 + ev.sig
-				}
-				s.say("exit", fmt.Sprintf("%d %d", ev.code, ev.sig))
+				exited(ev)
 			default:
 			}
 			s.removeCgroup()

@@ -70,6 +70,41 @@ func importAIPerf(o map[string]any, format string) (*Result, error) {
 			}
 		}
 	}
+	aiperfMetadata(im, o, tool)
+	if b, ok := o["was_cancelled"].(bool); ok && b {
+		r.warnf("the benchmark was cancelled before it completed")
+	}
+	names := make([]string, 0, len(metrics))
+	for k := range metrics {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		aiperfMetric(im, name, metrics[name])
+	}
+	if _, ok := o["goodput"]; ok {
+		if f, ok, _ := num(o["goodput"]); ok {
+			im.extra("aiperf_goodput", f)
+		} else if g, ok := o["goodput"].(map[string]any); ok {
+			if f, ok, _ := num(g["avg"]); ok {
+				im.metric("request_goodput", "goodput", f)
+			}
+		}
+	}
+	if im.set["mean_tpot_ms"] {
+		r.warnf("AIPerf/GenAI-Perf inter_token_latency is the per-request (latency - TTFT)/(OSL - 1): imported as TPOT (vLLM's name); its ITL is not vLLM's pooled chunk gaps")
+	}
+	if im.set["mean_itl_ms"] {
+		r.warnf("AIPerf inter_chunk_latency imported as ITL (chunk gaps)")
+	}
+	aiperfErrors(im, o)
+	return im.result()
+}
+
+// aiperfMetadata reads the run's metadata: the tool's version, model, date, load generator
+// settings and seed, and the semantics they imply.
+func aiperfMetadata(im *importer, o map[string]any, tool string) {
+	r := im.r
 	if v := str(o["aiperf_version"]); v != "" {
 		r.Metadata.ToolVersion = v
 	}
@@ -117,93 +152,77 @@ func importAIPerf(o map[string]any, format string) (*Result, error) {
 		}
 	}
 	r.Metadata.Semantics = aiperfSemantics(tool, r.Metadata.ToolVersion, serverTokens)
-	if b, ok := o["was_cancelled"].(bool); ok && b {
-		r.warnf("the benchmark was cancelled before it completed")
+}
+
+// aiperfMetric imports one metric object, or a bare number, under its name.
+func aiperfMetric(im *importer, name string, v any) {
+	r := im.r
+	if aiperfNonMetric[name] {
+		return
 	}
-	names := make([]string, 0, len(metrics))
-	for k := range metrics {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		v := metrics[name]
-		if aiperfNonMetric[name] {
-			continue
-		}
-		m, ok := v.(map[string]any)
-		if !ok || !isAIPerfMetric(v) {
-			if f, ok, _ := num(v); ok {
-				// A bare number (some versions write request_count as one).
-				if key, known := aiperfScalar[name]; known {
-					im.metric(key, name, f)
-				} else {
-					im.extra(name, f)
-					im.unknown = append(im.unknown, name)
-				}
-			} else if v != nil {
+	m, ok := v.(map[string]any)
+	if !ok || !isAIPerfMetric(v) {
+		if f, ok, _ := num(v); ok {
+			// A bare number (some versions write request_count as one).
+			if key, known := aiperfScalar[name]; known {
+				im.metric(key, name, f)
+			} else {
+				im.extra(name, f)
 				im.unknown = append(im.unknown, name)
 			}
-			continue
+		} else if v != nil {
+			im.unknown = append(im.unknown, name)
 		}
-		unit := str(m["unit"])
-		if short, known := aiperfLatency[name]; known {
+		return
+	}
+	unit := str(m["unit"])
+	if short, known := aiperfLatency[name]; known {
+		scale, ok := timeScale(unit)
+		if !ok {
+			r.warnf("%s: unknown time unit %q: left out", name, unit)
+			return
+		}
+		for stat, ours := range map[string]string{"avg": "mean", "p50": "median", "std": "std", "p90": "p90", "p95": "p95", "p99": "p99"} {
+			if f, ok, _ := num(m[stat]); ok {
+				im.metric(ours+"_"+short+"_ms", name+"."+stat, f*scale)
+			}
+		}
+		for _, stat := range []string{"min", "max", "p1", "p5", "p10", "p25", "p75"} {
+			if f, ok, _ := num(m[stat]); ok {
+				im.extra(stat+"_"+short+"_ms", f*scale)
+			}
+		}
+		return
+	}
+	if key, known := aiperfScalar[name]; known {
+		f, ok, _ := num(m["avg"])
+		if !ok {
+			r.warnf("%s has no avg: reported as missing", name)
+			return
+		}
+		if key == "duration" {
 			scale, ok := timeScale(unit)
 			if !ok {
-				r.warnf("%s: unknown time unit %q: left out", name, unit)
-				continue
+				r.warnf("benchmark_duration: unknown time unit %q: left out", unit)
+				return
 			}
-			for stat, ours := range map[string]string{"avg": "mean", "p50": "median", "std": "std", "p90": "p90", "p95": "p95", "p99": "p99"} {
-				if f, ok, _ := num(m[stat]); ok {
-					im.metric(ours+"_"+short+"_ms", name+"."+stat, f*scale)
-				}
-			}
-			for _, stat := range []string{"min", "max", "p1", "p5", "p10", "p25", "p75"} {
-				if f, ok, _ := num(m[stat]); ok {
-					im.extra(stat+"_"+short+"_ms", f*scale)
-				}
-			}
-			continue
+			f = f * scale / 1000
 		}
-		if key, known := aiperfScalar[name]; known {
-			f, ok, _ := num(m["avg"])
-			if !ok {
-				r.warnf("%s has no avg: reported as missing", name)
-				continue
-			}
-			if key == "duration" {
-				scale, ok := timeScale(unit)
-				if !ok {
-					r.warnf("benchmark_duration: unknown time unit %q: left out", unit)
-					continue
-				}
-				f = f * scale / 1000
-			}
-			im.metric(key, name, f)
-			continue
-		}
-		// Other distributions (sequence lengths, per-user throughput, telemetry): keep their
-		// statistics in Extra under "<name>_<stat>".
-		for _, stat := range aiperfStats {
-			if f, ok, _ := num(m[stat]); ok {
-				im.extra(name+"_"+stat, f)
-			}
+		im.metric(key, name, f)
+		return
+	}
+	// Other distributions (sequence lengths, per-user throughput, telemetry): keep their
+	// statistics in Extra under "<name>_<stat>".
+	for _, stat := range aiperfStats {
+		if f, ok, _ := num(m[stat]); ok {
+			im.extra(name+"_"+stat, f)
 		}
 	}
-	if _, ok := o["goodput"]; ok {
-		if f, ok, _ := num(o["goodput"]); ok {
-			im.extra("aiperf_goodput", f)
-		} else if g, ok := o["goodput"].(map[string]any); ok {
-			if f, ok, _ := num(g["avg"]); ok {
-				im.metric("request_goodput", "goodput", f)
-			}
-		}
-	}
-	if im.set["mean_tpot_ms"] {
-		r.warnf("AIPerf/GenAI-Perf inter_token_latency is the per-request (latency - TTFT)/(OSL - 1): imported as TPOT (vLLM's name); its ITL is not vLLM's pooled chunk gaps")
-	}
-	if im.set["mean_itl_ms"] {
-		r.warnf("AIPerf inter_chunk_latency imported as ITL (chunk gaps)")
-	}
+}
+
+// aiperfErrors counts the failed requests from error_summary when error_request_count did not.
+func aiperfErrors(im *importer, o map[string]any) {
+	r := im.r
 	if !im.set["failed"] {
 		// error_request_count may be null while error_summary still counts the errors.
 		if es, ok := o["error_summary"].([]any); ok {
@@ -219,5 +238,4 @@ func importAIPerf(o map[string]any, format string) (*Result, error) {
 			im.set["failed"] = true
 		}
 	}
-	return im.result()
 }

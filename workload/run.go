@@ -2,19 +2,14 @@ package workload
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math"
-	"math/rand/v2"
-	"os"
 	"sync"
 	"time"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/sirupsen/logrus"
-	"golang.org/x/term"
 
 	"github.com/reckon-ci/reckon/engine/client"
 	"github.com/reckon-ci/reckon/wire"
@@ -121,267 +116,6 @@ func (o *Options) validate() error {
 	return nil
 }
 
-// Prompt modes of synthetic prompts (Options.PromptMode, Workload.PromptMode).
-const (
-	// PromptAuto sends token ids when the server takes them, else calibrated text.
-	PromptAuto = "auto"
-	// PromptTokenIDs sends the completions prompt as a list of token ids: exact lengths.
-	PromptTokenIDs = "token_ids"
-	// PromptText sends text whose length in words is calibrated by the server's usage counts.
-	PromptText = "text"
-)
-
-// synthetic reports whether the run makes its own prompts.
-func (o *Options) synthetic() bool { return o.Prompts == nil && o.Dataset == "" }
-
-// lens returns the synthetic input and output lengths with their defaults.
-func (o *Options) lens() (in, out int) {
-	in, out = o.InputLen, o.OutputLen
-	if in == 0 {
-		in = DefaultInputLen
-	}
-	if out == 0 {
-		out = DefaultOutputLen
-	}
-	return in, out
-}
-
-// preparedPrompts are the prompts of a run (warm-up ones first) and what a reader should know
-// about them.
-type preparedPrompts struct {
-	prompts  []Prompt
-	name     string
-	warnings []string
-	// fromDataset counts the prompts whose output length is the dataset's own.
-	fromDataset int
-}
-
-// preparePrompts chooses the prompts of the run (warm-up ones first), with output lengths set.
-// mode and cal say how synthetic prompts are made (PromptTokenIDs, or PromptText with cal).
-func (o *Options) preparePrompts(mode string, cal TextCalibration) (*preparedPrompts, error) {
-	pp := &preparedPrompts{name: "custom"}
-	n := o.NumPrompts
-	prompts := o.Prompts
-	if prompts == nil && o.Dataset != "" {
-		var err error
-		if prompts, err = LoadPrompts(o.Dataset); err != nil {
-			return nil, err
-		}
-		pp.name = o.Dataset
-		if n == 0 {
-			n = len(prompts)
-		}
-		// Sample in a seeded order, as vLLM samples datasets.
-		rng := rand.New(rand.NewPCG(uint64(o.Seed), 0x5851f42d4c957f2d))
-		prompts = append([]Prompt(nil), prompts...)
-		rng.Shuffle(len(prompts), func(i, j int) { prompts[i], prompts[j] = prompts[j], prompts[i] })
-	}
-	if n == 0 {
-		n = DefaultNumPrompts
-		if prompts != nil {
-			n = len(prompts)
-		}
-	}
-	total := n + o.Warmup
-	if prompts == nil {
-		in, out := o.lens()
-		pp.name = fmt.Sprintf("synthetic(in=%d,out=%d,range=%g,prefix=%d)", in, out, o.RangeRatio, o.PrefixLen)
-		if mode == PromptText {
-			prompts = SyntheticCalibratedPrompts(total, in, out, o.PrefixLen, o.RangeRatio, o.Seed, cal)
-		} else {
-			prompts = SyntheticTokenPrompts(total, in, out, o.PrefixLen, o.RangeRatio, o.Seed)
-		}
-	}
-	if len(prompts) == 0 {
-		return nil, errors.New("no prompts to send")
-	}
-	if o.Dataset != "" && o.Prompts == nil && total > len(prompts) {
-		pp.warnings = append(pp.warnings, fmt.Sprintf("dataset %s has %d prompts for %d requests (%d measured + %d warm-up): it is cycled, each prompt sent up to %d times",
-			o.Dataset, len(prompts), total, n, o.Warmup, (total+len(prompts)-1)/len(prompts)))
-	}
-	out := make([]Prompt, total)
-	outRng := rand.New(rand.NewPCG(uint64(o.Seed), 0xda942042e4dd58b5))
-	for i := range out {
-		p := prompts[i%len(prompts)]
-		switch {
-		case o.OutputLen > 0 && o.Prompts == nil && o.Dataset != "":
-			p.OutputLen = sampleLen(outRng, o.OutputLen, o.RangeRatio)
-		case o.OutputLen > 0 && p.OutputLen == 0:
-			p.OutputLen = o.OutputLen
-		case p.OutputLen == 0:
-			p.OutputLen = DefaultOutputLen
-		case o.Dataset != "" && o.Prompts == nil:
-			pp.fromDataset++
-		}
-		out[i] = p
-	}
-	if o.Dataset != "" && o.Prompts == nil && o.OutputLen == 0 && pp.fromDataset < total {
-		pp.warnings = append(pp.warnings, fmt.Sprintf("%d of %d requests had no output length in dataset %s: they ask for %d tokens", total-pp.fromDataset, total, o.Dataset, DefaultOutputLen))
-	}
-	if o.Chat {
-		for _, p := range out {
-			if p.Text == "" {
-				return nil, fmt.Errorf("prompt %s is token ids: the chat endpoint sends text messages (use a text dataset, or the completions endpoint)", p.ID)
-			}
-		}
-	}
-	pp.prompts = out
-	return pp, nil
-}
-
-// choosePromptMode decides how synthetic prompts are sent. PromptTokenIDs is taken as given.
-// With PromptAuto it sends one
-// token-id prompt (max_tokens 1): when the server accepts it and its usage counts exactly the
-// ids sent, token ids are used; otherwise text, calibrated by two text probes of the server's
-// own usage counts. Probes are not part of any metric.
-func (r *runner) choosePromptMode(ctx context.Context) (string, *TextCalibration, []string, error) {
-	o := r.o
-	mode := o.PromptMode
-	if mode == "" {
-		mode = PromptAuto
-	}
-	if o.Chat {
-		mode = PromptText // a chat message is text
-	}
-	if mode == PromptTokenIDs {
-		// Asked for explicitly: no probe (a server that refuses ids fails the requests).
-		return PromptTokenIDs, nil, nil, nil
-	}
-	var notes []string
-	if mode == PromptAuto {
-		ids := SyntheticTokenPrompts(1, 16, 1, 0, 0, o.Seed)[0].TokenIDs
-		got, err := r.probeUsage(ctx, client.PromptTokens(ids))
-		var api *client.APIError
-		switch {
-		case err == nil && got == len(ids):
-			return PromptTokenIDs, nil, nil, nil
-		case err != nil && !(errors.As(err, &api) && api.StatusCode >= 400 && api.StatusCode < 500):
-			// Not a refusal but a broken or busy server: the benchmark's requests will say so.
-			notes = append(notes, fmt.Sprintf("probing token-id prompts failed (%v): sent as token ids", err))
-			return PromptTokenIDs, nil, notes, nil
-		case err != nil:
-			notes = append(notes, fmt.Sprintf("the server refused token-id prompts (%v): synthetic prompts sent as text, calibrated by the server's usage counts", err))
-		default:
-			notes = append(notes, fmt.Sprintf("the server counted %d prompt tokens for %d token ids: synthetic prompts sent as text, calibrated by its usage counts", got, len(ids)))
-		}
-	}
-	cal, err := r.calibrateText(ctx)
-	if err != nil {
-		if ctx.Err() != nil {
-			return "", nil, notes, err
-		}
-		// Uncalibrated: one token per word, and the result says so.
-		notes = append(notes, fmt.Sprintf("%v: synthetic text prompts assume one token per word; the real lengths are in details.input_lens", err))
-		cal = TextCalibration{PerWord: 1}
-	}
-	return PromptText, &cal, notes, nil
-}
-
-// calibrateText measures the server's tokens per synthetic word from its usage counts of a
-// short and a long text prompt.
-func (r *runner) calibrateText(ctx context.Context) (TextCalibration, error) {
-	rng := rand.New(rand.NewPCG(uint64(r.o.Seed), 0x94d049bb133111eb))
-	const w1, w2 = 16, 128
-	t1, err := r.probeUsage(ctx, client.PromptText(syntheticText(rng, w1)))
-	if err != nil {
-		return TextCalibration{}, fmt.Errorf("calibrating text prompts: %w", err)
-	}
-	t2, err := r.probeUsage(ctx, client.PromptText(syntheticText(rng, w2)))
-	if err != nil {
-		return TextCalibration{}, fmt.Errorf("calibrating text prompts: %w", err)
-	}
-	if t1 <= 0 || t2 <= t1 {
-		return TextCalibration{}, fmt.Errorf("calibrating text prompts: the server's usage counted %d and %d prompt tokens for %d and %d words (expected a growing count)", t1, t2, w1, w2)
-	}
-	per := float64(t2-t1) / float64(w2-w1)
-	return TextCalibration{PerWord: per, Base: float64(t1) - per*w1}, nil
-}
-
-// probeTimeout bounds each prompt-mode probe request.
-const probeTimeout = 30 * time.Second
-
-// probeUsage sends one unmeasured request (max_tokens 1) and returns its usage.prompt_tokens.
-func (r *runner) probeUsage(ctx context.Context, prompt json.RawMessage) (int, error) {
-	timeout := r.o.RequestTimeout
-	if timeout <= 0 || timeout > probeTimeout {
-		timeout = probeTimeout
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	if r.o.Chat {
-		var text string
-		if err := json.Unmarshal(prompt, &text); err != nil {
-			return 0, err
-		}
-		return r.chatUsage(ctx, text)
-	}
-	one := 1
-	temp := 0.0
-	res, err := r.c.Stream(ctx, wire.CompletionRequest{Model: r.model, Prompt: prompt, MaxTokens: &one, Temperature: &temp}, nil)
-	if err != nil {
-		return 0, err
-	}
-	if res.Usage == nil {
-		return 0, errors.New("the server sent no usage counts")
-	}
-	return res.PromptTokens, nil
-}
-
-// arrivalOffsets returns when each request is sent, from the benchmark start: all zero for an
-// infinite rate, else cumulative gamma(shape=burstiness, scale=1/(rate·burstiness)) gaps,
-// rescaled so that the last arrival is at n/rate as vLLM does.
-func arrivalOffsets(n int, rate, burstiness float64, seed int64) []time.Duration {
-	out := make([]time.Duration, n)
-	if rate <= 0 || math.IsInf(rate, 1) || n == 0 {
-		return out
-	}
-	if burstiness <= 0 {
-		burstiness = 1
-	}
-	rng := rand.New(rand.NewPCG(uint64(seed), 0x2545f4914f6cdd1d))
-	gaps := make([]float64, n)
-	sum := 0.0
-	for i := range gaps {
-		gaps[i] = gammaSample(rng, burstiness) / (rate * burstiness)
-		sum += gaps[i]
-	}
-	scale := 1.0
-	if sum > 0 {
-		scale = (float64(n) / rate) / sum
-	}
-	t := 0.0
-	for i := range gaps {
-		t += gaps[i] * scale
-		out[i] = time.Duration(t * float64(time.Second))
-	}
-	return out
-}
-
-// gammaSample draws from Gamma(shape, 1) (Marsaglia and Tsang; boosted for shape < 1).
-func gammaSample(rng *rand.Rand, shape float64) float64 {
-	if shape < 1 {
-		u := rng.Float64()
-		for u == 0 {
-			u = rng.Float64()
-		}
-		return gammaSample(rng, shape+1) * math.Pow(u, 1/shape)
-	}
-	d := shape - 1.0/3
-	c := 1 / math.Sqrt(9*d)
-	for {
-		x := rng.NormFloat64()
-		v := 1 + c*x
-		if v <= 0 {
-			continue
-		}
-		v = v * v * v
-		u := rng.Float64()
-		if u < 1-0.0331*x*x*x*x || math.Log(u) < 0.5*x*x+d*(1-v+math.Log(v)) {
-			return d * v
-		}
-	}
-}
-
 // ErrBadOptions is matched (errors.Is) by errors of Run that come from its options or dataset
 // rather than from the server.
 var ErrBadOptions = errors.New("bad workload options")
@@ -429,21 +163,11 @@ func Run(ctx context.Context, c *client.Client, o Options) (*Result, error) {
 			return nil, &optionsError{err}
 		}
 	}
-	prompts, dsName := pp.prompts, pp.name
+	prompts := pp.prompts
 	warm, bench := prompts[:o.Warmup], prompts[o.Warmup:]
 
-	if len(warm) > 0 {
-		logrus.Debugf("workload: %d warm-up requests", len(warm))
-		wrecs := r.dispatch(ctx, warm, make([]time.Duration, len(warm)), c.Now(), nil)
-		failed := 0
-		for _, rec := range wrecs {
-			if !rec.Success {
-				failed++
-			}
-		}
-		if failed == len(wrecs) {
-			return nil, fmt.Errorf("workload: all %d warm-up requests failed: %s", failed, wrecs[0].Err)
-		}
+	if err := r.warmUp(ctx, warm); err != nil {
+		return nil, err
 	}
 	if ctx.Err() != nil {
 		return nil, fmt.Errorf("workload: %w", ctx.Err())
@@ -457,6 +181,42 @@ func Run(ctx context.Context, c *client.Client, o Options) (*Result, error) {
 
 	res := ComputeMetrics(records, duration, o.Goodput)
 	res.MaxConcurrency = o.Concurrency
+	o.describe(res, model, pp, len(bench), mode, cal)
+	res.Warnings = append(res.Warnings, modeNotes...)
+	res.Warnings = append(res.Warnings, pp.warnings...)
+	r.annotate(res)
+	res.Details = details(records, o.Details)
+	specAcceptLength(ctx, c, &o, res)
+	if ctx.Err() != nil {
+		res.warnf("run interrupted: %v", ctx.Err())
+		return res, fmt.Errorf("workload: run interrupted after %d of %d requests: %w", res.Completed+res.Failed, len(bench), ctx.Err())
+	}
+	return res, nil
+}
+
+// warmUp sends the warm-up requests (none when warm is empty); it fails only when every one of
+// them failed.
+func (r *runner) warmUp(ctx context.Context, warm []Prompt) error {
+	if len(warm) == 0 {
+		return nil
+	}
+	logrus.Debugf("workload: %d warm-up requests", len(warm))
+	wrecs := r.dispatch(ctx, warm, make([]time.Duration, len(warm)), r.c.Now(), nil)
+	failed := 0
+	for _, rec := range wrecs {
+		if !rec.Success {
+			failed++
+		}
+	}
+	if failed == len(wrecs) {
+		return fmt.Errorf("workload: all %d warm-up requests failed: %s", failed, wrecs[0].Err)
+	}
+	return nil
+}
+
+// describe fills res.Metadata: the run's provenance and the workload that was sent (model, pp's
+// dataset, nBench benchmark prompts, the synthetic prompt mode and its text calibration cal).
+func (o *Options) describe(res *Result, model string, pp *preparedPrompts, nBench int, mode string, cal *TextCalibration) {
 	rate := o.RequestRate
 	if math.IsInf(rate, 1) {
 		rate = 0
@@ -478,7 +238,7 @@ func Run(ctx context.Context, c *client.Client, o Options) (*Result, error) {
 		res.Metadata.Date = time.Now().UTC().Format(time.RFC3339)
 	}
 	res.Metadata.Workload = Workload{
-		Name: o.Metadata.Workload.Name, Dataset: dsName, NumPrompts: len(bench), RequestRate: rate,
+		Name: o.Metadata.Workload.Name, Dataset: pp.name, NumPrompts: nBench, RequestRate: rate,
 		Burstiness: burst, MaxConcurrency: o.Concurrency, InputLen: o.InputLen, OutputLen: o.OutputLen,
 		RangeRatio: o.RangeRatio, Warmup: o.Warmup, IgnoreEOS: &ignoreEOS, Temperature: o.sentTemperature(), TopP: o.TopP,
 		TemperatureServerDefault: o.sentTemperature() == nil,
@@ -495,10 +255,11 @@ func Run(ctx context.Context, c *client.Client, o Options) (*Result, error) {
 	if pp.fromDataset > 0 {
 		res.Metadata.Workload.OutputLenSource = "dataset"
 	}
-	res.Warnings = append(res.Warnings, modeNotes...)
-	res.Warnings = append(res.Warnings, pp.warnings...)
-	r.annotate(res)
-	res.Details = details(records, o.Details)
+}
+
+// specAcceptLength sets res's speculative accept length from the server's info, or marks it
+// missing (interrupted runs, SkipServerInfo, no server info).
+func specAcceptLength(ctx context.Context, c *client.Client, o *Options, res *Result) {
 	if ctx.Err() == nil && !o.SkipServerInfo {
 		if info, err := c.ServerInfo(ctx); err == nil && info.AvgSpecAcceptLength != nil {
 			res.SpecAcceptLength = *info.AvgSpecAcceptLength
@@ -511,11 +272,6 @@ func Run(ctx context.Context, c *client.Client, o Options) (*Result, error) {
 	} else {
 		res.setMissing("spec_accept_length")
 	}
-	if ctx.Err() != nil {
-		res.warnf("run interrupted: %v", ctx.Err())
-		return res, fmt.Errorf("workload: run interrupted after %d of %d requests: %w", res.Completed+res.Failed, len(bench), ctx.Err())
-	}
-	return res, nil
 }
 
 type runner struct {
@@ -683,55 +439,4 @@ func details(records []RequestRecord, all bool) *Details {
 		d.Errors = append(d.Errors, rec.Err)
 	}
 	return d
-}
-
-// progress reports completions: a bar on a terminal, a plain line every 10% otherwise.
-type progress struct {
-	mu     sync.Mutex
-	bar    *progressbar.ProgressBar
-	w      io.Writer
-	total  int
-	done   int
-	failed int
-	next   int
-	start  time.Time
-}
-
-func newProgress(w io.Writer, total int) *progress {
-	if w == nil || total == 0 {
-		return nil
-	}
-	p := &progress{w: w, total: total, start: time.Now(), next: max(1, total/10)}
-	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-		p.bar = progressbar.NewOptions(total, progressbar.OptionSetWriter(w), progressbar.OptionSetDescription("requests"),
-			progressbar.OptionShowCount(), progressbar.OptionSetPredictTime(true), progressbar.OptionClearOnFinish())
-	}
-	return p
-}
-
-func (p *progress) add(ok bool) {
-	if p == nil {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.done++
-	if !ok {
-		p.failed++
-	}
-	if p.bar != nil {
-		_ = p.bar.Add(1)
-		return
-	}
-	if p.done >= p.next || p.done == p.total {
-		fmt.Fprintf(p.w, "bench: %d/%d requests done (%d failed) in %.1fs\n", p.done, p.total, p.failed, time.Since(p.start).Seconds())
-		p.next += max(1, p.total/10)
-	}
-}
-
-func (p *progress) finish() {
-	if p == nil || p.bar == nil {
-		return
-	}
-	_ = p.bar.Finish()
 }
