@@ -31,11 +31,11 @@ const (
 //
 // Without a comparison it states the config's own KV cache and allreduce. It returns "" when the
 // check names no known config or nothing is known about it.
-func Explain(r *Run, c *Check) string {
+func Explain(r *gate.Run, c *gate.Check) string {
 	if r == nil || c == nil {
 		return ""
 	}
-	cfg := r.config(c.Config)
+	cfg := r.ConfigNamed(c.Config)
 	if cfg == nil {
 		return ""
 	}
@@ -84,11 +84,11 @@ func Explain(r *Run, c *Check) string {
 
 // explanation is what the renderers show for a check: the gate's own text, or, for a failed
 // check, the computed correlation.
-func explanation(r *Run, c *Check) string {
+func explanation(r *gate.Run, c *gate.Check) string {
 	if c.Explanation != "" {
 		return c.Explanation
 	}
-	if checkStatus(c) == StatusFailed {
+	if c.EffectiveStatus() == gate.StatusFailed {
 		return Explain(r, c)
 	}
 	return ""
@@ -96,18 +96,18 @@ func explanation(r *Run, c *Check) string {
 
 type reference struct {
 	engine map[string]any
-	cfg    *Config // nil for a stored baseline
+	cfg    *gate.Config // nil for a stored baseline
 }
 
 // comparison finds what c compared cfg with.
-func comparison(r *Run, c *Check, cfg *Config) (*reference, string) {
+func comparison(r *gate.Run, c *gate.Check, cfg *gate.Config) (*reference, string) {
 	if c.Against != "" {
-		if o := r.config(c.Against); o != nil && o != cfg {
+		if o := r.ConfigNamed(c.Against); o != nil && o != cfg {
 			return &reference{engine: o.Engine, cfg: o}, o.Name
 		}
 	}
 	// "custom-ar: output throughput -57% vs nccl": the longest config name after "vs ".
-	var best *Config
+	var best *gate.Config
 	for _, after := range afterVs(c.Message) {
 		for i := range r.Configs {
 			o := &r.Configs[i]
@@ -274,7 +274,7 @@ func memoryDiffs(head, ref map[string]any, refName string) []string {
 }
 
 // latencyDiffs compares the median over trials of the median TTFT and TPOT.
-func latencyDiffs(head, ref *Config, skip string) []string {
+func latencyDiffs(head, ref *gate.Config, skip string) []string {
 	var out []string
 	for _, k := range []struct{ key, label string }{{"median_tpot_ms", "median TPOT"}, {"median_ttft_ms", "median TTFT"}} {
 		if k.key == skip {
@@ -292,13 +292,13 @@ func latencyDiffs(head, ref *Config, skip string) []string {
 }
 
 // trialMedian returns the median over cfg's trials of a metric (all workloads).
-func trialMedian(cfg *Config, key string) (float64, bool) {
+func trialMedian(cfg *gate.Config, key string) (float64, bool) {
 	return median(trialValues(cfg, nil, key))
 }
 
 // trialValues returns the finite values of a metric over cfg's trials of the given workloads
 // (nil: all).
-func trialValues(cfg *Config, workloads map[string]bool, key string) []float64 {
+func trialValues(cfg *gate.Config, workloads map[string]bool, key string) []float64 {
 	var vs []float64
 	for _, t := range cfg.Trials {
 		if workloads != nil && !workloads[t.Workload] {
@@ -312,7 +312,7 @@ func trialValues(cfg *Config, workloads map[string]bool, key string) []float64 {
 }
 
 // sharedWorkloads returns the workloads both configs have trials of.
-func sharedWorkloads(a, b *Config) map[string]bool {
+func sharedWorkloads(a, b *gate.Config) map[string]bool {
 	inB := map[string]bool{}
 	for _, t := range b.Trials {
 		inB[t.Workload] = true
@@ -327,7 +327,7 @@ func sharedWorkloads(a, b *Config) map[string]bool {
 }
 
 // runWorkloads returns the workloads of all trials of the run, in order of appearance.
-func runWorkloads(r *Run) []string {
+func runWorkloads(r *gate.Run) []string {
 	var out []string
 	seen := map[string]bool{}
 	for i := range r.Configs {
@@ -344,7 +344,7 @@ func runWorkloads(r *Run) []string {
 // throughputTexts describes a config's median output throughput per workload, computed as the
 // verdicts compute it (throughputMedian), e.g. "1210 (n=5)" or "sharegpt: 506.9 (3 launches)";
 // the workload is named only when the run has several.
-func throughputTexts(r *Run, cfg *Config) []string {
+func throughputTexts(r *gate.Run, cfg *gate.Config) []string {
 	wls := runWorkloads(r)
 	var out []string
 	for _, w := range wls {

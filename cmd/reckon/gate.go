@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/reckon-ci/reckon/gate"
 	"github.com/reckon-ci/reckon/history"
 	"github.com/reckon-ci/reckon/reporters"
 	"github.com/reckon-ci/reckon/suites"
@@ -157,7 +158,7 @@ the shards' output directories into one results.json, junit.xml, summary.md and 
 // closingLine is the last line of a gate run: the verdict, the same as the summary's headline,
 // and every count, e.g. "FAIL: 12 passed, 1 failed, 0 errors, 1 inconclusive, 0 no baseline,
 // 2 skipped, 0 not run".
-func closingLine(run *reporters.Run) string {
+func closingLine(run *gate.Run) string {
 	line := run.Verdict() + ": " + run.Count().String()
 	if run.Interrupted && run.InterruptReason != "" {
 		line += " (interrupted: " + run.InterruptReason + ")"
@@ -167,11 +168,11 @@ func closingLine(run *reporters.Run) string {
 
 // gateExitCode is the documented exit code of a finished run: 0 green, 1 a check failed or the
 // run was interrupted or verified nothing, 3 infrastructure errors only (no check failed).
-func gateExitCode(run *reporters.Run) int {
+func gateExitCode(run *gate.Run) int {
 	switch run.Verdict() {
-	case reporters.VerdictPass:
+	case gate.RunPass:
 		return 0
-	case reporters.VerdictInfra:
+	case gate.RunInfra:
 		return 3
 	default:
 		return 1
@@ -180,7 +181,7 @@ func gateExitCode(run *reporters.Run) int {
 
 // runExit is a finished run's exit: 3 when its reports could not be written (err), else its
 // verdict's code (gateExitCode).
-func runExit(run *reporters.Run, err error) error {
+func runExit(run *gate.Run, err error) error {
 	if err != nil {
 		return withExitCode(3, err)
 	}
@@ -192,7 +193,7 @@ func runExit(run *reporters.Run, err error) error {
 
 // printTerminalReport writes run's plain-text report to w (reporters.WriteTerminal), in colour
 // when w is a terminal and NO_COLOR is not set.
-func printTerminalReport(w io.Writer, run *reporters.Run) {
+func printTerminalReport(w io.Writer, run *gate.Run) {
 	if err := reporters.WriteTerminal(w, run, reporters.TerminalOptions{Color: colorOutput(w)}); err != nil {
 		logrus.WithError(err).Warn("terminal report")
 	}
