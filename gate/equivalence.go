@@ -115,14 +115,15 @@ func Equivalence(pr EquivalenceProbes, chk EquivalenceCheck) Verdict {
 	v := Verdict{Name: "equivalence", Kind: KindEquivalence, Metrics: map[string]float64{}}
 	base, head := pr.Base, pr.Head
 	if base == nil || head == nil {
-		v.Outcome, v.Message = Error, "equivalence: a numerics probe is missing"
+		v.Outcome, v.Category, v.Message = Error, CategoryMeasurement, "equivalence: a numerics probe is missing"
 		return v
 	}
 	baseName, headName := nameOr(base.Config, "base"), nameOr(head.Config, "head")
 	v.Config = headName + " vs " + baseName
+	v.Against = base.Config
 	v.Name = "equivalence " + v.Config
 	fail := func(err error) Verdict {
-		v.Outcome, v.Message = Error, fmt.Sprintf("%s: %v", v.Config, err)
+		v.Outcome, v.Category, v.Message = Error, CategoryUnverified, fmt.Sprintf("%s: %v", v.Config, err)
 		return v
 	}
 	all := []*wire.NumericsProbe{base, head}
@@ -309,7 +310,7 @@ func Equivalence(pr EquivalenceProbes, chk EquivalenceCheck) Verdict {
 	}
 	v.Details = strings.TrimRight(b.String(), "\n")
 	if len(problems) > 0 {
-		v.Outcome = Fail
+		v.Outcome, v.Category = Fail, CategoryBrokenInvariant
 		v.Message = fmt.Sprintf("%s: not equivalent (%s): %s", v.Config, calib, problems[0])
 		if len(problems) > 1 {
 			v.Details = "problems:\n- " + strings.Join(problems, "\n- ") + "\n" + v.Details

@@ -18,7 +18,8 @@ import (
 	"github.com/reckon-ci/reckon/internal/strictjson"
 )
 
-// WriteResults writes r as results.json: indented JSON, lossless. Numbers that JSON cannot hold
+// WriteResults writes r as results.json: indented JSON, lossless; a check that did not pass and
+// has no category is written with its derived one (Check.EffectiveCategory). Numbers that JSON cannot hold
 // (NaN, +Inf, -Inf) are written as the strings "NaN", "+Inf" and "-Inf" and read back as numbers
 // by ReadResults, so a failed trial's NaN survives the round trip.
 func WriteResults(w io.Writer, r *Run) error {
@@ -28,6 +29,17 @@ func WriteResults(w io.Writer, r *Run) error {
 	cp := *r
 	if cp.Schema == "" {
 		cp.Schema = ResultsSchema
+	}
+	// Every check that did not pass carries its category, derived when its judge set none.
+	cp.Checks = make([]Check, len(r.Checks))
+	copy(cp.Checks, r.Checks)
+	if r.Checks == nil {
+		cp.Checks = nil
+	}
+	for i := range cp.Checks {
+		if cp.Checks[i].Category == "" {
+			cp.Checks[i].Category = cp.Checks[i].EffectiveCategory()
+		}
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")

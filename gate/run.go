@@ -235,13 +235,17 @@ func (c *Check) EffectiveCategory() Category {
 		return c.Category
 	}
 	st := c.EffectiveStatus()
-	if st == StatusFailed && c.Outcome != Fail && c.Outcome != Error {
+	o := c.Outcome
+	switch so := StatOutcome(o); so {
+	case Regression, Improvement, NoChange:
+		o = so.Verdict() // a hand-written check may give the statistical decision
+	}
+	if st == StatusFailed && o != Fail && o != Error {
 		return CategoryPolicy // no_baseline, inconclusive or skipped, failed by --strict or --require-baseline
 	}
 	if st == StatusPassed || st == StatusSkipped {
 		return ""
 	}
-	o := c.Outcome
 	if st == StatusError && o != Error {
 		o = Error // an unknown outcome or status reads as an error
 	}

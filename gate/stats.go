@@ -454,9 +454,10 @@ func (r *StatResult) Summary() string {
 
 // Verdict turns the comparison into a check verdict: a regression fails, an improvement or no
 // change passes, an undecided comparison is inconclusive and an invalid input is an error.
-// against names the base side in the message (e.g. "nccl" or "baseline").
+// against names the base side in the message (e.g. "nccl" or "baseline") and is the verdict's
+// Against.
 func (r *StatResult) Verdict(check, config, against string) Verdict {
-	v := Verdict{Name: check, Config: config, Stat: r, Kind: KindLatency}
+	v := Verdict{Name: check, Config: config, Against: against, Stat: r, Kind: KindLatency}
 	if r.Direction == HigherIsBetter {
 		v.Kind = KindThroughput
 	}
@@ -471,6 +472,12 @@ func (r *StatResult) Verdict(check, config, against string) Verdict {
 		}
 	}
 	v.Outcome = r.Outcome.Verdict()
+	switch r.Outcome {
+	case Regression:
+		v.Category = CategoryRegression
+	case StatError:
+		v.Category = CategoryMeasurement // too few or invalid trials to compare
+	}
 	vs := ""
 	if against != "" {
 		vs = " vs " + against

@@ -23,8 +23,8 @@ const (
 )
 
 // Explain builds the correlation text of a check: how the check's config differs from what it
-// was compared with (the config named by Against, a config named after "vs" in the message, or
-// the stored baseline's engine report), in KV cache capacity, the memory plan, the effective
+// was compared with (the config its verdict names as Against, or the stored baseline's engine
+// report), in KV cache capacity, the memory plan, the effective
 // allreduce, peak GPU memory and latency. For example:
 //
 //	KV cache -91% (10.42 -> 0.90 GiB, 1212416 -> 104857 tokens); custom AR buffers 3.85 GiB (none in nccl); allreduce custom (nccl config: nccl)
@@ -99,62 +99,18 @@ type reference struct {
 	cfg    *gate.Config // nil for a stored baseline
 }
 
-// comparison finds what c compared cfg with.
+// comparison finds what c compared cfg with: the config its verdict names as Against, else the
+// stored baseline's engine report when there is one.
 func comparison(r *gate.Run, c *gate.Check, cfg *gate.Config) (*reference, string) {
 	if c.Against != "" {
 		if o := r.ConfigNamed(c.Against); o != nil && o != cfg {
 			return &reference{engine: o.Engine, cfg: o}, o.Name
 		}
 	}
-	// "custom-ar: output throughput -57% vs nccl": the longest config name after "vs ".
-	var best *gate.Config
-	for _, after := range afterVs(c.Message) {
-		for i := range r.Configs {
-			o := &r.Configs[i]
-			if o == cfg || o.Name == "" || !strings.HasPrefix(after, o.Name) {
-				continue
-			}
-			if rest := after[len(o.Name):]; rest != "" && isNameByte(rest[0]) {
-				continue // "vs nccl-2" does not name "nccl"
-			}
-			if best == nil || len(o.Name) > len(best.Name) {
-				best = o
-			}
-		}
-	}
-	if best != nil {
-		return &reference{engine: best.Engine, cfg: best}, best.Name
-	}
 	if cfg.BaselineEngine != nil {
 		return &reference{engine: cfg.BaselineEngine}, "baseline"
 	}
 	return nil, ""
-}
-
-// afterVs returns the text after each "vs " or "vs. " in s.
-func afterVs(s string) []string {
-	var out []string
-	for i := 0; i < len(s); {
-		j := strings.Index(s[i:], "vs")
-		if j < 0 {
-			break
-		}
-		k := i + j
-		i = k + 2
-		if k > 0 && isNameByte(s[k-1]) {
-			continue // "canvas "
-		}
-		rest := s[i:]
-		rest = strings.TrimPrefix(rest, ".")
-		if strings.HasPrefix(rest, " ") {
-			out = append(out, strings.TrimLeft(rest, " "))
-		}
-	}
-	return out
-}
-
-func isNameByte(b byte) bool {
-	return b == '-' || b == '_' || b == '.' || b >= '0' && b <= '9' || b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z'
 }
 
 // kvText describes the KV cache, compared with ref when given.

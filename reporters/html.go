@@ -40,6 +40,8 @@ type htmlCheck struct {
 	Icon, Class, Config, Name, Kind, Message, Explanation, Details, LogTail string
 	Delta, CI, P, Medians, Duration                                         string
 	Outcome                                                                 string
+	// What names an errored check's category ("infrastructure error", "unverified: ...").
+	What string
 	// Next is what would decide an undecided check (NextStep); "" for others.
 	Next  string
 	Spark *sparkline
@@ -124,6 +126,8 @@ func buildPage(r *gate.Run) *htmlPage {
 		p.Verdict, p.VerdictClass = "INTERRUPTED (partial)", "warn"
 	case gate.RunFail:
 		p.Verdict, p.VerdictClass = "FAIL", "fail"
+	case gate.RunUnverified:
+		p.Verdict, p.VerdictClass = "FAIL (unverified checks)", "fail"
 	case gate.RunInfra:
 		p.Verdict, p.VerdictClass = "FAIL (infrastructure errors)", "fail"
 	case gate.RunNothing:
@@ -315,6 +319,7 @@ func htmlCheckOf(r *gate.Run, c *gate.Check) htmlCheck {
 	}
 	h.Spark = sparklineOf(c.Trend)
 	if c.EffectiveStatus() == gate.StatusError {
+		h.What = errorLabel(c)
 		if cfg := r.ConfigNamed(c.Config); cfg != nil && cfg.LogTail != "" {
 			h.LogTail = clip(cleanText(cfg.LogTail), htmlBodyBytes)
 		}
@@ -366,7 +371,7 @@ dl.meta dt{color:#666}dl.meta dd{margin:0;word-break:break-all}
 <div class="counts"><span><b>{{.Counts.Passed}}</b> passed</span><span><b>{{.Counts.Failed}}</b> failed</span><span><b>{{.Counts.Errors}}</b> {{if eq .Counts.Errors 1}}error{{else}}errors{{end}}</span><span><b>{{.Counts.Inconclusive}}</b> inconclusive</span><span><b>{{.Counts.NoBaseline}}</b> no baseline</span><span><b>{{.Counts.Skipped}}</b> skipped</span><span><b>{{.Counts.NotRun}}</b> not run</span><span class="muted">{{.Counts.Total}} checks</span></div></header>
 {{if .Interrupted}}<p class="failure error" id="interrupted">The run was interrupted{{if .InterruptReason}} ({{.InterruptReason}}){{end}} before every check ran: these results are partial; {{.Counts.NotRun}} selected checks were not run.</p>{{end}}
 {{if .Failures}}<section id="failures"><h2>Failures ({{len .Failures}})</h2>
-{{range .Failures}}<div class="failure {{.Class}}"><div><span class="pill {{.Class}}">{{.Icon}}</span> <b>{{.Config}}</b> · <code>{{.Name}}</code>{{if eq .Class "error"}} (infrastructure error){{end}}: {{.Message}}</div>
+{{range .Failures}}<div class="failure {{.Class}}"><div><span class="pill {{.Class}}">{{.Icon}}</span> <b>{{.Config}}</b> · <code>{{.Name}}</code>{{if .What}} ({{.What}}){{end}}: {{.Message}}</div>
 {{if .Explanation}}<div class="expl"><b>Why:</b> {{.Explanation}}</div>{{end}}
 {{if .Details}}<details><summary>details</summary><pre>{{.Details}}</pre></details>{{end}}
 {{if .LogTail}}<details class="log"><summary>engine log tail</summary><pre>{{.LogTail}}</pre></details>{{end}}

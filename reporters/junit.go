@@ -349,9 +349,9 @@ func testcase(r *gate.Run, c *gate.Check, classname string) xTestcase {
 		if cfg := r.ConfigNamed(c.Config); cfg != nil && cfg.LogTail != "" && !containsTail(details, cfg.LogTail) {
 			body = joinBlocks(body, "Engine log tail ("+cleanText(cfg.LogPath)+"):\n"+cleanText(cfg.LogTail))
 		}
-		typ := "infrastructure"
-		if c.Kind == "interrupted" {
-			typ = "interrupted"
+		typ := string(c.EffectiveCategory())
+		if typ == "" {
+			typ = string(gate.CategoryInfrastructure)
 		}
 		tc.Error = &xResult{Message: msg, Type: typ, Body: clip(body, junitBodyBytes)}
 	case gate.StatusSkipped:
@@ -377,21 +377,13 @@ func containsTail(details, tail string) bool {
 	return last != "" && strings.Contains(details, last)
 }
 
-// failureType is the JUnit failure type of a failed check.
+// failureType is the JUnit failure type of a failed check: its category (regression,
+// broken_invariant, policy, ...), "failed" when it has none.
 func failureType(c *gate.Check) string {
-	switch c.Kind {
-	case gate.KindThroughput, gate.KindLatency, gate.KindRelative:
-		return "regression"
-	case gate.KindFloor, gate.KindExpect:
-		return "floor"
-	case gate.KindEquivalence, gate.KindAllReduceProbe:
-		return "numerics"
-	case gate.KindHealth:
-		return "health"
-	case "":
-		return "failed"
+	if cat := c.EffectiveCategory(); cat != "" {
+		return cleanText(string(cat))
 	}
-	return cleanText(c.Kind)
+	return "failed"
 }
 
 // propertyList collects JUnit properties; empty values are left out and long ones clipped.
@@ -409,6 +401,7 @@ func checkProperties(c *gate.Check) []xProperty {
 	add("kind", c.Kind)
 	add("outcome", outcomeText(c))
 	add("against", c.Against)
+	add("category", string(c.Category))
 	add("labels", strings.Join(c.Labels, ","))
 	add("metric", c.Metric())
 	for _, f := range []struct {

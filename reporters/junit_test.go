@@ -186,7 +186,7 @@ func TestJUnitSuitesCasesAndCounts(t *testing.T) {
 	if !strings.Contains(reg.SystemOut, "[[PROPERTY|p_value=0.0079]]") {
 		t.Errorf("system-out lacks the property lines:\n%s", reg.SystemOut)
 	}
-	if f := got["custom-ar/kv_cache_gib >= 8"]; f.Failure == nil || f.Failure.Type != "floor" {
+	if f := got["custom-ar/kv_cache_gib >= 8"]; f.Failure == nil || f.Failure.Type != "broken_invariant" {
 		t.Errorf("floor failure: %+v", f.Failure)
 	}
 	if s := got["graph-bs-160/p99_ttft_ms vs baseline"]; s.Skipped == nil || !strings.Contains(s.Skipped.Message, "inconclusive") {

@@ -54,6 +54,8 @@ func renderMarkdown(r *gate.Run, maxBytes int) string {
 		verdict = "⚠️ INTERRUPTED (partial results)"
 	case gate.RunFail:
 		verdict = "❌ FAIL"
+	case gate.RunUnverified:
+		verdict = "❓ FAIL (unverified checks)"
 	case gate.RunInfra:
 		verdict = "💥 FAIL (infrastructure errors)"
 	case gate.RunNothing:
@@ -152,13 +154,16 @@ func renderMarkdown(r *gate.Run, maxBytes int) string {
 	return s
 }
 
-// mdFailure is one failure's bullet: the verdict, the explanation, and for an infrastructure
-// error the engine log tail.
+// mdFailure is one failure's bullet: the verdict, the explanation, and for an error its
+// category (infrastructure, measurement, unverified) and the engine log tail.
 func mdFailure(r *gate.Run, c *gate.Check) string {
 	var b strings.Builder
 	icon, what := "❌", ""
 	if c.EffectiveStatus() == gate.StatusError {
-		icon, what = "💥", " (infrastructure error)"
+		icon, what = "💥", " ("+errorLabel(c)+")"
+		if c.EffectiveCategory() == gate.CategoryUnverified {
+			icon = "❓"
+		}
 	}
 	where := c.Config
 	if where == "" {

@@ -175,6 +175,9 @@ func termFailure(t *termWriter, r *gate.Run, c *gate.Check) {
 	tag := t.style(ansiRed+ansiBold, "FAIL ")
 	if c.EffectiveStatus() == gate.StatusError {
 		tag = t.style(ansiYellow+ansiBold, "ERROR")
+		if c.EffectiveCategory() == gate.CategoryUnverified {
+			tag = t.style(ansiRed+ansiBold, "UNVERIFIED")
+		}
 	}
 	where := c.Config
 	if where == "" {
@@ -298,6 +301,7 @@ func tallyText(c *gate.Counts) string {
 	put(c.Passed, "passed")
 	put(c.Failed, "failed")
 	put(c.Errors, map[bool]string{true: "error", false: "errors"}[c.Errors == 1])
+	put(c.Unverified, "unverified")
 	put(c.Inconclusive+c.NoBaseline, "undecided")
 	put(c.Skipped, "skipped")
 	put(c.NotRun, "not run")

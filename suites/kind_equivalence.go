@@ -96,6 +96,7 @@ func equivalenceVerdict(fw *framework, c *spec.Check) gate.Verdict {
 	out := gate.Equivalence(gate.EquivalenceProbes{Base: probes[c.Base], Head: probes[c.Head], Twin: probes[c.Twin], Oracle: probes[c.Oracle]}, chk)
 	out.Name = c.Name
 	out.Config = c.Head
+	out.Against = c.Base
 	return out
 }
 

@@ -196,7 +196,10 @@ func (fw *framework) entryOf(e gate.Check, v gate.Verdict, filtered bool, why st
 		partial = true
 	}
 	v.Name, v.Kind, v.Config = e.Name, e.Kind, e.Config
-	e.Verdict = v
+	if v.Against == "" {
+		v.Against = e.Against // what the plan says the check compares with
+	}
+	e.Verdict = v.Classified()
 	var flag string
 	e.Status, flag = fw.policy().Status(v.Outcome)
 	if partial {
@@ -204,6 +207,7 @@ func (fw *framework) entryOf(e gate.Check, v gate.Verdict, filtered bool, why st
 	}
 	if flag != "" {
 		// Failed by policy, not by a measured regression: say which.
+		e.Category = gate.CategoryPolicy
 		e.Message = strings.TrimSpace(e.Message + " (fails under " + flag + ")")
 	}
 	if e.Status == gate.StatusFailed && (e.Kind == gate.KindThroughput || e.Kind == gate.KindLatency) {
@@ -229,8 +233,10 @@ func checkEntry(c *spec.Check, config string, labels []string) gate.Check {
 	return gate.Check{Verdict: gate.Verdict{Name: c.Name, Kind: string(c.Kind), Config: config}, Labels: append(append([]string(nil), labels...), c.Tags...), Line: c.Line}
 }
 
+// errVerdict is the error verdict of a check that could not be judged: unverified when err
+// says the check could not prove its subject (gate.ErrUnverified), else infrastructure.
 func errVerdict(c *spec.Check, config string, err error) gate.Verdict {
-	return gate.Verdict{Name: c.Name, Kind: string(c.Kind), Config: config, Outcome: gate.Error, Message: err.Error()}
+	return gate.Verdict{Name: c.Name, Kind: string(c.Kind), Config: config, Outcome: gate.Error, Category: gate.CategoryOf(err), Message: err.Error()}
 }
 
 func healthVerdict(cs *configState) gate.Verdict {

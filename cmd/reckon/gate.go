@@ -130,7 +130,7 @@ the shards' output directories into one results.json, junit.xml, summary.md and 
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), closingLine(run))
 			if dsn != "" {
-				if herr := appendToHistory(ctx, cmd, dsn, run, opts); herr != nil && err == nil && gateExitCode(run) == 0 {
+				if herr := appendToHistory(ctx, cmd, dsn, run, opts); herr != nil && err == nil && run.ExitCode() == 0 {
 					return herr
 				}
 			}
@@ -166,26 +166,13 @@ func closingLine(run *gate.Run) string {
 	return line
 }
 
-// gateExitCode is the documented exit code of a finished run: 0 green, 1 a check failed or the
-// run was interrupted or verified nothing, 3 infrastructure errors only (no check failed).
-func gateExitCode(run *gate.Run) int {
-	switch run.Verdict() {
-	case gate.RunPass:
-		return 0
-	case gate.RunInfra:
-		return 3
-	default:
-		return 1
-	}
-}
-
 // runExit is a finished run's exit: 3 when its reports could not be written (err), else its
-// verdict's code (gateExitCode).
+// verdict's code (gate.Run.ExitCode).
 func runExit(run *gate.Run, err error) error {
 	if err != nil {
 		return withExitCode(3, err)
 	}
-	if code := gateExitCode(run); code != 0 {
+	if code := run.ExitCode(); code != 0 {
 		return withExitCode(code, nil)
 	}
 	return nil
