@@ -190,7 +190,7 @@ func allReduceProbeFixed(p *wire.AllReduceProbe, tol map[string]Tolerance, algor
 	}
 	v.Details = strings.TrimRight(b.String(), "\n")
 	if ran == 0 {
-		v.Outcome, v.Message = Error, v.Name+": every algorithm was skipped; nothing was checked"
+		v.Outcome, v.Category, v.Message = Error, CategoryUnverified, v.Name+": every algorithm was skipped; nothing was checked"
 		return v
 	}
 	if len(fails) > 0 {

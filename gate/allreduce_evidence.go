@@ -117,7 +117,7 @@ func ExpectAllReduce(name string, ev *AllReduceEvidence, want string) Verdict {
 		if ev != nil {
 			tried = ev.Tried()
 		}
-		v.Outcome = Error
+		v.Outcome, v.Category = Error, CategoryUnverified
 		v.Message = fmt.Sprintf("%s: cannot tell which allreduce ran (expected %q): %s", name, want, tried)
 		return v
 	}
@@ -126,7 +126,7 @@ func ExpectAllReduce(name string, ev *AllReduceEvidence, want string) Verdict {
 		v.Outcome = Pass
 		v.Message = fmt.Sprintf("%s: allreduce is %q as expected, from the %s", name, ev.Effective, ev.From)
 	default:
-		v.Outcome = Fail
+		v.Outcome, v.Category = Fail, CategoryBrokenInvariant
 		v.Message = fmt.Sprintf("%s: allreduce is %q, expected %q (%s)", name, ev.Effective, want, ev.decidedBy())
 	}
 	v.Details = "evidence: " + ev.Tried()

@@ -19,6 +19,7 @@ import (
 	"github.com/reckon-ci/reckon/internal/atomicfile"
 	"github.com/reckon-ci/reckon/internal/domain"
 	"github.com/reckon-ci/reckon/internal/num"
+	"github.com/reckon-ci/reckon/internal/strictjson"
 )
 
 // BaselineSchema is the value of Baseline.Schema for this version of the format
@@ -372,7 +373,13 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
-// jsonPosError adds line:column to JSON syntax and type errors.
+// baselineLine is the line of byte offset off in data (strictjson's position rule).
+func baselineLine(data []byte, off int64) int {
+	line, _ := strictjson.LineCol(data, int(off))
+	return line
+}
+
+// jsonPosError adds the line to JSON syntax and type errors.
 func jsonPosError(data []byte, err error) error {
 	var off int64 = -1
 	var se *json.SyntaxError
@@ -383,20 +390,13 @@ func jsonPosError(data []byte, err error) error {
 	case errors.As(err, &te):
 		off = te.Offset
 		if te.Field != "" {
-			return fmt.Errorf("line %d: field %s: expected %s, got JSON %s", lineOf(data, off), te.Field, te.Type, te.Value)
+			return fmt.Errorf("line %d: field %s: expected %s, got JSON %s", baselineLine(data, off), te.Field, te.Type, te.Value)
 		}
 	}
 	if off >= 0 {
-		return fmt.Errorf("line %d: %w", lineOf(data, off), err)
+		return fmt.Errorf("line %d: %w", baselineLine(data, off), err)
 	}
 	return fmt.Errorf("invalid baseline: %w", err)
-}
-
-func lineOf(data []byte, off int64) int {
-	if off > int64(len(data)) {
-		off = int64(len(data))
-	}
-	return bytes.Count(data[:off], []byte("\n")) + 1
 }
 
 // Encode renders the baseline as indented JSON with configs in a stable order (metric keys are

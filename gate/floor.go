@@ -13,7 +13,7 @@ import (
 func Floor(name, metric string, value *float64, min, max *float64) Verdict {
 	v := Verdict{Name: name, Kind: KindFloor, Metrics: map[string]float64{}}
 	if min == nil && max == nil {
-		v.Outcome = Error
+		v.Outcome, v.Category = Error, CategoryUnverified
 		v.Message = fmt.Sprintf("%s: floor on %s has neither a minimum nor a maximum", name, metric)
 		return v
 	}
@@ -24,7 +24,7 @@ func Floor(name, metric string, value *float64, min, max *float64) Verdict {
 		v.Metrics[metric+".max"] = *max
 	}
 	if value == nil {
-		v.Outcome = Error
+		v.Outcome, v.Category = Error, CategoryUnverified
 		v.Message = fmt.Sprintf("%s: engine log did not report %s", name, metric)
 		v.Details = "The floor cannot be judged without the value. Check that the engine's log format is " +
 			"supported and that the engine started far enough to print it."
@@ -40,7 +40,7 @@ func Floor(name, metric string, value *float64, min, max *float64) Verdict {
 		broken = append(broken, fmt.Sprintf("%s %s > maximum %s", metric, num.Format(x), num.Format(*max)))
 	}
 	if len(broken) > 0 {
-		v.Outcome = Fail
+		v.Outcome, v.Category = Fail, CategoryBrokenInvariant
 		v.Message = name + ": " + strings.Join(broken, "; ")
 		return v
 	}
@@ -55,9 +55,9 @@ func Floor(name, metric string, value *float64, min, max *float64) Verdict {
 // "nccl", &0.9, nil). A missing value on either side is an error, a zero reference value too
 // (the ratio is undefined).
 func Relative(name, metric string, value, other *float64, otherConfig string, minRatio, maxRatio *float64) Verdict {
-	v := Verdict{Name: name, Kind: KindRelative, Metrics: map[string]float64{}}
+	v := Verdict{Name: name, Kind: KindRelative, Against: otherConfig, Metrics: map[string]float64{}}
 	if minRatio == nil && maxRatio == nil {
-		v.Outcome = Error
+		v.Outcome, v.Category = Error, CategoryUnverified
 		v.Message = fmt.Sprintf("%s: relative check on %s has neither a minimum nor a maximum ratio", name, metric)
 		return v
 	}
@@ -69,15 +69,15 @@ func Relative(name, metric string, value, other *float64, otherConfig string, mi
 	}
 	switch {
 	case value == nil:
-		v.Outcome = Error
+		v.Outcome, v.Category = Error, CategoryUnverified
 		v.Message = fmt.Sprintf("%s: engine log did not report %s", name, metric)
 		return v
 	case other == nil:
-		v.Outcome = Error
+		v.Outcome, v.Category = Error, CategoryUnverified
 		v.Message = fmt.Sprintf("%s: engine log of %s did not report %s", name, otherConfig, metric)
 		return v
 	case *other == 0:
-		v.Outcome = Error
+		v.Outcome, v.Category = Error, CategoryUnverified
 		v.Message = fmt.Sprintf("%s: %s of %s is 0, the ratio is undefined", name, metric, otherConfig)
 		return v
 	}
@@ -94,7 +94,7 @@ func Relative(name, metric string, value, other *float64, otherConfig string, mi
 		broken = append(broken, fmt.Sprintf("above %.3gx", *maxRatio))
 	}
 	if len(broken) > 0 {
-		v.Outcome = Fail
+		v.Outcome, v.Category = Fail, CategoryRegression
 		v.Message = fmt.Sprintf("%s: %s: %s", name, desc, strings.Join(broken, ", "))
 		return v
 	}
@@ -110,10 +110,10 @@ func ExpectEqual(name, field, got, want string) Verdict {
 	v := Verdict{Name: name, Kind: KindExpect}
 	switch {
 	case got == "":
-		v.Outcome = Error
+		v.Outcome, v.Category = Error, CategoryUnverified
 		v.Message = fmt.Sprintf("%s: engine did not report %s (expected %q)", name, field, want)
 	case got != want:
-		v.Outcome = Fail
+		v.Outcome, v.Category = Fail, CategoryBrokenInvariant
 		v.Message = fmt.Sprintf("%s: %s is %q, expected %q", name, field, got, want)
 	default:
 		v.Outcome = Pass

@@ -1,7 +1,6 @@
 package gate
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
 	"strings"
@@ -454,9 +453,10 @@ func (r *StatResult) Summary() string {
 
 // Verdict turns the comparison into a check verdict: a regression fails, an improvement or no
 // change passes, an undecided comparison is inconclusive and an invalid input is an error.
-// against names the base side in the message (e.g. "nccl" or "baseline").
+// against names the base side in the message (e.g. "nccl" or "baseline") and is the verdict's
+// Against.
 func (r *StatResult) Verdict(check, config, against string) Verdict {
-	v := Verdict{Name: check, Config: config, Stat: r, Kind: KindLatency}
+	v := Verdict{Name: check, Config: config, Against: against, Stat: r, Kind: KindLatency}
 	if r.Direction == HigherIsBetter {
 		v.Kind = KindThroughput
 	}
@@ -471,6 +471,12 @@ func (r *StatResult) Verdict(check, config, against string) Verdict {
 		}
 	}
 	v.Outcome = r.Outcome.Verdict()
+	switch r.Outcome {
+	case Regression:
+		v.Category = CategoryRegression
+	case StatError:
+		v.Category = CategoryMeasurement // too few or invalid trials to compare
+	}
 	vs := ""
 	if against != "" {
 		vs = " vs " + against
@@ -538,110 +544,4 @@ func fmtP(p float64) string {
 	default:
 		return fmt.Sprintf("%.3f", p)
 	}
-}
-
-// floatFields are the result's float fields by JSON key.
-func (r *StatResult) floatFields() map[string]*float64 {
-	return map[string]*float64{"base_median": &r.BaseMedian, "head_median": &r.HeadMedian, "ratio": &r.Ratio,
-		"change": &r.Change, "worse": &r.Worse, "hl_ratio": &r.HLRatio, "ci_low": &r.CILow, "ci_high": &r.CIHigh,
-		"ci_confidence": &r.CIConfidence, "p_worse": &r.PWorse, "p_better": &r.PBetter, "rank_p_worse": &r.RankPWorse,
-		"rank_p_better": &r.RankPBetter, "adj_p_worse": &r.AdjPWorse, "adj_p_better": &r.AdjPBetter, "p_value": &r.PValue,
-		"alpha": &r.Alpha, "min_effect": &r.MinEffect, "no_change_margin": &r.Margin, "rank_alpha": &r.RankAlpha}
-}
-
-// MarshalJSON writes the result with non-finite numbers (an error result's NaN ratio, for
-// example) as the strings "NaN", "+Inf" and "-Inf", which encoding/json cannot otherwise
-// encode; UnmarshalJSON reads them back, so the record is lossless.
-func (r StatResult) MarshalJSON() ([]byte, error) {
-	type plain StatResult
-	data, err := json.Marshal(plain(r))
-	if err == nil {
-		return data, nil
-	}
-	clean := r
-	bad := map[string]string{}
-	for k, f := range clean.floatFields() {
-		if math.IsNaN(*f) || math.IsInf(*f, 0) {
-			bad[k] = nonFinite(*f)
-			*f = 0
-		}
-	}
-	var m map[string]any
-	if data, err = json.Marshal(plain(clean)); err != nil {
-		return nil, err
-	}
-	if err := json.Unmarshal(data, &m); err != nil {
-		return nil, err
-	}
-	for k, v := range bad {
-		m[k] = v
-	}
-	return json.Marshal(m)
-}
-
-// UnmarshalJSON implements json.Unmarshaler, reading non-finite numbers written as strings
-// (and null, which earlier versions wrote for them, as NaN).
-func (r *StatResult) UnmarshalJSON(b []byte) error {
-	type plain StatResult
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(b, &raw); err != nil {
-		return err
-	}
-	special := map[string]float64{}
-	for k := range r.floatFields() {
-		v, ok := raw[k]
-		if !ok {
-			continue
-		}
-		var str string
-		switch {
-		case string(v) == "null":
-			special[k] = math.NaN()
-		case json.Unmarshal(v, &str) == nil:
-			f, err := parseNonFinite(str)
-			if err != nil {
-				return fmt.Errorf("field %q: %w", k, err)
-			}
-			special[k] = f
-		default:
-			continue
-		}
-		delete(raw, k)
-	}
-	clean, err := json.Marshal(raw)
-	if err != nil {
-		return err
-	}
-	var p plain
-	if err := json.Unmarshal(clean, &p); err != nil {
-		return err
-	}
-	*r = StatResult(p)
-	fields := r.floatFields()
-	for k, f := range special {
-		*fields[k] = f
-	}
-	return nil
-}
-
-func nonFinite(f float64) string {
-	switch {
-	case math.IsInf(f, 1):
-		return "+Inf"
-	case math.IsInf(f, -1):
-		return "-Inf"
-	}
-	return "NaN"
-}
-
-func parseNonFinite(s string) (float64, error) {
-	switch s {
-	case "NaN":
-		return math.NaN(), nil
-	case "+Inf", "Inf":
-		return math.Inf(1), nil
-	case "-Inf":
-		return math.Inf(-1), nil
-	}
-	return 0, fmt.Errorf("expected a number, NaN, +Inf or -Inf, found %q", s)
 }

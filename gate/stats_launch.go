@@ -441,7 +441,7 @@ type jsonFloat float64
 func (f jsonFloat) MarshalJSON() ([]byte, error) {
 	x := float64(f)
 	if math.IsNaN(x) || math.IsInf(x, 0) {
-		return []byte(`"` + nonFinite(x) + `"`), nil
+		return num.AppendJSON(nil, x), nil
 	}
 	return json.Marshal(x)
 }
@@ -450,7 +450,7 @@ func (f jsonFloat) MarshalJSON() ([]byte, error) {
 func (f *jsonFloat) UnmarshalJSON(b []byte) error {
 	var s string
 	if json.Unmarshal(b, &s) == nil {
-		x, err := parseNonFinite(s)
+		x, err := num.ParseNonFinite(s)
 		*f = jsonFloat(x)
 		return err
 	}

@@ -6,6 +6,8 @@
 // probe files and get back Verdicts. See docs/statistics.md and docs/baselines.md.
 package gate
 
+import "errors"
+
 // Outcome is the result class of one check.
 type Outcome string
 
@@ -39,14 +41,117 @@ const (
 
 // Verdict is the result of one check, shared by the suites and the reporters.
 type Verdict struct {
-	Name    string             `json:"name"`             // check name
-	Kind    string             `json:"kind"`             // one of the Kind* constants
-	Config  string             `json:"config,omitempty"` // config ("" for checks spanning configs)
-	Outcome Outcome            `json:"outcome"`          // pass, fail, error, ...
-	Message string             `json:"message"`          // one line
+	Name    string  `json:"name"`             // check name
+	Kind    string  `json:"kind"`             // one of the Kind* constants
+	Config  string  `json:"config,omitempty"` // config ("" for checks spanning configs)
+	Outcome Outcome `json:"outcome"`          // pass, fail, error, ...
+	// Category says what a verdict that is not a pass means (a regression, a broken invariant,
+	// an unverified check, ...), set by the code that judges; "" for passes and skips.
+	Category Category `json:"category,omitempty"`
+	// Against is what the check compared its config with: another config's name, "baseline"
+	// (the stored baseline) or "history" (the results history); "" for checks that compare
+	// nothing (floors, expectations, health).
+	Against string             `json:"against,omitempty"`
+	Message string             `json:"message"` // one line
 	Details string             `json:"details,omitempty"`
 	Metrics map[string]float64 `json:"metrics,omitempty"` // numbers for reports and JUnit properties
 	Stat    *StatResult        `json:"stat,omitempty"`    // set by statistical checks
+}
+
+// Category is the class of a verdict that did not pass: what it asks of the reader and how it
+// colours the run (Run.Verdict, Run.ExitCode).
+type Category string
+
+// Categories.
+const (
+	// CategoryRegression: the config measured worse than what it is compared with (a statistical
+	// throughput or latency regression, a relative ratio out of its bounds). Red, exit 1.
+	CategoryRegression Category = "regression"
+	// CategoryBrokenInvariant: a deterministic property does not hold: a floor or ceiling, an
+	// expectation (the engine ran another allreduce than asked), numerical equivalence, the
+	// allreduce probe's error bounds, a clean engine log. Red, exit 1.
+	CategoryBrokenInvariant Category = "broken_invariant"
+	// CategoryUnverified: the check ran but could not prove what it checks: its evidence is
+	// missing or ambiguous (the engine did not report the metric, the allreduce that ran cannot
+	// be told, an equivalence check cannot tell its subject from its control, a probe checked
+	// nothing). Its outcome is an error, yet the gate could not show the engine correct, so it
+	// is red like a failure. Red, exit 1.
+	CategoryUnverified Category = "unverified"
+	// CategoryMeasurement: the measurement a check needs could not be taken (a numerics probe
+	// or throughput trials failed, too few trials to compare). Exit 3 unless something failed.
+	CategoryMeasurement Category = "measurement"
+	// CategoryInfrastructure: the engine did not start, crashed or was not launched; a file
+	// could not be read. Exit 3 unless something failed.
+	CategoryInfrastructure Category = "infrastructure"
+	// CategoryPolicy: the check decided nothing (no baseline, inconclusive, skipped) and the
+	// run's policy (--strict, --require-baseline) made that a failure. Red, exit 1.
+	CategoryPolicy Category = "policy"
+	// CategoryInterrupted: the run was stopped before every check ran (the synthetic check of
+	// an interrupted run). Red, exit 1.
+	CategoryInterrupted Category = "interrupted"
+)
+
+// DefaultCategory is the category of a verdict of kind and outcome whose judge said none: a
+// failed relative or statistical check is a regression, another failure a broken invariant
+// (a failed measurement check a measurement problem); an error is an infrastructure error
+// (a measurement check's, a measurement problem). Passes, skips and undecided outcomes have none.
+// It is also how results written before categories existed are read (ReadResults).
+func DefaultCategory(kind string, o Outcome) Category {
+	switch o {
+	case Fail:
+		switch kind {
+		case KindRelative, KindThroughput, KindLatency:
+			return CategoryRegression
+		case KindMeasurement:
+			return CategoryMeasurement
+		}
+		return CategoryBrokenInvariant
+	case Error:
+		switch kind {
+		case KindMeasurement:
+			return CategoryMeasurement
+		case KindInterrupted:
+			return CategoryInterrupted
+		}
+		return CategoryInfrastructure
+	}
+	return ""
+}
+
+// Classified returns v with its category filled from DefaultCategory when the judge set none.
+func (v Verdict) Classified() Verdict {
+	if v.Category == "" {
+		v.Category = DefaultCategory(v.Kind, v.Outcome)
+	}
+	return v
+}
+
+// ErrUnverified marks an error that means a check could not prove what it checks (its evidence
+// is missing or ambiguous) rather than that the infrastructure failed; CategoryOf maps it to
+// CategoryUnverified. Wrap it: fmt.Errorf("...: %w", ErrUnverified) or Unverified(err).
+var ErrUnverified = errors.New("unverified")
+
+type unverifiedError struct{ err error }
+
+func (e unverifiedError) Error() string        { return e.err.Error() }
+func (e unverifiedError) Unwrap() []error      { return []error{e.err, ErrUnverified} }
+func (e unverifiedError) Is(target error) bool { return target == ErrUnverified }
+
+// Unverified marks err as meaning "could not verify" (see ErrUnverified); nil stays nil.
+func Unverified(err error) error {
+	if err == nil {
+		return nil
+	}
+	return unverifiedError{err}
+}
+
+// CategoryOf is the category of an error verdict built from err: CategoryUnverified when err is
+// marked ErrUnverified, else CategoryInfrastructure.
+func CategoryOf(err error) Category {
+	if errors.Is(err, ErrUnverified) {
+		return CategoryUnverified
+	}
+	return CategoryInfrastructure
 }
 
 // Status is how a judged check reports (its JUnit element): passed, failed, error or skipped.

@@ -88,7 +88,7 @@ func TestReportsInABrowser(t *testing.T) {
 
 	pages := []struct {
 		name, file string
-		run        *Run
+		run        *gate.Run
 	}{
 		{"red", "report-red.png", sampleRun()},
 		{"green", "report-green.png", greenRun()},
@@ -319,11 +319,11 @@ func ansiHTML(s string) string {
 }
 
 // greenRun is a passing run: the red sample's nccl config and its passing checks.
-func greenRun() *Run {
+func greenRun() *gate.Run {
 	r := sampleRun()
 	r.SpecName = "default"
 	r.Configs = r.Configs[:1]
-	var keep []Check
+	var keep []gate.Check
 	for _, c := range r.Checks {
 		if c.Config == "nccl" || c.Config == "" {
 			keep = append(keep, c)
@@ -335,15 +335,15 @@ func greenRun() *Run {
 
 // abRun is a pre-merge A/B: main and pr, three launches each, the launch means the unit; pr is
 // slower, and a latency check is still undecided.
-func abRun() *Run {
+func abRun() *gate.Run {
 	start := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
-	mk := func(name string, means []float64) Config {
-		c := Config{Name: name, Launches: 3, Args: []string{"--tp-size", "2"},
+	mk := func(name string, means []float64) gate.Config {
+		c := gate.Config{Name: name, Launches: 3, Args: []string{"--tp-size", "2"},
 			Engine: map[string]any{"kv_cache_tokens": 290400.0, "kv_cache_gib": 0.14, "weights_gib": 0.05, "cuda_graph_gib": 0.02, "available_gpu_mem_gib": 0.04, "allreduce": "custom", "custom_allreduce_gib": 0.01}}
 		for l, m := range means {
 			for i := 0; i < 3; i++ {
 				f := 1 + 0.01*float64(i-1)
-				c.Trials = append(c.Trials, Trial{Workload: "decode", Index: l*3 + i, Launch: l + 1, Metrics: map[string]float64{
+				c.Trials = append(c.Trials, gate.Trial{Workload: "decode", Index: l*3 + i, Launch: l + 1, Metrics: map[string]float64{
 					"output_throughput": m * f, "median_ttft_ms": 180 / f, "p90_ttft_ms": 260 / f, "p99_ttft_ms": 300 / f,
 					"median_tpot_ms": 9 / f, "p90_tpot_ms": 11 / f, "p99_tpot_ms": 13 / f, "median_itl_ms": 9 / f, "p90_itl_ms": 12 / f, "p99_itl_ms": 15 / f}})
 			}
@@ -352,35 +352,35 @@ func abRun() *Run {
 	}
 	main, pr := mk("main", []float64{1210, 1268, 1190}), mk("pr", []float64{506.9, 478, 515})
 	launchMetrics := map[string]float64{"launches_head": 3, "launches_base": 3}
-	return &Run{
-		Schema: Schema, SpecName: "premerge-ab", Engine: "sglang", TestbedKey: "h200x2-nvlink-1a2b3c4d",
+	return &gate.Run{
+		Schema: gate.ResultsSchema, SpecName: "premerge-ab", Engine: "sglang", TestbedKey: "h200x2-nvlink-1a2b3c4d",
 		GitCommit: "4f1c2e9a7b3d", StartedAt: start, FinishedAt: start.Add(14 * time.Minute),
-		LaunchOrder: []LaunchRecord{{Config: "main", Launch: 1, Of: 3}, {Config: "pr", Launch: 1, Of: 3}, {Config: "pr", Launch: 2, Of: 3},
+		LaunchOrder: []gate.LaunchRecord{{Config: "main", Launch: 1, Of: 3}, {Config: "pr", Launch: 1, Of: 3}, {Config: "pr", Launch: 2, Of: 3},
 			{Config: "main", Launch: 2, Of: 3}, {Config: "main", Launch: 3, Of: 3}, {Config: "pr", Launch: 3, Of: 3}},
-		Configs: []Config{main, pr},
-		Checks: []Check{
-			{Verdict: gate.Verdict{Name: "health", Kind: gate.KindHealth, Config: "main", Outcome: gate.Pass, Message: "main: started"}, Status: StatusPassed},
-			{Verdict: gate.Verdict{Name: "health", Kind: gate.KindHealth, Config: "pr", Outcome: gate.Pass, Message: "pr: started"}, Status: StatusPassed},
+		Configs: []gate.Config{main, pr},
+		Checks: []gate.Check{
+			{Verdict: gate.Verdict{Name: "health", Kind: gate.KindHealth, Config: "main", Outcome: gate.Pass, Message: "main: started"}, Status: gate.StatusPassed},
+			{Verdict: gate.Verdict{Name: "health", Kind: gate.KindHealth, Config: "pr", Outcome: gate.Pass, Message: "pr: started"}, Status: gate.StatusPassed},
 			{Verdict: gate.Verdict{Name: "pr output_throughput vs main", Kind: gate.KindThroughput, Config: "pr", Outcome: gate.Fail, Metrics: launchMetrics,
 				Message: "pr: output_throughput -58% vs main (ratio 0.42, 95% CI 0.39–0.45, p=0.002): regression [unit: launch, 3 vs 3 launches of 3 trials]",
-				Stat:    &gate.StatResult{Metric: "output_throughput", NBase: 3, NHead: 3, BaseMedian: 1210, HeadMedian: 506.9, Ratio: 506.9 / 1210, CILow: 0.39, CIHigh: 0.45, PValue: 0.002, Outcome: gate.Regression}},
-				Against: "main", Status: StatusFailed},
+				Stat:    &gate.StatResult{Metric: "output_throughput", NBase: 3, NHead: 3, BaseMedian: 1210, HeadMedian: 506.9, Ratio: 506.9 / 1210, CILow: 0.39, CIHigh: 0.45, PValue: 0.002, Outcome: gate.Regression}, Against: "main"},
+				Status: gate.StatusFailed},
 			{Verdict: gate.Verdict{Name: "pr p99_ttft_ms vs main", Kind: gate.KindLatency, Config: "pr", Outcome: "inconclusive", Metrics: launchMetrics,
 				Message: "pr: p99_ttft_ms +3.1% vs main (ratio 1.03, 95% CI 0.97–1.10, p=0.21): inconclusive",
-				Stat:    &gate.StatResult{Metric: "p99_ttft_ms", NBase: 3, NHead: 3, BaseMedian: 300, HeadMedian: 309.3, Ratio: 1.031, CILow: 0.97, CIHigh: 1.10, PValue: 0.21, Outcome: gate.Undecided, MoreTrials: 4, MaxTrials: 30}},
-				Against: "main", Status: StatusSkipped},
+				Stat:    &gate.StatResult{Metric: "p99_ttft_ms", NBase: 3, NHead: 3, BaseMedian: 300, HeadMedian: 309.3, Ratio: 1.031, CILow: 0.97, CIHigh: 1.10, PValue: 0.21, Outcome: gate.Undecided, MoreTrials: 4, MaxTrials: 30}, Against: "main"},
+				Status: gate.StatusSkipped},
 		},
 	}
 }
 
 // interruptedRun is the red sample stopped by --timeout: the statistical checks never ran.
-func interruptedRun() *Run {
+func interruptedRun() *gate.Run {
 	r := sampleRun()
 	r.Interrupted, r.InterruptReason = true, "--timeout 20m elapsed"
 	for i := range r.Checks {
 		if r.Checks[i].Stat != nil {
-			r.Checks[i] = Check{Verdict: gate.Verdict{Name: r.Checks[i].Name, Kind: r.Checks[i].Kind, Config: r.Checks[i].Config, Outcome: OutcomeNotRun,
-				Message: "not run: the run was interrupted (--timeout 20m elapsed)"}, Status: StatusSkipped}
+			r.Checks[i] = gate.Check{Verdict: gate.Verdict{Name: r.Checks[i].Name, Kind: r.Checks[i].Kind, Config: r.Checks[i].Config, Outcome: gate.OutcomeNotRun,
+				Message: "not run: the run was interrupted (--timeout 20m elapsed)"}, Status: gate.StatusSkipped}
 		}
 	}
 	return r

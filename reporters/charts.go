@@ -247,13 +247,13 @@ func clipRunes(s string, n int) string {
 // isThroughputCheck reports whether c is a statistical throughput comparison: a throughput
 // check, or another comparison (not a latency check) of a metric that the registry
 // (internal/metric) says is better higher.
-func isThroughputCheck(c *Check) bool {
+func isThroughputCheck(c *gate.Check) bool {
 	return c.Kind == gate.KindThroughput || (c.Kind != gate.KindLatency && metricDirection(c.Metric()) == metric.HigherIsBetter)
 }
 
 // isLatencyCheck reports whether c is a statistical latency comparison: a latency check, or a
 // relative comparison of a metric that the registry says is better lower.
-func isLatencyCheck(c *Check) bool {
+func isLatencyCheck(c *gate.Check) bool {
 	return c.Kind == gate.KindLatency || (c.Kind == gate.KindRelative && metricDirection(c.Metric()) == metric.LowerIsBetter)
 }
 
@@ -264,43 +264,43 @@ func metricDirection(name string) metric.Direction {
 }
 
 // throughputVsBaselineChart charts the statistical throughput checks (see statChart).
-func throughputVsBaselineChart(r *Run, checks []Check) *svgChart {
+func throughputVsBaselineChart(r *gate.Run, checks []gate.Check) *svgChart {
 	return statChart("Throughput vs baseline / comparison config", checks, isThroughputCheck)
 }
 
 // latencyVsBaselineChart charts the statistical latency checks (see statChart).
-func latencyVsBaselineChart(r *Run, checks []Check) *svgChart {
+func latencyVsBaselineChart(r *gate.Run, checks []gate.Check) *svgChart {
 	return statChart("Latency vs baseline / comparison config", checks, isLatencyCheck)
 }
 
 // statChart: every selected statistical check with both medians, the comparison bar (grey) and
 // this config's bar with the CI of the ratio as a whisker.
-func statChart(title string, checks []Check, keep func(*Check) bool) *svgChart {
+func statChart(title string, checks []gate.Check, keep func(*gate.Check) bool) *svgChart {
 	var groups []hgroup
 	units := map[string]bool{}
 	for i := range checks {
 		c := &checks[i]
-		if c.baseMedian() == nil || c.headMedian() == nil || !keep(c) {
+		if baseMedian(c) == nil || headMedian(c) == nil || !keep(c) {
 			continue
 		}
-		base, head := *c.baseMedian(), *c.headMedian()
+		base, head := *baseMedian(c), *headMedian(c)
 		against := "baseline"
 		if c.Against != "" {
 			against = c.Against
 		}
 		col := colNeutral
-		switch checkStatus(c) {
-		case StatusFailed:
+		switch c.EffectiveStatus() {
+		case gate.StatusFailed:
 			col = colFail
-		case StatusPassed:
+		case gate.StatusPassed:
 			col = colPass
 		}
 		hb := hbar{Label: c.Config, Segments: []hseg{{Value: head, Color: col, Name: c.Config}}, Text: num.Format(head)}
-		if c.ratio() != nil {
-			hb.Text += " (" + num.Pct(*c.ratio()-1) + ")"
+		if ratio(c) != nil {
+			hb.Text += " (" + num.Pct(*ratio(c)-1) + ")"
 		}
-		if c.ciLow() != nil && c.ciHigh() != nil && finite(base) {
-			hb.Whisker = &[2]float64{base * *c.ciLow(), base * *c.ciHigh()}
+		if ciLow(c) != nil && ciHigh(c) != nil && finite(base) {
+			hb.Whisker = &[2]float64{base * *ciLow(c), base * *ciHigh(c)}
 		}
 		groups = append(groups, hgroup{
 			Label: c.Config + " · " + c.Metric(),
@@ -329,7 +329,7 @@ func statChart(title string, checks []Check, keep func(*Check) bool) *svgChart {
 // throughputPerConfigChart: per config, the median output throughput as the verdicts compute it
 // (throughputMedian: of the launch means with several launches), with the trials as dots and
 // their range as a whisker; one group per workload when there are several.
-func throughputPerConfigChart(r *Run) *svgChart {
+func throughputPerConfigChart(r *gate.Run) *svgChart {
 	const key = "output_throughput"
 	wls := runWorkloads(r)
 	var groups []hgroup
@@ -365,7 +365,7 @@ func throughputPerConfigChart(r *Run) *svgChart {
 
 // memoryPlanChart: per config, the memory plan as a stacked bar (weights, KV cache, CUDA graphs,
 // every other component, free memory).
-func memoryPlanChart(r *Run) *svgChart {
+func memoryPlanChart(r *gate.Run) *svgChart {
 	engines := make([]map[string]any, 0, len(r.Configs))
 	for i := range r.Configs {
 		engines = append(engines, r.Configs[i].Engine)
@@ -418,7 +418,7 @@ func memoryPlanChart(r *Run) *svgChart {
 }
 
 // latencyCharts: for TTFT, TPOT and ITL, per config the p50, p90 and p99 (median over trials).
-func latencyCharts(r *Run) []svgChart {
+func latencyCharts(r *gate.Run) []svgChart {
 	var out []svgChart
 	for _, m := range []struct{ key, title string }{{"ttft", "TTFT"}, {"tpot", "TPOT"}, {"itl", "ITL"}} {
 		var groups []hgroup

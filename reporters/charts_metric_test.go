@@ -9,8 +9,8 @@ import (
 // TestChartsAskTheRegistry: the charts take a check's side (throughput or latency) and its unit
 // from the metric registry, not from the metric's spelling.
 func TestChartsAskTheRegistry(t *testing.T) {
-	stat := func(kind, metric string) *Check {
-		return &Check{Verdict: gate.Verdict{Kind: kind, Stat: &gate.StatResult{Metric: metric}}}
+	stat := func(kind, metric string) *gate.Check {
+		return &gate.Check{Verdict: gate.Verdict{Kind: kind, Stat: &gate.StatResult{Metric: metric}}}
 	}
 	for _, c := range []struct {
 		kind, metric        string

@@ -23,19 +23,19 @@ const (
 )
 
 // Explain builds the correlation text of a check: how the check's config differs from what it
-// was compared with (the config named by Against, a config named after "vs" in the message, or
-// the stored baseline's engine report), in KV cache capacity, the memory plan, the effective
+// was compared with (the config its verdict names as Against, or the stored baseline's engine
+// report), in KV cache capacity, the memory plan, the effective
 // allreduce, peak GPU memory and latency. For example:
 //
 //	KV cache -91% (10.42 -> 0.90 GiB, 1212416 -> 104857 tokens); custom AR buffers 3.85 GiB (none in nccl); allreduce custom (nccl config: nccl)
 //
 // Without a comparison it states the config's own KV cache and allreduce. It returns "" when the
 // check names no known config or nothing is known about it.
-func Explain(r *Run, c *Check) string {
+func Explain(r *gate.Run, c *gate.Check) string {
 	if r == nil || c == nil {
 		return ""
 	}
-	cfg := r.config(c.Config)
+	cfg := r.ConfigNamed(c.Config)
 	if cfg == nil {
 		return ""
 	}
@@ -84,11 +84,11 @@ func Explain(r *Run, c *Check) string {
 
 // explanation is what the renderers show for a check: the gate's own text, or, for a failed
 // check, the computed correlation.
-func explanation(r *Run, c *Check) string {
+func explanation(r *gate.Run, c *gate.Check) string {
 	if c.Explanation != "" {
 		return c.Explanation
 	}
-	if checkStatus(c) == StatusFailed {
+	if c.EffectiveStatus() == gate.StatusFailed {
 		return Explain(r, c)
 	}
 	return ""
@@ -96,65 +96,21 @@ func explanation(r *Run, c *Check) string {
 
 type reference struct {
 	engine map[string]any
-	cfg    *Config // nil for a stored baseline
+	cfg    *gate.Config // nil for a stored baseline
 }
 
-// comparison finds what c compared cfg with.
-func comparison(r *Run, c *Check, cfg *Config) (*reference, string) {
+// comparison finds what c compared cfg with: the config its verdict names as Against, else the
+// stored baseline's engine report when there is one.
+func comparison(r *gate.Run, c *gate.Check, cfg *gate.Config) (*reference, string) {
 	if c.Against != "" {
-		if o := r.config(c.Against); o != nil && o != cfg {
+		if o := r.ConfigNamed(c.Against); o != nil && o != cfg {
 			return &reference{engine: o.Engine, cfg: o}, o.Name
 		}
-	}
-	// "custom-ar: output throughput -57% vs nccl": the longest config name after "vs ".
-	var best *Config
-	for _, after := range afterVs(c.Message) {
-		for i := range r.Configs {
-			o := &r.Configs[i]
-			if o == cfg || o.Name == "" || !strings.HasPrefix(after, o.Name) {
-				continue
-			}
-			if rest := after[len(o.Name):]; rest != "" && isNameByte(rest[0]) {
-				continue // "vs nccl-2" does not name "nccl"
-			}
-			if best == nil || len(o.Name) > len(best.Name) {
-				best = o
-			}
-		}
-	}
-	if best != nil {
-		return &reference{engine: best.Engine, cfg: best}, best.Name
 	}
 	if cfg.BaselineEngine != nil {
 		return &reference{engine: cfg.BaselineEngine}, "baseline"
 	}
 	return nil, ""
-}
-
-// afterVs returns the text after each "vs " or "vs. " in s.
-func afterVs(s string) []string {
-	var out []string
-	for i := 0; i < len(s); {
-		j := strings.Index(s[i:], "vs")
-		if j < 0 {
-			break
-		}
-		k := i + j
-		i = k + 2
-		if k > 0 && isNameByte(s[k-1]) {
-			continue // "canvas "
-		}
-		rest := s[i:]
-		rest = strings.TrimPrefix(rest, ".")
-		if strings.HasPrefix(rest, " ") {
-			out = append(out, strings.TrimLeft(rest, " "))
-		}
-	}
-	return out
-}
-
-func isNameByte(b byte) bool {
-	return b == '-' || b == '_' || b == '.' || b >= '0' && b <= '9' || b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z'
 }
 
 // kvText describes the KV cache, compared with ref when given.
@@ -274,7 +230,7 @@ func memoryDiffs(head, ref map[string]any, refName string) []string {
 }
 
 // latencyDiffs compares the median over trials of the median TTFT and TPOT.
-func latencyDiffs(head, ref *Config, skip string) []string {
+func latencyDiffs(head, ref *gate.Config, skip string) []string {
 	var out []string
 	for _, k := range []struct{ key, label string }{{"median_tpot_ms", "median TPOT"}, {"median_ttft_ms", "median TTFT"}} {
 		if k.key == skip {
@@ -292,13 +248,13 @@ func latencyDiffs(head, ref *Config, skip string) []string {
 }
 
 // trialMedian returns the median over cfg's trials of a metric (all workloads).
-func trialMedian(cfg *Config, key string) (float64, bool) {
+func trialMedian(cfg *gate.Config, key string) (float64, bool) {
 	return median(trialValues(cfg, nil, key))
 }
 
 // trialValues returns the finite values of a metric over cfg's trials of the given workloads
 // (nil: all).
-func trialValues(cfg *Config, workloads map[string]bool, key string) []float64 {
+func trialValues(cfg *gate.Config, workloads map[string]bool, key string) []float64 {
 	var vs []float64
 	for _, t := range cfg.Trials {
 		if workloads != nil && !workloads[t.Workload] {
@@ -312,7 +268,7 @@ func trialValues(cfg *Config, workloads map[string]bool, key string) []float64 {
 }
 
 // sharedWorkloads returns the workloads both configs have trials of.
-func sharedWorkloads(a, b *Config) map[string]bool {
+func sharedWorkloads(a, b *gate.Config) map[string]bool {
 	inB := map[string]bool{}
 	for _, t := range b.Trials {
 		inB[t.Workload] = true
@@ -327,7 +283,7 @@ func sharedWorkloads(a, b *Config) map[string]bool {
 }
 
 // runWorkloads returns the workloads of all trials of the run, in order of appearance.
-func runWorkloads(r *Run) []string {
+func runWorkloads(r *gate.Run) []string {
 	var out []string
 	seen := map[string]bool{}
 	for i := range r.Configs {
@@ -344,7 +300,7 @@ func runWorkloads(r *Run) []string {
 // throughputTexts describes a config's median output throughput per workload, computed as the
 // verdicts compute it (throughputMedian), e.g. "1210 (n=5)" or "sharegpt: 506.9 (3 launches)";
 // the workload is named only when the run has several.
-func throughputTexts(r *Run, cfg *Config) []string {
+func throughputTexts(r *gate.Run, cfg *gate.Config) []string {
 	wls := runWorkloads(r)
 	var out []string
 	for _, w := range wls {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/reckon-ci/reckon/gate"
 	"github.com/reckon-ci/reckon/internal/num"
 )
 
@@ -19,7 +20,7 @@ type htmlPage struct {
 	Title        string
 	Verdict      string
 	VerdictClass string
-	Counts       Counts
+	Counts       gate.Counts
 	Interrupted  bool
 	// InterruptReason says what stopped an interrupted run.
 	InterruptReason string
@@ -39,6 +40,8 @@ type htmlCheck struct {
 	Icon, Class, Config, Name, Kind, Message, Explanation, Details, LogTail string
 	Delta, CI, P, Medians, Duration                                         string
 	Outcome                                                                 string
+	// What names an errored check's category ("infrastructure error", "unverified: ...").
+	What string
 	// Next is what would decide an undecided check (NextStep); "" for others.
 	Next  string
 	Spark *sparkline
@@ -104,7 +107,7 @@ type htmlGroup struct {
 // as stacked bars, TTFT/TPOT/ITL percentiles), the failures with their explanations and log
 // tails, and every check. No external resource is referenced; all engine text is escaped by
 // html/template.
-func WriteHTML(w io.Writer, r *Run) error {
+func WriteHTML(w io.Writer, r *gate.Run) error {
 	if r == nil {
 		return fmt.Errorf("write HTML: nil run")
 	}
@@ -114,23 +117,25 @@ func WriteHTML(w io.Writer, r *Run) error {
 	return nil
 }
 
-func buildPage(r *Run) *htmlPage {
-	checks := effectiveChecks(r)
-	n := countChecks(checks)
+func buildPage(r *gate.Run) *htmlPage {
+	checks := r.EffectiveChecks()
+	n := gate.CountChecks(checks)
 	p := &htmlPage{Title: "reckon: " + cleanText(r.SpecName), Counts: n, Interrupted: r.Interrupted, InterruptReason: cleanText(r.InterruptReason)}
 	switch r.Verdict() {
-	case VerdictInterrupted:
+	case gate.RunInterrupted:
 		p.Verdict, p.VerdictClass = "INTERRUPTED (partial)", "warn"
-	case VerdictFail:
+	case gate.RunFail:
 		p.Verdict, p.VerdictClass = "FAIL", "fail"
-	case VerdictInfra:
+	case gate.RunUnverified:
+		p.Verdict, p.VerdictClass = "FAIL (unverified checks)", "fail"
+	case gate.RunInfra:
 		p.Verdict, p.VerdictClass = "FAIL (infrastructure errors)", "fail"
-	case VerdictNothing:
+	case gate.RunNothing:
 		p.Verdict, p.VerdictClass = "FAIL (nothing verified)", "fail"
 	default:
 		p.Verdict, p.VerdictClass = "PASS", "pass"
 	}
-	for _, c := range undecided(checks) {
+	for _, c := range gate.UndecidedChecks(checks) {
 		p.Undecided = append(p.Undecided, htmlCheckOf(r, c))
 	}
 	meta := func(k, v string) {
@@ -162,7 +167,7 @@ func buildPage(r *Run) *htmlPage {
 	}
 
 	for i := range checks {
-		if s := checkStatus(&checks[i]); s == StatusFailed || s == StatusError {
+		if s := checks[i].EffectiveStatus(); s == gate.StatusFailed || s == gate.StatusError {
 			p.Failures = append(p.Failures, htmlCheckOf(r, &checks[i]))
 		}
 	}
@@ -255,13 +260,13 @@ func sanitizeChart(c *svgChart) {
 // htmlStatus is the status pill text of a check (no emoji: the report must render without an
 // emoji font). A skipped check that decided nothing it should have (inconclusive, no baseline,
 // an input filtered out) is UNDECIDED, not SKIP.
-func htmlStatus(c *Check) string {
-	switch checkStatus(c) {
-	case StatusPassed:
+func htmlStatus(c *gate.Check) string {
+	switch c.EffectiveStatus() {
+	case gate.StatusPassed:
 		return "PASS"
-	case StatusFailed:
+	case gate.StatusFailed:
 		return "FAIL"
-	case StatusSkipped:
+	case gate.StatusSkipped:
 		if isUndecided(c) {
 			return "UNDECIDED"
 		}
@@ -271,50 +276,51 @@ func htmlStatus(c *Check) string {
 }
 
 // htmlClass is the CSS class of a check's row and pill: its status, or "undecided".
-func htmlClass(c *Check) string {
-	if checkStatus(c) == StatusSkipped && isUndecided(c) {
+func htmlClass(c *gate.Check) string {
+	if c.EffectiveStatus() == gate.StatusSkipped && isUndecided(c) {
 		return "undecided"
 	}
-	return string(checkStatus(c))
+	return string(c.EffectiveStatus())
 }
 
 // isUndecided reports whether a check's outcome decided nothing a gate should have decided.
-func isUndecided(c *Check) bool {
+func isUndecided(c *gate.Check) bool {
 	switch c.Outcome {
-	case "inconclusive", "no_baseline", OutcomePartial:
+	case "inconclusive", "no_baseline", gate.OutcomePartial:
 		return true
 	}
 	return false
 }
 
-func htmlCheckOf(r *Run, c *Check) htmlCheck {
+func htmlCheckOf(r *gate.Run, c *gate.Check) htmlCheck {
 	h := htmlCheck{
 		Icon: htmlStatus(c), Class: htmlClass(c), Config: cleanText(c.Config), Name: cleanText(c.Name),
 		Kind: cleanText(c.Kind), Message: oneLine(c.Message, 1000), Explanation: oneLine(explanation(r, c), 2000),
-		Details: clip(cleanText(c.Details), htmlBodyBytes), Outcome: cleanText(c.outcomeText()),
+		Details: clip(cleanText(c.Details), htmlBodyBytes), Outcome: cleanText(outcomeText(c)),
 		Next: oneLine(NextStep(c), 400),
 	}
 	if h.Config == "" {
 		h.Config = CrossConfig
 	}
-	if c.ratio() != nil {
-		h.Delta = num.Pct(*c.ratio() - 1)
+	if ratio(c) != nil {
+		h.Delta = num.Pct(*ratio(c) - 1)
 	}
-	if c.ciLow() != nil && c.ciHigh() != nil {
-		h.CI = fmt.Sprintf("[%s, %s]", num.Pct(*c.ciLow()-1), num.Pct(*c.ciHigh()-1))
+	if ciLow(c) != nil && ciHigh(c) != nil {
+		h.CI = fmt.Sprintf("[%s, %s]", num.Pct(*ciLow(c)-1), num.Pct(*ciHigh(c)-1))
 	}
-	if c.pValue() != nil {
-		h.P = fmt.Sprintf("%.3g", *c.pValue())
+	if pValue(c) != nil {
+		h.P = fmt.Sprintf("%.3g", *pValue(c))
 	}
-	if c.baseMedian() != nil && c.headMedian() != nil {
-		h.Medians = fmt.Sprintf("%s → %s", num.Format(*c.baseMedian()), num.Format(*c.headMedian()))
+	if baseMedian(c) != nil && headMedian(c) != nil {
+		h.Medians = fmt.Sprintf("%s → %s", num.Format(*baseMedian(c)), num.Format(*headMedian(c)))
 	}
 	if c.Duration > 0 {
 		h.Duration = fmtDuration(c.Duration.Seconds())
 	}
 	h.Spark = sparklineOf(c.Trend)
-	if checkStatus(c) == StatusError {
-		if cfg := r.config(c.Config); cfg != nil && cfg.LogTail != "" {
+	if c.EffectiveStatus() == gate.StatusError {
+		h.What = errorLabel(c)
+		if cfg := r.ConfigNamed(c.Config); cfg != nil && cfg.LogTail != "" {
 			h.LogTail = clip(cleanText(cfg.LogTail), htmlBodyBytes)
 		}
 	}
@@ -365,14 +371,14 @@ dl.meta dt{color:#666}dl.meta dd{margin:0;word-break:break-all}
 <div class="counts"><span><b>{{.Counts.Passed}}</b> passed</span><span><b>{{.Counts.Failed}}</b> failed</span><span><b>{{.Counts.Errors}}</b> {{if eq .Counts.Errors 1}}error{{else}}errors{{end}}</span><span><b>{{.Counts.Inconclusive}}</b> inconclusive</span><span><b>{{.Counts.NoBaseline}}</b> no baseline</span><span><b>{{.Counts.Skipped}}</b> skipped</span><span><b>{{.Counts.NotRun}}</b> not run</span><span class="muted">{{.Counts.Total}} checks</span></div></header>
 {{if .Interrupted}}<p class="failure error" id="interrupted">The run was interrupted{{if .InterruptReason}} ({{.InterruptReason}}){{end}} before every check ran: these results are partial; {{.Counts.NotRun}} selected checks were not run.</p>{{end}}
 {{if .Failures}}<section id="failures"><h2>Failures ({{len .Failures}})</h2>
-{{range .Failures}}<div class="failure {{.Class}}"><div><span class="pill {{.Class}}">{{.Icon}}</span> <b>{{.Config}}</b> · <code>{{.Name}}</code>{{if eq .Class "error"}} (infrastructure error){{end}}: {{.Message}}</div>
+{{range .Failures}}<div class="failure {{.Class}}"><div><span class="pill {{.Class}}">{{.Icon}}</span> <b>{{.Config}}</b> · <code>{{.Name}}</code>{{if .What}} ({{.What}}){{end}}: {{.Message}}</div>
 {{if .Explanation}}<div class="expl"><b>Why:</b> {{.Explanation}}</div>{{end}}
 {{if .Details}}<details><summary>details</summary><pre>{{.Details}}</pre></details>{{end}}
 {{if .LogTail}}<details class="log"><summary>engine log tail</summary><pre>{{.LogTail}}</pre></details>{{end}}
 </div>
 {{end}}</section>{{end}}
 {{if .Undecided}}<section id="undecided" class="failure undecided"><b>{{len .Undecided}} {{if eq (len .Undecided) 1}}check{{else}}checks{{end}} decided nothing</b> and count neither as passed nor failed (<code>--strict</code> fails them):<ul>{{range .Undecided}}<li><span class="pill undecided">UNDECIDED</span> <b>{{.Config}}</b> · <code>{{.Name}}</code> ({{.Outcome}}): {{.Message}}{{if .Next}}<div class="next"><b>Next step:</b> {{.Next}}</div>{{end}}</li>{{end}}</ul></section>{{end}}
-<details><summary>Run and testbed</summary><dl class="meta">{{range .Meta}}<dt>{{index . 0}}</dt><dd>{{index . 1}}</dd>{{end}}</dl></details>
+<details><summary>gate.Run and testbed</summary><dl class="meta">{{range .Meta}}<dt>{{index . 0}}</dt><dd>{{index . 1}}</dd>{{end}}</dl></details>
 
 {{if .Charts}}<h2>Charts</h2>
 {{range .Charts}}<div class="chart" data-chart="{{.Title}}"><h3>{{.Title}}</h3>

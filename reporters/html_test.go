@@ -18,7 +18,7 @@ func externalRefs(html string) []string {
 	return externalRef.FindAllString(html, -1)
 }
 
-func htmlOf(t *testing.T, r *Run) string {
+func htmlOf(t *testing.T, r *gate.Run) string {
 	t.Helper()
 	var b bytes.Buffer
 	if err := WriteHTML(&b, r); err != nil {
@@ -83,7 +83,7 @@ func TestHTMLGreenAndEmptyRuns(t *testing.T) {
 	if h := htmlOf(t, r); !strings.Contains(h, `<span class="badge pass">PASS</span>`) || strings.Contains(h, "<h2>Failures</h2>") {
 		t.Error("green run not shown as PASS")
 	}
-	empty := htmlOf(t, &Run{SpecName: "nothing", Interrupted: true})
+	empty := htmlOf(t, &gate.Run{SpecName: "nothing", Interrupted: true})
 	if !strings.Contains(empty, "INTERRUPTED") || strings.Contains(empty, "<svg ") {
 		t.Error("empty interrupted run")
 	}
@@ -109,7 +109,7 @@ func TestSeveralWorkloadsAreNotMixed(t *testing.T) {
 	r := sampleRun()
 	// A second, much faster workload on nccl only: mixing it in would move nccl's medians.
 	for i := 0; i < 3; i++ {
-		r.Configs[0].Trials = append(r.Configs[0].Trials, Trial{Workload: "random-c64", Index: i, Metrics: map[string]float64{
+		r.Configs[0].Trials = append(r.Configs[0].Trials, gate.Trial{Workload: "random-c64", Index: i, Metrics: map[string]float64{
 			"output_throughput": 400, "median_tpot_ms": 5, "median_ttft_ms": 20, "p90_ttft_ms": 30, "p99_ttft_ms": 40}})
 	}
 	md := renderMarkdown(r, MaxMarkdownBytes)
@@ -130,7 +130,7 @@ func TestSeveralWorkloadsAreNotMixed(t *testing.T) {
 
 func TestLatencyChecksGetTheirOwnChart(t *testing.T) {
 	r := sampleRun()
-	r.Checks = append(r.Checks, Check{Verdict: gate.Verdict{Name: "p99_tpot_ms vs baseline", Kind: gate.KindLatency, Config: "nccl", Message: "nccl: p99 TPOT +31% vs baseline", Stat: &gate.StatResult{Metric: "p99_tpot_ms", BaseMedian: 53, HeadMedian: 69.7, Ratio: 1.31, CILow: 1.2, CIHigh: 1.4}}, Status: StatusFailed})
+	r.Checks = append(r.Checks, gate.Check{Verdict: gate.Verdict{Name: "p99_tpot_ms vs baseline", Kind: gate.KindLatency, Config: "nccl", Message: "nccl: p99 TPOT +31% vs baseline", Stat: &gate.StatResult{Metric: "p99_tpot_ms", BaseMedian: 53, HeadMedian: 69.7, Ratio: 1.31, CILow: 1.2, CIHigh: 1.4}}, Status: gate.StatusFailed})
 	h := htmlOf(t, r)
 	if !strings.Contains(h, "Latency vs baseline / comparison config") {
 		t.Error("no latency comparison chart")
@@ -139,7 +139,7 @@ func TestLatencyChecksGetTheirOwnChart(t *testing.T) {
 		t.Errorf("%d charts, want 7", n)
 	}
 	// A latency check is not drawn in the throughput chart.
-	tp := statChart("t", effectiveChecks(r), isThroughputCheck)
+	tp := statChart("t", r.EffectiveChecks(), isThroughputCheck)
 	for _, tx := range tp.Texts {
 		if strings.Contains(tx.Text, "p99_tpot_ms") {
 			t.Error("latency check in the throughput chart")

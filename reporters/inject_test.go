@@ -16,10 +16,10 @@ const hostileEngineText = "\x1b]52;c;ZXZpbA==\x07\x1b]0;pwned\x07ERROR boom\n" +
 
 // Issue 25, item 5: engine text reaches summary.md and junit.xml only as data.
 func TestEngineTextIsDataInMarkdownAndJUnit(t *testing.T) {
-	r := &Run{SpecName: "inject", Configs: []Config{{Name: "a", LaunchError: hostileEngineText, LogTail: hostileEngineText}},
-		Checks: []Check{
-			{Verdict: gate.Verdict{Name: "f", Config: "a", Kind: gate.KindFloor, Message: "engine said: " + hostileEngineText, Details: hostileEngineText}, Status: StatusFailed},
-			{Verdict: gate.Verdict{Name: "h", Config: "a", Kind: gate.KindHealth, Message: "died"}, Status: StatusError},
+	r := &gate.Run{SpecName: "inject", Configs: []gate.Config{{Name: "a", LaunchError: hostileEngineText, LogTail: hostileEngineText}},
+		Checks: []gate.Check{
+			{Verdict: gate.Verdict{Name: "f", Config: "a", Kind: gate.KindFloor, Message: "engine said: " + hostileEngineText, Details: hostileEngineText}, Status: gate.StatusFailed},
+			{Verdict: gate.Verdict{Name: "h", Config: "a", Kind: gate.KindHealth, Message: "died"}, Status: gate.StatusError},
 		}}
 	md := renderMarkdown(r, MaxMarkdownBytes)
 	xml := string(junitOf(t, r))

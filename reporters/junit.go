@@ -90,7 +90,7 @@ type xResult struct {
 // consumers that ignore test-case <properties>. Suites carry the spec, engine, testbed and the
 // config's engine report as properties. An interrupted run gets an extra <error> test case so that
 // no CI shows a partial run as green.
-func WriteJUnit(w io.Writer, r *Run) error {
+func WriteJUnit(w io.Writer, r *gate.Run) error {
 	if r == nil {
 		return fmt.Errorf("write JUnit: nil run")
 	}
@@ -230,12 +230,12 @@ func (x *xmlWriter) testcase(c *xTestcase) {
 // suiteGroup is the checks of one JUnit suite.
 type suiteGroup struct {
 	name   string
-	config *Config
-	checks []*Check
+	config *gate.Config
+	checks []*gate.Check
 }
 
 // groupChecks splits the run's effective checks into suites (see WriteJUnit).
-func groupChecks(r *Run, checks []Check) []*suiteGroup {
+func groupChecks(r *gate.Run, checks []gate.Check) []*suiteGroup {
 	var groups []*suiteGroup
 	byName := map[string]*suiteGroup{}
 	for i := range r.Configs {
@@ -271,36 +271,9 @@ func groupChecks(r *Run, checks []Check) []*suiteGroup {
 	return groups
 }
 
-// effectiveChecks returns the run's checks plus the synthetic ones every report shows: an error
-// for a config whose launch failed but that has no errored check, and one for an interrupted run.
-func effectiveChecks(r *Run) []Check {
-	out := make([]Check, 0, len(r.Checks)+2)
-	out = append(out, r.Checks...)
-	for i := range r.Configs {
-		cfg := &r.Configs[i]
-		if cfg.LaunchError == "" {
-			continue
-		}
-		covered := false
-		for j := range r.Checks {
-			if r.Checks[j].Config == cfg.Name && checkStatus(&r.Checks[j]) == StatusError {
-				covered = true
-				break
-			}
-		}
-		if !covered {
-			out = append(out, Check{Verdict: gate.Verdict{Name: "launch", Kind: gate.KindHealth, Config: cfg.Name, Outcome: "error", Message: cfg.Name + ": engine launch failed: " + cfg.LaunchError, Details: cfg.LaunchError}, Status: StatusError})
-		}
-	}
-	if r.Interrupted {
-		out = append(out, Check{Verdict: gate.Verdict{Name: "run interrupted", Kind: "interrupted", Outcome: "error", Message: interruptedMessage(r)}, Status: StatusError})
-	}
-	return out
-}
-
 // buildJUnit lays out the JUnit document of r.
-func buildJUnit(r *Run) *xTestsuites {
-	checks := effectiveChecks(r)
+func buildJUnit(r *gate.Run) *xTestsuites {
+	checks := r.EffectiveChecks()
 	doc := &xTestsuites{Name: "reckon " + cleanText(r.SpecName), Timestamp: junitTimestamp(r.StartedAt)}
 	var total time.Duration
 	runProps := runProperties(r)
@@ -349,7 +322,7 @@ func buildJUnit(r *Run) *xTestsuites {
 	return doc
 }
 
-func testcase(r *Run, c *Check, classname string) xTestcase {
+func testcase(r *gate.Run, c *gate.Check, classname string) xTestcase {
 	name := cleanText(c.Name)
 	if strings.TrimSpace(name) == "" {
 		name = "(unnamed " + c.Kind + " check)"
@@ -362,26 +335,26 @@ func testcase(r *Run, c *Check, classname string) xTestcase {
 	expl := cleanText(explanation(r, c))
 	details := cleanText(c.Details)
 	msg := oneLine(c.Message, junitMessageRunes)
-	switch checkStatus(c) {
-	case StatusFailed:
+	switch c.EffectiveStatus() {
+	case gate.StatusFailed:
 		if msg == "" {
 			msg = c.Kind + " check failed"
 		}
 		tc.Failure = &xResult{Message: msg, Type: failureType(c), Body: clip(joinBlocks(msg, details, prefixed("Explanation: ", expl)), junitBodyBytes)}
-	case StatusError:
+	case gate.StatusError:
 		if msg == "" {
 			msg = "infrastructure error"
 		}
 		body := joinBlocks(msg, details)
-		if cfg := r.config(c.Config); cfg != nil && cfg.LogTail != "" && !containsTail(details, cfg.LogTail) {
+		if cfg := r.ConfigNamed(c.Config); cfg != nil && cfg.LogTail != "" && !containsTail(details, cfg.LogTail) {
 			body = joinBlocks(body, "Engine log tail ("+cleanText(cfg.LogPath)+"):\n"+cleanText(cfg.LogTail))
 		}
-		typ := "infrastructure"
-		if c.Kind == "interrupted" {
-			typ = "interrupted"
+		typ := string(c.EffectiveCategory())
+		if typ == "" {
+			typ = string(gate.CategoryInfrastructure)
 		}
 		tc.Error = &xResult{Message: msg, Type: typ, Body: clip(body, junitBodyBytes)}
-	case StatusSkipped:
+	case gate.StatusSkipped:
 		tc.Skipped = &xResult{Message: msg}
 	}
 	var out strings.Builder
@@ -404,21 +377,13 @@ func containsTail(details, tail string) bool {
 	return last != "" && strings.Contains(details, last)
 }
 
-// failureType is the JUnit failure type of a failed check.
-func failureType(c *Check) string {
-	switch c.Kind {
-	case gate.KindThroughput, gate.KindLatency, gate.KindRelative:
-		return "regression"
-	case gate.KindFloor, gate.KindExpect:
-		return "floor"
-	case gate.KindEquivalence, gate.KindAllReduceProbe:
-		return "numerics"
-	case gate.KindHealth:
-		return "health"
-	case "":
-		return "failed"
+// failureType is the JUnit failure type of a failed check: its category (regression,
+// broken_invariant, policy, ...), "failed" when it has none.
+func failureType(c *gate.Check) string {
+	if cat := c.EffectiveCategory(); cat != "" {
+		return cleanText(string(cat))
 	}
-	return cleanText(c.Kind)
+	return "failed"
 }
 
 // propertyList collects JUnit properties; empty values are left out and long ones clipped.
@@ -430,18 +395,19 @@ func (p *propertyList) add(k, v string) {
 	}
 }
 
-func checkProperties(c *Check) []xProperty {
+func checkProperties(c *gate.Check) []xProperty {
 	var props propertyList
 	add := props.add
 	add("kind", c.Kind)
-	add("outcome", c.outcomeText())
+	add("outcome", outcomeText(c))
 	add("against", c.Against)
+	add("category", string(c.Category))
 	add("labels", strings.Join(c.Labels, ","))
 	add("metric", c.Metric())
 	for _, f := range []struct {
 		k string
 		v *float64
-	}{{"base_median", c.baseMedian()}, {"head_median", c.headMedian()}, {"ratio", c.ratio()}, {"ci_low", c.ciLow()}, {"ci_high", c.ciHigh()}, {"p_value", c.pValue()}} {
+	}{{"base_median", baseMedian(c)}, {"head_median", headMedian(c)}, {"ratio", ratio(c)}, {"ci_low", ciLow(c)}, {"ci_high", ciHigh(c)}, {"p_value", pValue(c)}} {
 		if f.v != nil {
 			add(f.k, num.Exact(*f.v))
 		}
@@ -457,7 +423,7 @@ func checkProperties(c *Check) []xProperty {
 	return props
 }
 
-func runProperties(r *Run) []xProperty {
+func runProperties(r *gate.Run) []xProperty {
 	var props propertyList
 	add := props.add
 	add("spec", r.SpecName)
@@ -484,7 +450,7 @@ func runProperties(r *Run) []xProperty {
 	return props
 }
 
-func configProperties(c *Config) []xProperty {
+func configProperties(c *gate.Config) []xProperty {
 	var props propertyList
 	add := props.add
 	add("config", c.Name)
@@ -509,7 +475,7 @@ func configProperties(c *Config) []xProperty {
 }
 
 // suiteOut is a config suite's system-out: the launch error and the engine log tail, if any.
-func suiteOut(c *Config) string {
+func suiteOut(c *gate.Config) string {
 	if c.LaunchError == "" {
 		return ""
 	}
@@ -539,7 +505,7 @@ func flatten(prefix string, m map[string]any) [][2]string {
 				out = append(out, [2]string{name, num.Exact(f)})
 				continue
 			}
-			b, err := json.Marshal(jsonSafeAny(v))
+			b, err := json.Marshal(gate.JSONSafe(v))
 			if err != nil {
 				b = []byte(fmt.Sprint(v))
 			}
@@ -579,20 +545,4 @@ func prefixed(prefix, s string) string {
 		return ""
 	}
 	return prefix + s
-}
-
-// interruptedMessage is the message of the synthetic "run interrupted" check: what stopped the run
-// and how many selected checks were never judged.
-func interruptedMessage(r *Run) string {
-	notRun := 0
-	for i := range r.Checks {
-		if r.Checks[i].Outcome == OutcomeNotRun {
-			notRun++
-		}
-	}
-	why := ""
-	if r.InterruptReason != "" {
-		why = " (" + r.InterruptReason + ")"
-	}
-	return fmt.Sprintf("the run was interrupted%s before every check ran; %d selected checks were not run and the reports are partial", why, notRun)
 }

@@ -64,13 +64,13 @@ type pCase struct {
 func (c pCase) status() gate.Status {
 	switch {
 	case c.Failure != nil:
-		return StatusFailed
+		return gate.StatusFailed
 	case c.Error != nil:
-		return StatusError
+		return gate.StatusError
 	case c.Skipped != nil:
-		return StatusSkipped
+		return gate.StatusSkipped
 	}
-	return StatusPassed
+	return gate.StatusPassed
 }
 
 func props(ps []pProp) map[string]string {
@@ -95,11 +95,11 @@ func parseJUnit(data []byte) (*pSuites, error) {
 		for _, c := range s.Cases {
 			n[0]++
 			switch c.status() {
-			case StatusFailed:
+			case gate.StatusFailed:
 				n[1]++
-			case StatusError:
+			case gate.StatusError:
 				n[2]++
-			case StatusSkipped:
+			case gate.StatusSkipped:
 				n[3]++
 			}
 			if c.Name == "" || c.Classname == "" {
@@ -119,7 +119,7 @@ func parseJUnit(data []byte) (*pSuites, error) {
 	return &doc, nil
 }
 
-func junitOf(t *testing.T, r *Run) []byte {
+func junitOf(t *testing.T, r *gate.Run) []byte {
 	t.Helper()
 	var b bytes.Buffer
 	if err := WriteJUnit(&b, r); err != nil {
@@ -186,7 +186,7 @@ func TestJUnitSuitesCasesAndCounts(t *testing.T) {
 	if !strings.Contains(reg.SystemOut, "[[PROPERTY|p_value=0.0079]]") {
 		t.Errorf("system-out lacks the property lines:\n%s", reg.SystemOut)
 	}
-	if f := got["custom-ar/kv_cache_gib >= 8"]; f.Failure == nil || f.Failure.Type != "floor" {
+	if f := got["custom-ar/kv_cache_gib >= 8"]; f.Failure == nil || f.Failure.Type != "broken_invariant" {
 		t.Errorf("floor failure: %+v", f.Failure)
 	}
 	if s := got["graph-bs-160/p99_ttft_ms vs baseline"]; s.Skipped == nil || !strings.Contains(s.Skipped.Message, "inconclusive") {
@@ -229,7 +229,7 @@ func TestJUnitValidatorRejectsBadDocuments(t *testing.T) {
 }
 
 func TestJUnitEscapesAndStripsControlCharacters(t *testing.T) {
-	r := &Run{SpecName: "esc", Configs: []Config{{Name: "a&b"}}, Checks: []Check{{Verdict: gate.Verdict{Name: "x<y> \"q\"\x00", Kind: gate.KindFloor, Config: "a&b", Message: "line one\nline two\x1b[31m red\x1b[0m \x07bell ]]> \xff", Details: "tab\there\r\nCR\x0b<b>&amp;</b>", Metrics: map[string]float64{"v\x01": 1}}, Status: StatusFailed}}}
+	r := &gate.Run{SpecName: "esc", Configs: []gate.Config{{Name: "a&b"}}, Checks: []gate.Check{{Verdict: gate.Verdict{Name: "x<y> \"q\"\x00", Kind: gate.KindFloor, Config: "a&b", Message: "line one\nline two\x1b[31m red\x1b[0m \x07bell ]]> \xff", Details: "tab\there\r\nCR\x0b<b>&amp;</b>", Metrics: map[string]float64{"v\x01": 1}}, Status: gate.StatusFailed}}}
 	data := junitOf(t, r)
 	for _, c := range []byte{0x00, 0x01, 0x07, 0x0b, 0x1b} {
 		if bytes.IndexByte(data, c) >= 0 {
@@ -253,13 +253,13 @@ func TestJUnitEscapesAndStripsControlCharacters(t *testing.T) {
 }
 
 func TestJUnitSyntheticCasesAndUniqueNames(t *testing.T) {
-	r := &Run{
+	r := &gate.Run{
 		SpecName: "partial", Interrupted: true,
-		Configs: []Config{{Name: "a", LaunchError: "port 30000 taken", LogTail: "bind: address already in use"}, {Name: "b"}},
-		Checks: []Check{
-			{Verdict: gate.Verdict{Name: "floor", Kind: gate.KindFloor, Config: "b"}, Status: StatusPassed},
-			{Verdict: gate.Verdict{Name: "floor (2)", Kind: gate.KindFloor, Config: "b"}, Status: StatusPassed},
-			{Verdict: gate.Verdict{Name: "floor", Kind: gate.KindFloor, Config: "b"}, Status: StatusPassed},
+		Configs: []gate.Config{{Name: "a", LaunchError: "port 30000 taken", LogTail: "bind: address already in use"}, {Name: "b"}},
+		Checks: []gate.Check{
+			{Verdict: gate.Verdict{Name: "floor", Kind: gate.KindFloor, Config: "b"}, Status: gate.StatusPassed},
+			{Verdict: gate.Verdict{Name: "floor (2)", Kind: gate.KindFloor, Config: "b"}, Status: gate.StatusPassed},
+			{Verdict: gate.Verdict{Name: "floor", Kind: gate.KindFloor, Config: "b"}, Status: gate.StatusPassed},
 			{Verdict: gate.Verdict{Name: "weird", Kind: gate.KindFloor, Config: "b"}, Status: "exploded"},
 			{Verdict: gate.Verdict{Name: "derived", Kind: gate.KindThroughput, Config: "b", Outcome: "regression"}},
 		},
@@ -299,7 +299,7 @@ func TestJUnitSyntheticCasesAndUniqueNames(t *testing.T) {
 
 func TestJUnitClipsHugeLogs(t *testing.T) {
 	huge := strings.Repeat("noise line\n", 200000) + "FATAL: the real reason\n"
-	r := &Run{SpecName: "big", Checks: []Check{{Verdict: gate.Verdict{Name: "health", Config: "a", Kind: gate.KindHealth, Message: "died", Details: huge}, Status: StatusError}}}
+	r := &gate.Run{SpecName: "big", Checks: []gate.Check{{Verdict: gate.Verdict{Name: "health", Config: "a", Kind: gate.KindHealth, Message: "died", Details: huge}, Status: gate.StatusError}}}
 	data := junitOf(t, r)
 	if len(data) > 4*junitBodyBytes {
 		t.Fatalf("JUnit is %d bytes for one check", len(data))
@@ -427,7 +427,7 @@ func consume(t *testing.T, node, file string) *consumerView {
 }
 
 // compareConsumer lists the differences between what the consumer saw and the run.
-func compareConsumer(t *testing.T, r *Run, seen *consumerView) []string {
+func compareConsumer(t *testing.T, r *gate.Run, seen *consumerView) []string {
 	t.Helper()
 	var problems []string
 	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
@@ -435,8 +435,8 @@ func compareConsumer(t *testing.T, r *Run, seen *consumerView) []string {
 	if seen.Tests != n.Total || seen.Failures != n.Failed || seen.Errors != n.Errors {
 		bad("counts %d/%d/%d, want %d/%d/%d", seen.Tests, seen.Failures, seen.Errors, n.Total, n.Failed, n.Errors)
 	}
-	want := map[string]Check{}
-	for _, c := range effectiveChecks(r) {
+	want := map[string]gate.Check{}
+	for _, c := range r.EffectiveChecks() {
 		cls := c.Config
 		if cls == "" {
 			cls = CrossConfig
@@ -456,13 +456,13 @@ func compareConsumer(t *testing.T, r *Run, seen *consumerView) []string {
 				bad("unknown case %s/%s", c.Classname, c.Name)
 				continue
 			}
-			if gate.Status(c.Status) != checkStatus(&w) {
-				bad("%s/%s: status %s, want %s", c.Classname, c.Name, c.Status, checkStatus(&w))
+			if gate.Status(c.Status) != w.EffectiveStatus() {
+				bad("%s/%s: status %s, want %s", c.Classname, c.Name, c.Status, w.EffectiveStatus())
 			}
-			if gate.Status(c.Status) != StatusPassed && c.Message != oneLine(w.Message, junitMessageRunes) {
+			if gate.Status(c.Status) != gate.StatusPassed && c.Message != oneLine(w.Message, junitMessageRunes) {
 				bad("%s/%s: message %q, want %q", c.Classname, c.Name, c.Message, w.Message)
 			}
-			if gate.Status(c.Status) == StatusSkipped {
+			if gate.Status(c.Status) == gate.StatusSkipped {
 				skipped++
 			}
 			if c.Classname == "custom-ar" && c.Name == "output_throughput vs nccl" {
@@ -491,9 +491,9 @@ func compareConsumer(t *testing.T, r *Run, seen *consumerView) []string {
 }
 
 func TestJUnitTimeAttributes(t *testing.T) {
-	r := &Run{SpecName: "t", Checks: []Check{
-		{Verdict: gate.Verdict{Name: "a", Config: "x"}, Status: StatusPassed, Duration: 1500 * time.Millisecond},
-		{Verdict: gate.Verdict{Name: "b", Config: "x"}, Status: StatusPassed, Duration: 2 * time.Second},
+	r := &gate.Run{SpecName: "t", Checks: []gate.Check{
+		{Verdict: gate.Verdict{Name: "a", Config: "x"}, Status: gate.StatusPassed, Duration: 1500 * time.Millisecond},
+		{Verdict: gate.Verdict{Name: "b", Config: "x"}, Status: gate.StatusPassed, Duration: 2 * time.Second},
 	}}
 	doc, err := parseJUnit(junitOf(t, r))
 	if err != nil {

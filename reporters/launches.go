@@ -3,12 +3,14 @@ package reporters
 import (
 	"fmt"
 	"strings"
+
+	"github.com/reckon-ci/reckon/gate"
 )
 
 // launchOrderLine is the run order of a run that relaunched configs, e.g. "main#1 → pr#1 →
 // pr#2 → main#2 → main#3 → pr#3 (3 launches per config, balanced interleaved order)"; "" when
 // every config was launched once.
-func launchOrderLine(r *Run) string {
+func launchOrderLine(r *gate.Run) string {
 	relaunched := false
 	maxOf := 0
 	for _, l := range r.LaunchOrder {
@@ -32,7 +34,7 @@ func launchOrderLine(r *Run) string {
 }
 
 // shardLine says which shard a run was, or which shards were merged into it ("" for neither).
-func shardLine(r *Run) string {
+func shardLine(r *gate.Run) string {
 	switch {
 	case len(r.MergedFrom) > 0:
 		keys := map[string]bool{}
@@ -55,7 +57,7 @@ func shardLine(r *Run) string {
 
 // plannedLaunches is how many launches the spec asked for of a config (LaunchOrder's Of; 0
 // when the run recorded no launch order).
-func plannedLaunches(r *Run, config string) int {
+func plannedLaunches(r *gate.Run, config string) int {
 	n := 0
 	for _, l := range r.LaunchOrder {
 		if l.Config == config {

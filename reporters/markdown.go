@@ -29,12 +29,12 @@ const (
 // infrastructure errors, the engine log tail), then a table of the configs (KV cache, memory
 // plan, throughput), one table of checks per config (verdicts, throughput vs baseline with its
 // CI, equivalence), and the cross-config checks.
-func WriteMarkdown(w io.Writer, r *Run) error {
+func WriteMarkdown(w io.Writer, r *gate.Run) error {
 	return WriteMarkdownLimit(w, r, MaxMarkdownBytes)
 }
 
 // WriteMarkdownLimit is WriteMarkdown with an explicit size limit in bytes.
-func WriteMarkdownLimit(w io.Writer, r *Run, maxBytes int) error {
+func WriteMarkdownLimit(w io.Writer, r *gate.Run, maxBytes int) error {
 	if r == nil {
 		return fmt.Errorf("write Markdown: nil run")
 	}
@@ -44,19 +44,21 @@ func WriteMarkdownLimit(w io.Writer, r *Run, maxBytes int) error {
 	return nil
 }
 
-func renderMarkdown(r *Run, maxBytes int) string {
-	checks := effectiveChecks(r)
-	n := countChecks(checks)
+func renderMarkdown(r *gate.Run, maxBytes int) string {
+	checks := r.EffectiveChecks()
+	n := gate.CountChecks(checks)
 	var head strings.Builder
 	verdict := "✅ PASS"
 	switch r.Verdict() {
-	case VerdictInterrupted:
+	case gate.RunInterrupted:
 		verdict = "⚠️ INTERRUPTED (partial results)"
-	case VerdictFail:
+	case gate.RunFail:
 		verdict = "❌ FAIL"
-	case VerdictInfra:
+	case gate.RunUnverified:
+		verdict = "❓ FAIL (unverified checks)"
+	case gate.RunInfra:
 		verdict = "💥 FAIL (infrastructure errors)"
-	case VerdictNothing:
+	case gate.RunNothing:
 		verdict = "❌ FAIL (nothing verified)"
 	}
 	fmt.Fprintf(&head, "## %s: reckon gate on `%s`", verdict, mdCodeText(r.SpecName))
@@ -91,7 +93,7 @@ func renderMarkdown(r *Run, maxBytes int) string {
 		}
 		fmt.Fprintf(&head, "> [!WARNING]\n> The run was interrupted%s before every check ran: these results are partial; %d selected checks were not run.\n\n", why, n.NotRun)
 	}
-	if und := undecided(checks); len(und) > 0 {
+	if und := gate.UndecidedChecks(checks); len(und) > 0 {
 		fmt.Fprintf(&head, "> [!WARNING]\n> %s decided nothing and %s not count as passed or failed (`--strict` fails them):\n", plural(len(und), "check"), map[bool]string{true: "does", false: "do"}[len(und) == 1])
 		for i, c := range und {
 			if i == 8 {
@@ -102,15 +104,15 @@ func renderMarkdown(r *Run, maxBytes int) string {
 			if n := NextStep(c); n != "" {
 				next = " Next step: " + mdEscape(oneLine(n, mdVerdictLen))
 			}
-			fmt.Fprintf(&head, "> - `%s` (%s): %s.%s\n", mdCodeText(c.Name), mdEscape(c.outcomeText()), mdEscape(strings.TrimSuffix(oneLine(c.Message, mdVerdictLen), ".")), next)
+			fmt.Fprintf(&head, "> - `%s` (%s): %s.%s\n", mdCodeText(c.Name), mdEscape(outcomeText(c)), mdEscape(strings.TrimSuffix(oneLine(c.Message, mdVerdictLen), ".")), next)
 		}
 		head.WriteString("\n")
 	}
 
 	var blocks []string // in priority order; cut from the end when over the limit
-	var bad []*Check
+	var bad []*gate.Check
 	for i := range checks {
-		if s := checkStatus(&checks[i]); s == StatusFailed || s == StatusError {
+		if s := checks[i].EffectiveStatus(); s == gate.StatusFailed || s == gate.StatusError {
 			bad = append(bad, &checks[i])
 		}
 	}
@@ -152,13 +154,16 @@ func renderMarkdown(r *Run, maxBytes int) string {
 	return s
 }
 
-// mdFailure is one failure's bullet: the verdict, the explanation, and for an infrastructure
-// error the engine log tail.
-func mdFailure(r *Run, c *Check) string {
+// mdFailure is one failure's bullet: the verdict, the explanation, and for an error its
+// category (infrastructure, measurement, unverified) and the engine log tail.
+func mdFailure(r *gate.Run, c *gate.Check) string {
 	var b strings.Builder
 	icon, what := "❌", ""
-	if checkStatus(c) == StatusError {
-		icon, what = "💥", " (infrastructure error)"
+	if c.EffectiveStatus() == gate.StatusError {
+		icon, what = "💥", " ("+errorLabel(c)+")"
+		if c.EffectiveCategory() == gate.CategoryUnverified {
+			icon = "❓"
+		}
 	}
 	where := c.Config
 	if where == "" {
@@ -172,9 +177,9 @@ func mdFailure(r *Run, c *Check) string {
 	if e := explanation(r, c); e != "" {
 		fmt.Fprintf(&b, "  - %s\n", mdEscape(oneLine(e, 2*mdVerdictLen)))
 	}
-	if checkStatus(c) == StatusError {
+	if c.EffectiveStatus() == gate.StatusError {
 		tail := ""
-		if cfg := r.config(c.Config); cfg != nil && cfg.LogTail != "" {
+		if cfg := r.ConfigNamed(c.Config); cfg != nil && cfg.LogTail != "" {
 			tail = cfg.LogTail
 		} else if strings.Contains(c.Details, "\n") {
 			tail = c.Details
@@ -189,7 +194,7 @@ func mdFailure(r *Run, c *Check) string {
 }
 
 // mdConfigTable is the overview: one row per config with its KV cache, memory plan and throughput.
-func mdConfigTable(r *Run, checks []Check) string {
+func mdConfigTable(r *gate.Run, checks []gate.Check) string {
 	if len(r.Configs) == 0 {
 		return ""
 	}
@@ -254,7 +259,7 @@ func mdConfigTable(r *Run, checks []Check) string {
 }
 
 // mdCheckTable is the table of one suite's checks, with the statistics of statistical checks.
-func mdCheckTable(r *Run, g *suiteGroup) string {
+func mdCheckTable(r *gate.Run, g *suiteGroup) string {
 	var b strings.Builder
 	title := "Config `" + mdCodeText(g.name) + "`"
 	if g.config == nil && g.name == CrossConfig {
@@ -263,20 +268,20 @@ func mdCheckTable(r *Run, g *suiteGroup) string {
 	fmt.Fprintf(&b, "#### %s\n\n| | check | kind | verdict | Δ | CI | p |\n|---|---|---|---|---:|---|---:|\n", title)
 	for _, c := range g.checks {
 		delta, ci, p := "", "", ""
-		if c.ratio() != nil {
-			delta = num.Pct(*c.ratio() - 1)
-		} else if c.baseMedian() != nil && c.headMedian() != nil && *c.baseMedian() != 0 {
-			delta = num.Pct(*c.headMedian() / *c.baseMedian() - 1)
+		if ratio(c) != nil {
+			delta = num.Pct(*ratio(c) - 1)
+		} else if baseMedian(c) != nil && headMedian(c) != nil && *baseMedian(c) != 0 {
+			delta = num.Pct(*headMedian(c) / *baseMedian(c) - 1)
 		}
-		if c.ciLow() != nil && c.ciHigh() != nil {
-			ci = fmt.Sprintf("[%s, %s]", num.Pct(*c.ciLow()-1), num.Pct(*c.ciHigh()-1))
+		if ciLow(c) != nil && ciHigh(c) != nil {
+			ci = fmt.Sprintf("[%s, %s]", num.Pct(*ciLow(c)-1), num.Pct(*ciHigh(c)-1))
 		}
-		if c.pValue() != nil {
-			p = fmt.Sprintf("%.3g", *c.pValue())
+		if pValue(c) != nil {
+			p = fmt.Sprintf("%.3g", *pValue(c))
 		}
 		verdict := oneLine(c.Message, mdCellRunes)
-		if c.baseMedian() != nil && c.headMedian() != nil {
-			verdict += fmt.Sprintf(" (%s → %s)", num.Format(*c.baseMedian()), num.Format(*c.headMedian()))
+		if baseMedian(c) != nil && headMedian(c) != nil {
+			verdict += fmt.Sprintf(" (%s → %s)", num.Format(*baseMedian(c)), num.Format(*headMedian(c)))
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", statusIcon(c), mdCell(c.Name), mdCell(c.Kind), mdCell(verdict), delta, ci, p)
 	}
@@ -284,13 +289,13 @@ func mdCheckTable(r *Run, g *suiteGroup) string {
 	return b.String()
 }
 
-func statusIcon(c *Check) string {
-	switch checkStatus(c) {
-	case StatusPassed:
+func statusIcon(c *gate.Check) string {
+	switch c.EffectiveStatus() {
+	case gate.StatusPassed:
 		return "✅"
-	case StatusFailed:
+	case gate.StatusFailed:
 		return "❌"
-	case StatusSkipped:
+	case gate.StatusSkipped:
 		return "⏭️"
 	}
 	return "💥"
@@ -358,7 +363,7 @@ func orDash(s string) string {
 
 // summaryItem is one check shown in a config's overview row.
 type summaryItem struct {
-	check *Check
+	check *gate.Check
 	lead  string // reckon's own text (numbers), safe as it is
 	name  string // the config or "baseline" it refers to (spec text)
 }
@@ -370,7 +375,7 @@ type configSummary struct {
 }
 
 // configSummaries collects, per config, its throughput comparisons and equivalence results.
-func configSummaries(checks []Check) map[string]*configSummary {
+func configSummaries(checks []gate.Check) map[string]*configSummary {
 	out := map[string]*configSummary{}
 	get := func(name string) *configSummary {
 		if out[name] == nil {
@@ -392,10 +397,10 @@ func configSummaries(checks []Check) map[string]*configSummary {
 			if c.Against != "" {
 				get(c.Against).equivalence = append(get(c.Against).equivalence, summaryItem{c, "reference for ", orDash(c.Config)})
 			}
-		case isThroughputCheck(c) && c.Config != "" && c.ratio() != nil:
-			text := num.Pct(*c.ratio() - 1)
-			if c.ciLow() != nil && c.ciHigh() != nil {
-				text += fmt.Sprintf(" [%s, %s]", num.Pct(*c.ciLow()-1), num.Pct(*c.ciHigh()-1))
+		case isThroughputCheck(c) && c.Config != "" && ratio(c) != nil:
+			text := num.Pct(*ratio(c) - 1)
+			if ciLow(c) != nil && ciHigh(c) != nil {
+				text += fmt.Sprintf(" [%s, %s]", num.Pct(*ciLow(c)-1), num.Pct(*ciHigh(c)-1))
 			}
 			get(c.Config).throughput = append(get(c.Config).throughput, summaryItem{c, text + " vs ", against})
 		}

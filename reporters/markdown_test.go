@@ -80,10 +80,10 @@ func TestMarkdownPassAndInterrupted(t *testing.T) {
 }
 
 func TestMarkdownEscapesEngineText(t *testing.T) {
-	r := &Run{SpecName: "x`y", Configs: []Config{{Name: "a|b", LogTail: "```\nclose the fence\n````\n"}},
-		Checks: []Check{
-			{Verdict: gate.Verdict{Name: "c|d", Config: "a|b", Kind: gate.KindFloor, Message: "<img src=x onerror=alert(1)> **bold** [link](http://x) | pipe"}, Status: StatusFailed},
-			{Verdict: gate.Verdict{Name: "h", Config: "a|b", Kind: gate.KindHealth, Message: "died"}, Status: StatusError},
+	r := &gate.Run{SpecName: "x`y", Configs: []gate.Config{{Name: "a|b", LogTail: "```\nclose the fence\n````\n"}},
+		Checks: []gate.Check{
+			{Verdict: gate.Verdict{Name: "c|d", Config: "a|b", Kind: gate.KindFloor, Message: "<img src=x onerror=alert(1)> **bold** [link](http://x) | pipe"}, Status: gate.StatusFailed},
+			{Verdict: gate.Verdict{Name: "h", Config: "a|b", Kind: gate.KindHealth, Message: "died"}, Status: gate.StatusError},
 		}}
 	md := renderMarkdown(r, MaxMarkdownBytes)
 	for _, bad := range []string{"<img", "**bold**", "[link](", "x) | pipe"} {
@@ -100,13 +100,13 @@ func TestMarkdownEscapesEngineText(t *testing.T) {
 }
 
 func TestMarkdownStaysUnderTheLimit(t *testing.T) {
-	r := &Run{SpecName: "huge"}
+	r := &gate.Run{SpecName: "huge"}
 	for i := 0; i < 400; i++ {
 		name := fmt.Sprintf("cfg-%03d", i)
-		r.Configs = append(r.Configs, Config{Name: name, LogTail: strings.Repeat("x", 5000), Engine: map[string]any{"kv_cache_gib": 1.0}})
+		r.Configs = append(r.Configs, gate.Config{Name: name, LogTail: strings.Repeat("x", 5000), Engine: map[string]any{"kv_cache_gib": 1.0}})
 		r.Checks = append(r.Checks,
-			Check{Verdict: gate.Verdict{Name: "floor", Config: name, Kind: gate.KindFloor, Message: strings.Repeat("long verdict ", 60)}, Status: StatusFailed},
-			Check{Verdict: gate.Verdict{Name: "health", Config: name, Kind: gate.KindHealth, Message: "engine died"}, Status: StatusError})
+			gate.Check{Verdict: gate.Verdict{Name: "floor", Config: name, Kind: gate.KindFloor, Message: strings.Repeat("long verdict ", 60)}, Status: gate.StatusFailed},
+			gate.Check{Verdict: gate.Verdict{Name: "health", Config: name, Kind: gate.KindHealth, Message: "engine died"}, Status: gate.StatusError})
 	}
 	full := renderMarkdown(r, 1<<30)
 	if len(full) <= MaxMarkdownBytes {

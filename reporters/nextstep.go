@@ -14,14 +14,14 @@ import (
 // trials (or, when launches are the statistical unit, the launches) per side that would likely
 // decide it; for a missing baseline how to record one. It returns "" for a decided check.
 // Every report (terminal, summary.md, report.html) shows the same text.
-func NextStep(c *Check) string {
+func NextStep(c *gate.Check) string {
 	if c == nil {
 		return ""
 	}
 	switch c.Outcome {
 	case "no_baseline":
 		return "record a baseline on this testbed (reckon baseline record --spec SPEC), or judge against another config"
-	case OutcomePartial:
+	case gate.OutcomePartial:
 		return "widen --label-filter to select the configs this check compares"
 	case "inconclusive":
 	default:
@@ -74,7 +74,7 @@ func NextStep(c *Check) string {
 // compute it: with several launches the median of the launch means (launches are the
 // statistical unit), else the median of the trials. n says over what: "n=5" or "3 launches";
 // vs are the trials' values. ok is false when no trial has the metric.
-func throughputMedian(cfg *Config, workload, key string) (m float64, n string, vs []float64, ok bool) {
+func throughputMedian(cfg *gate.Config, workload, key string) (m float64, n string, vs []float64, ok bool) {
 	byLaunch := map[int][]float64{}
 	for _, t := range cfg.Trials {
 		if t.Workload != workload {

@@ -11,11 +11,11 @@ func fp(v float64) *float64 { return &v }
 
 // trials makes n trials of a config with the given output throughput and latencies (spread a
 // little so that medians and whiskers mean something).
-func trials(n int, tput, ttft, tpot, itl float64) []Trial {
-	out := make([]Trial, n)
+func trials(n int, tput, ttft, tpot, itl float64) []gate.Trial {
+	out := make([]gate.Trial, n)
 	for i := range out {
 		f := 1 + 0.02*float64(i-n/2)
-		out[i] = Trial{Workload: "sharegpt-c16", Index: i, Metrics: map[string]float64{
+		out[i] = gate.Trial{Workload: "sharegpt-c16", Index: i, Metrics: map[string]float64{
 			"output_throughput":  tput * f,
 			"request_throughput": tput * f / 200,
 			"completed":          200,
@@ -29,10 +29,10 @@ func trials(n int, tput, ttft, tpot, itl float64) []Trial {
 
 // sampleRun is the story reckon exists for: custom allreduce forced onto PCIe shrinks the KV
 // cache and halves throughput; an EAGLE-3 config fails to launch with a hostile log.
-func sampleRun() *Run {
+func sampleRun() *gate.Run {
 	start := time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)
-	return &Run{
-		Schema:   Schema,
+	return &gate.Run{
+		Schema:   gate.ResultsSchema,
 		SpecName: "pcie-custom-ar", SpecPath: "fixtures/specs/pcie-custom-ar.yaml", Engine: "refengine",
 		Testbed: map[string]any{
 			"gpu": "RTX-6000-Ada", "gpu_count": 8.0, "topology": "PCIe", "driver": "550.54.15",
@@ -41,7 +41,7 @@ func sampleRun() *Run {
 		TestbedKey:    "rtx6000ada-x8-pcie-550",
 		ReckonVersion: "v0.1.0", GitCommit: "35e9fae",
 		StartedAt: start, FinishedAt: start.Add(7*time.Minute + 13*time.Second),
-		Configs: []Config{
+		Configs: []gate.Config{
 			{
 				Name: "nccl", Launches: 1, LogPath: "out/logs/nccl.log",
 				Args: []string{"--tp", "8", "--disable-custom-all-reduce"},
@@ -78,22 +78,22 @@ func sampleRun() *Run {
 					"cuda_graph_gib": 1.75, "available_gpu_mem_gib": 1.9, "allreduce": "nccl"},
 				BaselineEngine: map[string]any{"kv_cache_tokens": 1151000.0, "kv_cache_gib": 9.89, "weights_gib": 16.1,
 					"cuda_graph_gib": 1.74, "available_gpu_mem_gib": 1.9, "allreduce": "nccl"},
-				Trials: []Trial{
+				Trials: []gate.Trial{
 					{Workload: "sharegpt-c16", Index: 0, Metrics: map[string]float64{"output_throughput": 91.2, "median_ttft_ms": math.NaN()}},
 					{Workload: "sharegpt-c16", Index: 1, Metrics: map[string]float64{"output_throughput": 90.7, "median_ttft_ms": 175}},
 				},
 			},
 		},
-		Checks: []Check{
-			{Verdict: gate.Verdict{Name: "health", Kind: gate.KindHealth, Config: "nccl", Outcome: "pass", Message: "nccl: started; allreduce nccl as asked"}, Labels: []string{"nccl", "memory"}, Status: StatusPassed, Duration: 41 * time.Second},
-			{Verdict: gate.Verdict{Name: "health", Kind: gate.KindHealth, Config: "custom-ar", Outcome: "pass", Message: "custom-ar: started; allreduce custom as asked"}, Labels: []string{"custom-ar"}, Status: StatusPassed, Duration: 44 * time.Second},
-			{Verdict: gate.Verdict{Name: "kv_cache_gib >= 8", Kind: gate.KindFloor, Config: "custom-ar", Outcome: "fail", Message: "custom-ar: KV cache 0.90 GiB is under its floor 8 GiB", Details: "floor kv_cache_gib >= 8 (spec line 31)\nmeasured 0.90 GiB from the engine log", Metrics: map[string]float64{"kv_cache_gib": 0.9, "floor": 8}}, Labels: []string{"custom-ar", "memory"}, Status: StatusFailed},
-			{Verdict: gate.Verdict{Name: "output_throughput vs nccl", Kind: gate.KindRelative, Config: "custom-ar", Outcome: gate.Fail, Message: "custom-ar: output throughput -57% vs nccl", Details: "median 38.3 vs 89.5 tok/s over 5+5 trials\nMann-Whitney U p=0.0079; effect floor -5%", Stat: &gate.StatResult{Metric: "output_throughput", BaseMedian: 89.5, HeadMedian: 38.3, Ratio: 38.3 / 89.5, CILow: 0.41, CIHigh: 0.45, PValue: 0.0079, Outcome: gate.Regression}}, Against: "nccl", Labels: []string{"custom-ar", "throughput"}, Status: StatusFailed, Duration: 3 * time.Minute},
-			{Verdict: gate.Verdict{Name: "output_throughput vs baseline", Kind: gate.KindThroughput, Config: "nccl", Outcome: gate.Pass, Message: "nccl: output throughput +0.4% vs baseline (no change)", Stat: &gate.StatResult{Metric: "output_throughput", BaseMedian: 89.1, HeadMedian: 89.5, Ratio: 89.5 / 89.1, CILow: 0.98, CIHigh: 1.03, PValue: 0.69, Outcome: gate.NoChange}}, Labels: []string{"nccl", "throughput"}, Status: StatusPassed, Duration: 3 * time.Minute},
-			{Verdict: gate.Verdict{Name: "p99_ttft_ms vs baseline", Kind: gate.KindLatency, Config: "graph-bs-160", Outcome: "inconclusive", Message: "graph-bs-160: p99 TTFT inconclusive (2 trials; need 5)", Stat: &gate.StatResult{Metric: "p99_ttft_ms", Outcome: gate.Undecided, BaseMedian: math.NaN(), HeadMedian: math.NaN(), Ratio: math.NaN()}}, Status: StatusSkipped},
-			{Verdict: gate.Verdict{Name: "health", Kind: gate.KindHealth, Config: "eagle3", Outcome: "error", Message: "eagle3: engine exited with status 1 before it was ready (after 41s)", Details: "command: refengine --tp 8 --speculative-algorithm EAGLE3"}, Status: StatusError},
-			{Verdict: gate.Verdict{Name: "allreduce probe tp8", Kind: gate.KindAllReduceProbe, Outcome: "pass", Message: "allreduce probe: custom one-shot within 2 ulp of nccl at every size", Metrics: map[string]float64{"max_rel_err": 3.1e-3}}, Labels: []string{"numerics"}, Status: StatusPassed},
-			{Verdict: gate.Verdict{Name: "greedy tokens custom-ar == nccl", Kind: gate.KindEquivalence, Config: "custom-ar", Outcome: "pass", Message: "custom-ar vs nccl: 64/64 prompts identical greedy output; max |Δlogprob| 0.0021", Metrics: map[string]float64{"max_abs_logprob_diff": 0.0021, "prompts": 64}}, Against: "nccl", Labels: []string{"numerics"}, Status: StatusPassed},
+		Checks: []gate.Check{
+			{Verdict: gate.Verdict{Name: "health", Kind: gate.KindHealth, Config: "nccl", Outcome: "pass", Message: "nccl: started; allreduce nccl as asked"}, Labels: []string{"nccl", "memory"}, Status: gate.StatusPassed, Duration: 41 * time.Second},
+			{Verdict: gate.Verdict{Name: "health", Kind: gate.KindHealth, Config: "custom-ar", Outcome: "pass", Message: "custom-ar: started; allreduce custom as asked"}, Labels: []string{"custom-ar"}, Status: gate.StatusPassed, Duration: 44 * time.Second},
+			{Verdict: gate.Verdict{Name: "kv_cache_gib >= 8", Kind: gate.KindFloor, Config: "custom-ar", Outcome: "fail", Message: "custom-ar: KV cache 0.90 GiB is under its floor 8 GiB", Details: "floor kv_cache_gib >= 8 (spec line 31)\nmeasured 0.90 GiB from the engine log", Metrics: map[string]float64{"kv_cache_gib": 0.9, "floor": 8}}, Labels: []string{"custom-ar", "memory"}, Status: gate.StatusFailed},
+			{Verdict: gate.Verdict{Name: "output_throughput vs nccl", Kind: gate.KindRelative, Config: "custom-ar", Outcome: gate.Fail, Message: "custom-ar: output throughput -57% vs nccl", Details: "median 38.3 vs 89.5 tok/s over 5+5 trials\nMann-Whitney U p=0.0079; effect floor -5%", Stat: &gate.StatResult{Metric: "output_throughput", BaseMedian: 89.5, HeadMedian: 38.3, Ratio: 38.3 / 89.5, CILow: 0.41, CIHigh: 0.45, PValue: 0.0079, Outcome: gate.Regression}, Against: "nccl"}, Labels: []string{"custom-ar", "throughput"}, Status: gate.StatusFailed, Duration: 3 * time.Minute},
+			{Verdict: gate.Verdict{Name: "output_throughput vs baseline", Kind: gate.KindThroughput, Config: "nccl", Outcome: gate.Pass, Message: "nccl: output throughput +0.4% vs baseline (no change)", Stat: &gate.StatResult{Metric: "output_throughput", BaseMedian: 89.1, HeadMedian: 89.5, Ratio: 89.5 / 89.1, CILow: 0.98, CIHigh: 1.03, PValue: 0.69, Outcome: gate.NoChange}}, Labels: []string{"nccl", "throughput"}, Status: gate.StatusPassed, Duration: 3 * time.Minute},
+			{Verdict: gate.Verdict{Name: "p99_ttft_ms vs baseline", Kind: gate.KindLatency, Config: "graph-bs-160", Outcome: "inconclusive", Message: "graph-bs-160: p99 TTFT inconclusive (2 trials; need 5)", Stat: &gate.StatResult{Metric: "p99_ttft_ms", Outcome: gate.Undecided, BaseMedian: math.NaN(), HeadMedian: math.NaN(), Ratio: math.NaN()}}, Status: gate.StatusSkipped},
+			{Verdict: gate.Verdict{Name: "health", Kind: gate.KindHealth, Config: "eagle3", Outcome: "error", Message: "eagle3: engine exited with status 1 before it was ready (after 41s)", Details: "command: refengine --tp 8 --speculative-algorithm EAGLE3"}, Status: gate.StatusError},
+			{Verdict: gate.Verdict{Name: "allreduce probe tp8", Kind: gate.KindAllReduceProbe, Outcome: "pass", Message: "allreduce probe: custom one-shot within 2 ulp of nccl at every size", Metrics: map[string]float64{"max_rel_err": 3.1e-3}}, Labels: []string{"numerics"}, Status: gate.StatusPassed},
+			{Verdict: gate.Verdict{Name: "greedy tokens custom-ar == nccl", Kind: gate.KindEquivalence, Config: "custom-ar", Outcome: "pass", Message: "custom-ar vs nccl: 64/64 prompts identical greedy output; max |Δlogprob| 0.0021", Metrics: map[string]float64{"max_abs_logprob_diff": 0.0021, "prompts": 64}, Against: "nccl"}, Labels: []string{"numerics"}, Status: gate.StatusPassed},
 		},
 	}
 }

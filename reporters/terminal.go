@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/reckon-ci/reckon/gate"
 )
 
 // TerminalOptions say how WriteTerminal renders.
@@ -28,7 +30,7 @@ const (
 // the verdict and counts, then the failures and errors with their one-line reasons and
 // explanations, then the undecided checks with what would decide them (NextStep), then a compact
 // table of the configs. The closing line (verdict and every count) is the command's own.
-func WriteTerminal(w io.Writer, r *Run, opts TerminalOptions) error {
+func WriteTerminal(w io.Writer, r *gate.Run, opts TerminalOptions) error {
 	if r == nil {
 		return fmt.Errorf("write terminal report: nil run")
 	}
@@ -70,19 +72,19 @@ func (t *termWriter) line(format string, args ...any) {
 	t.b.WriteByte('\n')
 }
 
-func renderTerminal(r *Run, opts TerminalOptions) string {
+func renderTerminal(r *gate.Run, opts TerminalOptions) string {
 	t := &termWriter{color: opts.Color}
 	maxFail := opts.MaxFailures
 	if maxFail <= 0 {
 		maxFail = termDefaultFail
 	}
-	checks := effectiveChecks(r)
-	n := countChecks(checks)
+	checks := r.EffectiveChecks()
+	n := gate.CountChecks(checks)
 
 	verdict, vstyle := r.Verdict(), ansiRed
-	if verdict == VerdictPass {
+	if verdict == gate.RunPass {
 		vstyle = ansiGreen
-	} else if verdict == VerdictInterrupted {
+	} else if verdict == gate.RunInterrupted {
 		vstyle = ansiYellow
 	}
 	title := "reckon gate on " + termText(r.SpecName, 120)
@@ -119,9 +121,9 @@ func renderTerminal(r *Run, opts TerminalOptions) string {
 		t.line("  %s", t.style(ansiYellow, fmt.Sprintf("interrupted%s: results are partial; %d selected checks were not run", why, n.NotRun)))
 	}
 
-	var bad []*Check
+	var bad []*gate.Check
 	for i := range checks {
-		if s := checkStatus(&checks[i]); s == StatusFailed || s == StatusError {
+		if s := checks[i].EffectiveStatus(); s == gate.StatusFailed || s == gate.StatusError {
 			bad = append(bad, &checks[i])
 		}
 	}
@@ -137,7 +139,7 @@ func renderTerminal(r *Run, opts TerminalOptions) string {
 		}
 	}
 
-	if und := undecided(checks); len(und) > 0 {
+	if und := gate.UndecidedChecks(checks); len(und) > 0 {
 		t.line("")
 		t.line("%s", t.style(ansiBold, fmt.Sprintf("Undecided (%d): neither passed nor failed%s", len(und), map[bool]string{true: "; --strict fails them", false: ""}[!r.Strict])))
 		for i, c := range und {
@@ -149,7 +151,7 @@ func renderTerminal(r *Run, opts TerminalOptions) string {
 			if where == "" {
 				where = CrossConfig
 			}
-			t.line("  %s %s · %s: %s", t.style(ansiYellow, "UNDECIDED"), termText(where, 60), termText(c.Name, 120), termText(c.outcomeText(), 40))
+			t.line("  %s %s · %s: %s", t.style(ansiYellow, "UNDECIDED"), termText(where, 60), termText(c.Name, 120), termText(outcomeText(c), 40))
 			if msg := termText(c.Message, termLineRunes); msg != "" {
 				t.line("      %s", msg)
 			}
@@ -169,10 +171,13 @@ func renderTerminal(r *Run, opts TerminalOptions) string {
 
 // termFailure is one failure: status, config, check and the one-line verdict, then why and, for
 // an infrastructure error, the engine log's last line and where the whole log is.
-func termFailure(t *termWriter, r *Run, c *Check) {
+func termFailure(t *termWriter, r *gate.Run, c *gate.Check) {
 	tag := t.style(ansiRed+ansiBold, "FAIL ")
-	if checkStatus(c) == StatusError {
+	if c.EffectiveStatus() == gate.StatusError {
 		tag = t.style(ansiYellow+ansiBold, "ERROR")
+		if c.EffectiveCategory() == gate.CategoryUnverified {
+			tag = t.style(ansiRed+ansiBold, "UNVERIFIED")
+		}
 	}
 	where := c.Config
 	if where == "" {
@@ -187,8 +192,8 @@ func termFailure(t *termWriter, r *Run, c *Check) {
 	if e := explanation(r, c); e != "" {
 		t.line("      why: %s", termText(e, 2*termLineRunes))
 	}
-	if checkStatus(c) == StatusError {
-		if cfg := r.config(c.Config); cfg != nil {
+	if c.EffectiveStatus() == gate.StatusError {
+		if cfg := r.ConfigNamed(c.Config); cfg != nil {
 			if last := termText(lastLines(cleanText(cfg.LogTail), 1), termLineRunes); last != "" {
 				t.line("      log: %s", last)
 			}
@@ -201,19 +206,19 @@ func termFailure(t *termWriter, r *Run, c *Check) {
 
 // termConfigTable is one row per config: launches, allreduce, KV cache, median output throughput
 // (as the verdicts compute it) and its checks' tally.
-func termConfigTable(r *Run, checks []Check) string {
+func termConfigTable(r *gate.Run, checks []gate.Check) string {
 	if len(r.Configs) == 0 {
 		return ""
 	}
 	rows := [][]string{{"config", "launches", "allreduce", "KV tokens", "KV GiB", "output tok/s", "checks"}}
 	right := []bool{false, true, false, true, true, true, false}
-	tally := map[string]*Counts{}
+	tally := map[string]*gate.Counts{}
 	for i := range checks {
 		c := &checks[i]
 		if tally[c.Config] == nil {
-			tally[c.Config] = &Counts{}
+			tally[c.Config] = &gate.Counts{}
 		}
-		one := countChecks([]Check{*c})
+		one := gate.CountChecks([]gate.Check{*c})
 		add(tally[c.Config], one)
 	}
 	for i := range r.Configs {
@@ -271,7 +276,7 @@ func trimDash(s string) string {
 	return s
 }
 
-func add(dst *Counts, c Counts) {
+func add(dst *gate.Counts, c gate.Counts) {
 	dst.Total += c.Total
 	dst.Passed += c.Passed
 	dst.Failed += c.Failed
@@ -283,7 +288,7 @@ func add(dst *Counts, c Counts) {
 }
 
 // tallyText is a config's checks in a few words, e.g. "3 passed, 1 failed, 1 undecided".
-func tallyText(c *Counts) string {
+func tallyText(c *gate.Counts) string {
 	if c == nil || c.Total == 0 {
 		return "-"
 	}
@@ -296,6 +301,7 @@ func tallyText(c *Counts) string {
 	put(c.Passed, "passed")
 	put(c.Failed, "failed")
 	put(c.Errors, map[bool]string{true: "error", false: "errors"}[c.Errors == 1])
+	put(c.Unverified, "unverified")
 	put(c.Inconclusive+c.NoBaseline, "undecided")
 	put(c.Skipped, "skipped")
 	put(c.NotRun, "not run")

@@ -48,7 +48,7 @@ func TestTerminalColourOnlyWhenAsked(t *testing.T) {
 }
 
 func TestNextStepFromStatistics(t *testing.T) {
-	c := &Check{Verdict: gate.Verdict{Outcome: "inconclusive", Stat: &gate.StatResult{Outcome: gate.Undecided, NBase: 5, NHead: 5, MoreTrials: 3, MaxTrials: 30}}}
+	c := &gate.Check{Verdict: gate.Verdict{Outcome: "inconclusive", Stat: &gate.StatResult{Outcome: gate.Undecided, NBase: 5, NHead: 5, MoreTrials: 3, MaxTrials: 30}}}
 	if got, want := NextStep(c), "about 3 more trials per side would decide (workload trials: 8)"; got != want {
 		t.Errorf("NextStep = %q, want %q", got, want)
 	}
@@ -61,10 +61,10 @@ func TestNextStepFromStatistics(t *testing.T) {
 	if got := NextStep(c); !strings.Contains(got, "more than 30 launches per side") {
 		t.Errorf("NextStep = %q", got)
 	}
-	if got := NextStep(&Check{Verdict: gate.Verdict{Outcome: "no_baseline"}}); !strings.Contains(got, "reckon baseline record") {
+	if got := NextStep(&gate.Check{Verdict: gate.Verdict{Outcome: "no_baseline"}}); !strings.Contains(got, "reckon baseline record") {
 		t.Errorf("NextStep(no_baseline) = %q", got)
 	}
-	if got := NextStep(&Check{Verdict: gate.Verdict{Outcome: "pass"}}); got != "" {
+	if got := NextStep(&gate.Check{Verdict: gate.Verdict{Outcome: "pass"}}); got != "" {
 		t.Errorf("NextStep(pass) = %q", got)
 	}
 }

@@ -1,6 +1,8 @@
 package reporters
 
 import (
+	"github.com/reckon-ci/reckon/gate"
+
 	"fmt"
 	"math"
 	"strconv"
@@ -119,4 +121,18 @@ func str(m map[string]any, key string) string {
 		return num.Format(f)
 	}
 	return fmt.Sprint(v)
+}
+
+// errorLabel is how the reports name an errored check's category: "infrastructure error",
+// "measurement error", "unverified: could not prove what it checks" or "interrupted".
+func errorLabel(c *gate.Check) string {
+	switch c.EffectiveCategory() {
+	case gate.CategoryUnverified:
+		return "unverified: could not prove what it checks"
+	case gate.CategoryMeasurement:
+		return "measurement error"
+	case gate.CategoryInterrupted:
+		return "interrupted"
+	}
+	return "infrastructure error"
 }

@@ -13,38 +13,38 @@ import (
 // report.html; a run is green only when something passed and nothing failed, errored or was cut
 // short.
 func TestVerdictAndCounts(t *testing.T) {
-	pass := Check{Verdict: gate.Verdict{Name: "p", Outcome: "pass"}, Status: StatusPassed}
-	fail := Check{Verdict: gate.Verdict{Name: "f", Outcome: "fail"}, Status: StatusFailed}
-	infra := Check{Verdict: gate.Verdict{Name: "e", Outcome: "error"}, Status: StatusError}
-	inc := Check{Verdict: gate.Verdict{Name: "i", Outcome: "inconclusive", Message: "i: inconclusive"}, Status: StatusSkipped}
-	nob := Check{Verdict: gate.Verdict{Name: "n", Outcome: "no_baseline"}, Status: StatusSkipped}
-	part := Check{Verdict: gate.Verdict{Name: "q", Outcome: OutcomePartial}, Status: StatusSkipped}
-	notRun := Check{Verdict: gate.Verdict{Name: "r", Outcome: OutcomeNotRun}, Status: StatusSkipped}
-	strictInc := Check{Verdict: gate.Verdict{Name: "s", Outcome: "inconclusive"}, Status: StatusFailed}
+	pass := gate.Check{Verdict: gate.Verdict{Name: "p", Outcome: "pass"}, Status: gate.StatusPassed}
+	fail := gate.Check{Verdict: gate.Verdict{Name: "f", Outcome: "fail"}, Status: gate.StatusFailed}
+	infra := gate.Check{Verdict: gate.Verdict{Name: "e", Outcome: "error"}, Status: gate.StatusError}
+	inc := gate.Check{Verdict: gate.Verdict{Name: "i", Outcome: "inconclusive", Message: "i: inconclusive"}, Status: gate.StatusSkipped}
+	nob := gate.Check{Verdict: gate.Verdict{Name: "n", Outcome: "no_baseline"}, Status: gate.StatusSkipped}
+	part := gate.Check{Verdict: gate.Verdict{Name: "q", Outcome: gate.OutcomePartial}, Status: gate.StatusSkipped}
+	notRun := gate.Check{Verdict: gate.Verdict{Name: "r", Outcome: gate.OutcomeNotRun}, Status: gate.StatusSkipped}
+	strictInc := gate.Check{Verdict: gate.Verdict{Name: "s", Outcome: "inconclusive"}, Status: gate.StatusFailed}
 	for _, tc := range []struct {
 		name        string
-		run         Run
+		run         gate.Run
 		verdict     string
 		green       bool
 		counts      string
 		headline    string
 		undecidedMD bool
 	}{
-		{"every check passed", Run{Checks: []Check{pass, pass}}, VerdictPass, true,
+		{"every check passed", gate.Run{Checks: []gate.Check{pass, pass}}, gate.RunPass, true,
 			"2 passed, 0 failed, 0 errors, 0 inconclusive, 0 no baseline, 0 skipped, 0 not run", "## ✅ PASS", false},
-		{"a failure", Run{Checks: []Check{pass, fail, infra}}, VerdictFail, false,
+		{"a failure", gate.Run{Checks: []gate.Check{pass, fail, infra}}, gate.RunFail, false,
 			"1 passed, 1 failed, 1 error, 0 inconclusive, 0 no baseline, 0 skipped, 0 not run", "## ❌ FAIL:", false},
-		{"infrastructure only", Run{Checks: []Check{pass, infra}}, VerdictInfra, false,
+		{"infrastructure only", gate.Run{Checks: []gate.Check{pass, infra}}, gate.RunInfra, false,
 			"1 passed, 0 failed, 1 error, 0 inconclusive, 0 no baseline, 0 skipped, 0 not run", "## 💥 FAIL (infrastructure errors)", false},
-		{"nothing judged", Run{}, VerdictNothing, false,
+		{"nothing judged", gate.Run{}, gate.RunNothing, false,
 			"0 passed, 0 failed, 0 errors, 0 inconclusive, 0 no baseline, 0 skipped, 0 not run", "## ❌ FAIL (nothing verified)", false},
-		{"only skipped", Run{Checks: []Check{part}}, VerdictNothing, false,
+		{"only skipped", gate.Run{Checks: []gate.Check{part}}, gate.RunNothing, false,
 			"0 passed, 0 failed, 0 errors, 0 inconclusive, 0 no baseline, 1 skipped, 0 not run", "## ❌ FAIL (nothing verified)", true},
-		{"undecided checks count apart and are named", Run{Checks: []Check{pass, inc, nob, part}}, VerdictPass, true,
+		{"undecided checks count apart and are named", gate.Run{Checks: []gate.Check{pass, inc, nob, part}}, gate.RunPass, true,
 			"1 passed, 0 failed, 0 errors, 1 inconclusive, 1 no baseline, 1 skipped, 0 not run", "## ✅ PASS", true},
-		{"strict: inconclusive is a failure", Run{Strict: true, Checks: []Check{pass, strictInc}}, VerdictFail, false,
+		{"strict: inconclusive is a failure", gate.Run{Strict: true, Checks: []gate.Check{pass, strictInc}}, gate.RunFail, false,
 			"1 passed, 1 failed, 0 errors, 0 inconclusive, 0 no baseline, 0 skipped, 0 not run", "## ❌ FAIL", false},
-		{"interrupted", Run{Interrupted: true, InterruptReason: "--timeout 3s elapsed", Checks: []Check{pass, notRun}}, VerdictInterrupted, false,
+		{"interrupted", gate.Run{Interrupted: true, InterruptReason: "--timeout 3s elapsed", Checks: []gate.Check{pass, notRun}}, gate.RunInterrupted, false,
 			"1 passed, 0 failed, 1 error, 0 inconclusive, 0 no baseline, 0 skipped, 1 not run", "## ⚠️ INTERRUPTED", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -83,8 +83,8 @@ func TestVerdictAndCounts(t *testing.T) {
 // TestProvenanceInEveryReport: the commit under test, the engine's version and reckon's version
 // appear in summary.md, report.html and junit.xml's properties.
 func TestProvenanceInEveryReport(t *testing.T) {
-	r := &Run{SpecName: "s", GitCommit: "0123456789abcdef0123", GitCommitSource: "GITHUB_SHA", EngineVersion: "sglang 0.5.1", ReckonVersion: "v1.2.3",
-		Configs: []Config{{Name: "a", EngineVersion: "sglang 0.5.1"}}, Checks: []Check{{Verdict: gate.Verdict{Name: "p", Config: "a"}, Status: StatusPassed}}}
+	r := &gate.Run{SpecName: "s", GitCommit: "0123456789abcdef0123", GitCommitSource: "GITHUB_SHA", EngineVersion: "sglang 0.5.1", ReckonVersion: "v1.2.3",
+		Configs: []gate.Config{{Name: "a", EngineVersion: "sglang 0.5.1"}}, Checks: []gate.Check{{Verdict: gate.Verdict{Name: "p", Config: "a"}, Status: gate.StatusPassed}}}
 	var md, html, junit bytes.Buffer
 	if err := WriteMarkdown(&md, r); err != nil {
 		t.Fatal(err)

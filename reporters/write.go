@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/reckon-ci/reckon/gate"
 	"github.com/reckon-ci/reckon/internal/atomicfile"
 )
 
@@ -22,7 +23,7 @@ const (
 // summary.md and report.html. Each file is written atomically (a temporary file in dir, then a
 // rename), so a reader or an interrupted run never sees half a report. A failure to write one
 // report does not stop the others; the errors are joined.
-func WriteAll(dir string, r *Run) error {
+func WriteAll(dir string, r *gate.Run) error {
 	if r == nil {
 		return errors.New("write reports: nil run")
 	}
@@ -31,9 +32,9 @@ func WriteAll(dir string, r *Run) error {
 	}
 	writers := []struct {
 		name string
-		fn   func(io.Writer, *Run) error
+		fn   func(io.Writer, *gate.Run) error
 	}{
-		{JSONFile, WriteJSON}, // first: the lossless record matters most
+		{JSONFile, gate.WriteResults}, // first: the lossless record matters most
 		{JUnitFile, WriteJUnit},
 		{MarkdownFile, WriteMarkdown},
 		{HTMLFile, WriteHTML},

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/reckon-ci/reckon/reporters"
+	"github.com/reckon-ci/reckon/gate"
 )
 
 // Pre-merge A/B in one run (fixtures/specs/ab.yaml): configs main and pr are two builds of the
@@ -50,7 +50,7 @@ func mergeRun(t *testing.T, dirs ...string) *gateRun {
 func TestABSlowPRIsRedWithLaunchesAsTheUnit(t *testing.T) {
 	r := redGate(t, "ab.yaml")
 	c := r.check(t, abThroughput)
-	if c.Status != reporters.StatusFailed || c.Stat == nil || c.Stat.Outcome != "regression" {
+	if c.Status != gate.StatusFailed || c.Stat == nil || c.Stat.Outcome != "regression" {
 		t.Fatalf("%s: %s/%s: %s", abThroughput, c.Status, c.Outcome, c.Message)
 	}
 	for _, want := range []string{"pr: output_throughput -", "vs main", "): regression [unit: launch, 3 vs 3 launches of 2 trials; between-launch CV pr ", ", main ", "; within-launch CV pr "} {
@@ -109,7 +109,7 @@ func TestABSlowPRIsRedWithLaunchesAsTheUnit(t *testing.T) {
 }
 
 // verdicts maps each check's name to its status and outcome.
-func verdicts(r *reporters.Run) map[string]string {
+func verdicts(r *gate.Run) map[string]string {
 	out := map[string]string{}
 	for _, c := range r.Checks {
 		out[c.Name] = string(c.Status) + "/" + string(c.Outcome)
@@ -120,8 +120,8 @@ func verdicts(r *reporters.Run) map[string]string {
 func TestShardsMergeToTheUnshardedVerdicts(t *testing.T) {
 	full := redGate(t, "ab.yaml")
 	// --shard-by config puts main and pr on different shards: merge judges their comparison.
-	s1 := gate(t, "ab.yaml", "--shard", "1/2", "--shard-by", "config")
-	s2 := gate(t, "ab.yaml", "--shard", "2/2", "--shard-by", "config")
+	s1 := gateSpec(t, "ab.yaml", "--shard", "1/2", "--shard-by", "config")
+	s2 := gateSpec(t, "ab.yaml", "--shard", "2/2", "--shard-by", "config")
 	for i, s := range []*gateRun{s1, s2} {
 		if s.exit != 0 || s.results.Shard == nil || len(s.results.Shard.Configs) != 1 || len(s.results.Shard.Deferred) != 2 {
 			t.Fatalf("shard %d: exit %d, shard %+v\n%s", i+1, s.exit, s.results.Shard, s.dump())
@@ -162,7 +162,7 @@ func TestShardsMergeToTheUnshardedVerdicts(t *testing.T) {
 
 	// By group (the default) main and pr stay together in shard 1 (the run above, in effect);
 	// shard 2 is empty and says so (TestShardPlanKeepsTiedConfigsTogether covers the partition).
-	g2 := gate(t, "ab.yaml", "--shard", "2/2")
+	g2 := gateSpec(t, "ab.yaml", "--shard", "2/2")
 	if g2.exit != 0 || g2.results.Shard == nil || len(g2.results.Shard.Configs) != 0 || len(g2.results.Checks) != 0 || !strings.Contains(g2.stdout, "EMPTY SHARD: --shard 2/2") {
 		t.Fatalf("by group: exit %d, shard %+v\n%s", g2.exit, g2.results.Shard, g2.stdout)
 	}
@@ -188,7 +188,7 @@ func TestShardsMergeToTheUnshardedVerdicts(t *testing.T) {
 	}
 	for _, name := range []string{abThroughput, "relative pr kv_cache_tokens >= 0.9 x main"} {
 		c := mx.check(t, name)
-		if c.Status != reporters.StatusError || !strings.Contains(c.Message, "not judged: its configs ran on different testbeds") {
+		if c.Status != gate.StatusError || !strings.Contains(c.Message, "not judged: its configs ran on different testbeds") {
 			t.Errorf("%s: %s: %s", name, c.Status, c.Message)
 		}
 	}
@@ -220,7 +220,7 @@ func TestShardsMergeToTheUnshardedVerdicts(t *testing.T) {
 func TestABNumericsFaultInPRIsRed(t *testing.T) {
 	r := redGate(t, "ab-numerics.yaml")
 	c := r.check(t, "equivalence pr vs main")
-	if c.Status != reporters.StatusFailed || !strings.HasPrefix(c.Message, "pr vs main: not equivalent (calibrated by twin main-nccl): near-bitwise expected") {
+	if c.Status != gate.StatusFailed || !strings.HasPrefix(c.Message, "pr vs main: not equivalent (calibrated by twin main-nccl): near-bitwise expected") {
 		t.Errorf("%s/%s: %s", c.Status, c.Outcome, c.Message)
 	}
 	if n := r.results.Count(); n.Failed != 1 || n.Errors != 0 {

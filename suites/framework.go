@@ -25,7 +25,6 @@ import (
 	"github.com/reckon-ci/reckon/engine/client"
 	"github.com/reckon-ci/reckon/gate"
 	"github.com/reckon-ci/reckon/internal/atomicfile"
-	"github.com/reckon-ci/reckon/reporters"
 	"github.com/reckon-ci/reckon/spec"
 	"github.com/reckon-ci/reckon/testbed"
 	"github.com/reckon-ci/reckon/wire"
@@ -42,7 +41,7 @@ type framework struct {
 	adapter  engine.Adapter
 
 	mu      sync.Mutex
-	run     reporters.Run
+	run     gate.Run
 	configs map[string]*configState
 	// forced holds the teacher-forced sequence of each numerics prompt (guarded by mu), taken
 	// from the first config probed (forcedFrom).
@@ -122,12 +121,12 @@ type configState struct {
 	// trialWarnings[workload] are the distinct warnings of its trials' results (a cycled
 	// dataset, text prompts instead of token ids, ...), shown with the measurement.
 	trialWarnings map[string][]string
-	// out is the config's entry in the results (reporters.Config), owned here: the run's
+	// out is the config's entry in the results (gate.Config), owned here: the run's
 	// Configs are derived from the states (framework.view), never kept a second time. Its
 	// Engine is report as its JSON object (the keys of `reckon logs parse --json`), which floors
 	// address by name. reported says whether the config belongs in this run's results (its
 	// shard's; a merged shard's).
-	out      reporters.Config
+	out      gate.Config
 	reported bool
 }
 
@@ -162,8 +161,8 @@ func newFramework(ctx context.Context, s *spec.Spec, specPath string, opts Optio
 		adapter:  adapter,
 		configs:  map[string]*configState{},
 	}
-	fw.run = reporters.Run{
-		Schema:        reporters.Schema,
+	fw.run = gate.Run{
+		Schema:        gate.ResultsSchema,
 		SpecName:      s.Name,
 		SpecPath:      specPath,
 		SpecDigest:    s.Digest(),
@@ -188,7 +187,7 @@ func newFramework(ctx context.Context, s *spec.Spec, specPath string, opts Optio
 			trialLaunch: map[string][]int{},
 			measErr:     map[string]error{},
 			launchNo:    1,
-			out:         reporters.Config{Name: c.Name},
+			out:         gate.Config{Name: c.Name},
 			reported:    true,
 		}
 	}
@@ -216,7 +215,7 @@ func newFramework(ctx context.Context, s *spec.Spec, specPath string, opts Optio
 // attachBaselineEngines copies the engine report stored with each config's baseline into the
 // run (Config.BaselineEngine), so that a regression against the baseline is explained by what
 // changed in the KV cache and memory plan since it was recorded. A nil baseline changes nothing.
-func attachBaselineEngines(run *reporters.Run, b *gate.Baseline) {
+func attachBaselineEngines(run *gate.Run, b *gate.Baseline) {
 	if b == nil {
 		return
 	}
@@ -228,7 +227,7 @@ func attachBaselineEngines(run *reporters.Run, b *gate.Baseline) {
 }
 
 // reportConfig returns the report entry of a config, which its state owns; callers hold fw.mu.
-func (fw *framework) reportConfig(name string) *reporters.Config {
+func (fw *framework) reportConfig(name string) *gate.Config {
 	if cs := fw.configs[name]; cs != nil {
 		return &cs.out
 	}
@@ -238,10 +237,10 @@ func (fw *framework) reportConfig(name string) *reporters.Config {
 // view is the run as the reports see it: the run with its configs derived from their states,
 // in spec order, each with the engine report stored with its baseline. Callers hold fw.mu
 // (or own fw alone).
-func (fw *framework) view() reporters.Run {
+func (fw *framework) view() gate.Run {
 	r := fw.run
 	r.Checks = slices.Clone(fw.run.Checks)
-	r.Configs = make([]reporters.Config, 0, len(fw.configs))
+	r.Configs = make([]gate.Config, 0, len(fw.configs))
 	for _, n := range fw.spec.ConfigNames() {
 		if cs := fw.configs[n]; cs != nil && cs.reported {
 			r.Configs = append(r.Configs, cs.out)
@@ -310,7 +309,7 @@ func (fw *framework) launchConfig(ctx context.Context, cs *configState) {
 		Logger:       log,
 	})
 	cs.inst, cs.launchEr = inst, err
-	rec := reporters.LaunchRecord{Config: cs.name, Launch: 1, Of: launchesOf(fw.spec, cs.name), LogPath: cs.logPath, StartedAt: time.Now().UTC()}
+	rec := gate.LaunchRecord{Config: cs.name, Launch: 1, Of: launchesOf(fw.spec, cs.name), LogPath: cs.logPath, StartedAt: time.Now().UTC()}
 	for _, w := range fw.spec.WorkloadsFor(cs.name) {
 		rec.Workloads = append(rec.Workloads, w.Name)
 	}
@@ -558,7 +557,7 @@ func (fw *framework) runTrial(ctx context.Context, cs *configState, w *spec.Work
 	}
 	fw.mu.Lock()
 	rc := fw.reportConfig(cs.name)
-	rc.Trials = append(rc.Trials, reporters.Trial{Workload: w.Name, Index: i, Launch: launchNo, Metrics: m})
+	rc.Trials = append(rc.Trials, gate.Trial{Workload: w.Name, Index: i, Launch: launchNo, Metrics: m})
 	fw.mu.Unlock()
 	fw.checkpoint()
 	return nil
@@ -625,7 +624,7 @@ func metricSamples(trials []map[string]float64, metric string) []float64 {
 }
 
 // record adds a judged check to the run and returns it.
-func (fw *framework) record(c reporters.Check) {
+func (fw *framework) record(c gate.Check) {
 	fw.mu.Lock()
 	fw.run.Checks = append(fw.run.Checks, c)
 	fw.mu.Unlock()
@@ -640,7 +639,7 @@ func (fw *framework) checkpoint() {
 	snapshot.FinishedAt = time.Now().UTC()
 	fw.mu.Unlock()
 	err := atomicfile.Write(filepath.Join(fw.opts.OutDir, "results.json"), func(w io.Writer) error {
-		return reporters.WriteJSON(w, &snapshot)
+		return gate.WriteResults(w, &snapshot)
 	})
 	if err != nil {
 		fw.log.WithError(err).Warn("checkpoint results.json")
@@ -648,7 +647,7 @@ func (fw *framework) checkpoint() {
 }
 
 // finish closes the run: interrupted when some check the spec defines never ran to the end.
-func (fw *framework) finish() *reporters.Run {
+func (fw *framework) finish() *gate.Run {
 	fw.mu.Lock()
 	defer fw.mu.Unlock()
 	fw.run.FinishedAt = time.Now().UTC()

@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/reckon-ci/reckon/reporters"
+	"github.com/reckon-ci/reckon/gate"
 	"github.com/reckon-ci/reckon/spec"
 )
 
@@ -22,7 +22,7 @@ func FuzzVerifyShards(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	first, err := reporters.DecodeResults(b)
+	first, err := gate.DecodeResults(b)
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func FuzzVerifyShards(f *testing.F) {
 	}
 	f.Add(seed)
 	f.Fuzz(func(t *testing.T, data []byte) {
-		second, err := reporters.DecodeResults(data)
+		second, err := gate.DecodeResults(data)
 		if err != nil || second.Shard == nil {
 			return
 		}

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reckon-ci/reckon/gate"
 	"github.com/reckon-ci/reckon/reporters"
 )
 
@@ -48,7 +49,7 @@ type gateRun struct {
 	stdout  string
 	stderr  string
 	out     string
-	results *reporters.Run
+	results *gate.Run
 	junit   junitSuites
 }
 
@@ -79,7 +80,7 @@ func marker(t *testing.T) string {
 	return "RECKON_TEST_MARKER=" + strings.ReplaceAll(t.Name(), "/", "_") + strconv.Itoa(os.Getpid())
 }
 
-func gate(t *testing.T, specFile string, extra ...string) *gateRun {
+func gateSpec(t *testing.T, specFile string, extra ...string) *gateRun {
 	t.Helper()
 	r := runGate(t, specFile, extra...)
 	r.load(t)
@@ -114,7 +115,7 @@ func redGate(t *testing.T, specFile string, extra ...string) *gateRun {
 	if testing.Short() {
 		t.Skip("integration")
 	}
-	r := gate(t, specFile, extra...)
+	r := gateSpec(t, specFile, extra...)
 	if r.exit != 1 {
 		t.Fatalf("%s: exit %d, want 1\n%s", specFile, r.exit, r.dump())
 	}
@@ -123,7 +124,7 @@ func redGate(t *testing.T, specFile string, extra ...string) *gateRun {
 
 func (r *gateRun) load(t *testing.T) {
 	t.Helper()
-	res, err := reporters.ReadResults(filepath.Join(r.out, "results.json"))
+	res, err := gate.ReadResults(filepath.Join(r.out, "results.json"))
 	if err != nil {
 		t.Fatalf("results.json: %v\nstdout:\n%s\nstderr:\n%s", err, r.stdout, tail(r.stderr, 60))
 	}
@@ -137,7 +138,7 @@ func (r *gateRun) load(t *testing.T) {
 	}
 }
 
-func (r *gateRun) check(t *testing.T, name string) reporters.Check {
+func (r *gateRun) check(t *testing.T, name string) gate.Check {
 	t.Helper()
 	for _, c := range r.results.Checks {
 		if c.Name == name {
@@ -149,7 +150,7 @@ func (r *gateRun) check(t *testing.T, name string) reporters.Check {
 		names = append(names, c.Name)
 	}
 	t.Fatalf("no check %q in results; have %q", name, names)
-	return reporters.Check{}
+	return gate.Check{}
 }
 
 func (r *gateRun) dump() string {
@@ -206,7 +207,7 @@ func TestDefaultSpecPasses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration")
 	}
-	r := gate(t, "default.yaml")
+	r := gateSpec(t, "default.yaml")
 	if r.exit != 0 {
 		t.Fatalf("default spec: exit %d, want 0\n%s", r.exit, r.dump())
 	}
@@ -226,11 +227,11 @@ func TestDefaultSpecPasses(t *testing.T) {
 func TestPCIeForcedCustomFails(t *testing.T) {
 	r := redGate(t, "pcie-forced-custom.yaml")
 	kv := r.check(t, "relative custom-ar kv_cache_tokens >= 0.9 x nccl")
-	if kv.Status != reporters.StatusFailed || !strings.Contains(kv.Message, "kv_cache_tokens") {
+	if kv.Status != gate.StatusFailed || !strings.Contains(kv.Message, "kv_cache_tokens") {
 		t.Errorf("KV check: %+v", kv)
 	}
 	tp := r.check(t, "custom allreduce is not slower than NCCL")
-	if tp.Status != reporters.StatusFailed || tp.Stat == nil || tp.Stat.Outcome != "regression" || tp.Stat.Ratio > 0.85 {
+	if tp.Status != gate.StatusFailed || tp.Stat == nil || tp.Stat.Outcome != "regression" || tp.Stat.Ratio > 0.85 {
 		t.Errorf("throughput check: status %s stat %+v message %q", tp.Status, tp.Stat, tp.Message)
 	}
 	if !strings.Contains(tp.Message, "KV cache -") {
@@ -286,15 +287,15 @@ func TestCrashIsInfrastructureError(t *testing.T) {
 	// engine-log check is an error (the crash), not a failure.
 	r := exitGate(t, 3, "crash.yaml")
 	wantClosing(t, r, "INFRASTRUCTURE ERROR: 4 passed, 0 failed, 3 errors, 0 inconclusive, 0 no baseline, 0 skipped, 0 not run")
-	if c := r.check(t, "crashing: engine log shows no errors"); c.Status != reporters.StatusError {
+	if c := r.check(t, "crashing: engine log shows no errors"); c.Status != gate.StatusError {
 		t.Errorf("the crashed engine's log check: %+v", c)
 	}
 	var sawErr bool
 	for _, c := range r.results.Checks {
-		if c.Config == "crashing" && c.Status == reporters.StatusError {
+		if c.Config == "crashing" && c.Status == gate.StatusError {
 			sawErr = true
 		}
-		if c.Config == "healthy" && c.Kind == "health" && c.Status != reporters.StatusPassed {
+		if c.Config == "healthy" && c.Kind == "health" && c.Status != gate.StatusPassed {
 			t.Errorf("healthy config: %+v", c)
 		}
 	}
@@ -308,15 +309,15 @@ func TestStartupHangTimesOut(t *testing.T) {
 	r := exitGate(t, 3, "hang.yaml")
 	wantClosing(t, r, "INFRASTRUCTURE ERROR: 4 passed, 0 failed, 4 errors, 0 inconclusive, 0 no baseline, 0 skipped, 0 not run")
 	for _, c := range r.results.Checks {
-		if c.Config == "hanging" && c.Status != reporters.StatusError {
+		if c.Config == "hanging" && c.Status != gate.StatusError {
 			t.Errorf("a check of the engine that never started is %s: %+v", c.Status, c)
 		}
 	}
 	h := r.check(t, "hanging: launch and readiness")
-	if h.Status != reporters.StatusError || !strings.Contains(h.Message, "ready") {
+	if h.Status != gate.StatusError || !strings.Contains(h.Message, "ready") {
 		t.Errorf("hanging health: %+v", h)
 	}
-	if ok := r.check(t, "healthy: launch and readiness"); ok.Status != reporters.StatusPassed {
+	if ok := r.check(t, "healthy: launch and readiness"); ok.Status != gate.StatusPassed {
 		t.Errorf("healthy health: %+v", ok)
 	}
 }
@@ -325,14 +326,14 @@ func TestSlowdownAgainstRecordedBaseline(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration")
 	}
-	healthy := gate(t, "slowdown-healthy.yaml")
+	healthy := gateSpec(t, "slowdown-healthy.yaml")
 	base := t.TempDir()
 	rec := exec.Command(filepath.Join(repoRoot, "bin", "reckon"), "baseline", "record", "--from", filepath.Join(healthy.out, "results.json"), "--dir", base)
 	rec.Dir = repoRoot
 	if out, err := rec.CombinedOutput(); err != nil {
 		t.Fatalf("baseline record: %v\n%s", err, out)
 	}
-	slow := gate(t, "slowdown.yaml", "--baselines", base, "--require-baseline")
+	slow := gateSpec(t, "slowdown.yaml", "--baselines", base, "--require-baseline")
 	if slow.exit != 1 {
 		t.Fatalf("slowdown: exit %d, want 1\n%s", slow.exit, slow.dump())
 	}
@@ -359,7 +360,7 @@ func TestSevenPercentSlowerStepsFailAtThreePercent(t *testing.T) {
 func TestMemoryLeakFails(t *testing.T) {
 	r := redGate(t, "memory-leak.yaml")
 	c := r.check(t, "leaking: engine log shows no errors")
-	if c.Status != reporters.StatusFailed || !strings.Contains(c.Message, "memory leak detected") {
+	if c.Status != gate.StatusFailed || !strings.Contains(c.Message, "memory leak detected") {
 		t.Errorf("leak check: %+v", c)
 	}
 	// The failure points at the spec (the config's line), and the failed config's server state
@@ -390,7 +391,7 @@ func TestInterruptStopsEnginesAndWritesPartialReports(t *testing.T) {
 	// Wait until the first trial has been measured (results.json is checkpointed after each).
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
-		if res, err := reporters.ReadResults(filepath.Join(out, "results.json")); err == nil && len(res.Configs) > 0 && len(res.Configs[0].Trials) > 0 {
+		if res, err := gate.ReadResults(filepath.Join(out, "results.json")); err == nil && len(res.Configs) > 0 && len(res.Configs[0].Trials) > 0 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -407,7 +408,7 @@ func TestInterruptStopsEnginesAndWritesPartialReports(t *testing.T) {
 		t.Fatalf("interrupted gate exited 0")
 	}
 	assertNoSurvivors(t)
-	res, rerr := reporters.ReadResults(filepath.Join(out, "results.json"))
+	res, rerr := gate.ReadResults(filepath.Join(out, "results.json"))
 	if rerr != nil {
 		t.Fatalf("partial results.json: %v", rerr)
 	}
@@ -434,7 +435,7 @@ func TestLabelFilterSkipsChecksOfConfigsNotLaunched(t *testing.T) {
 	if bad.exit != 2 || !strings.Contains(bad.stderr, `"equivalence custom-ar vs nccl" needs nccl: numerics probe`) || !strings.Contains(bad.stderr, "--allow-partial") {
 		t.Fatalf("filter without the inputs: exit %d, want 2 naming the check and its input\n%s", bad.exit, bad.stderr)
 	}
-	r := gate(t, "default.yaml", "--label-filter", "custom-ar && !throughput", "--allow-partial")
+	r := gateSpec(t, "default.yaml", "--label-filter", "custom-ar && !throughput", "--allow-partial")
 	if r.exit != 0 {
 		t.Fatalf("filtered run: exit %d, want 0\n%s", r.exit, r.dump())
 	}
@@ -448,7 +449,7 @@ func TestLabelFilterSkipsChecksOfConfigsNotLaunched(t *testing.T) {
 		}
 	}
 	eq := r.check(t, "equivalence custom-ar vs nccl")
-	if eq.Status != reporters.StatusSkipped || eq.Outcome != reporters.OutcomePartial || !strings.Contains(eq.Message, "left out nccl: numerics probe") {
+	if eq.Status != gate.StatusSkipped || eq.Outcome != gate.OutcomePartial || !strings.Contains(eq.Message, "left out nccl: numerics probe") {
 		t.Errorf("equivalence with an unlaunched base: %+v", eq)
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/reckon-ci/reckon/reporters"
+	"github.com/reckon-ci/reckon/gate"
 )
 
 // What a green run means (issue 16 items 1-2, issue 12 item 2), end to end on the real binary:
@@ -21,7 +21,7 @@ func exitGate(t *testing.T, want int, specFile string, extra ...string) *gateRun
 	if testing.Short() {
 		t.Skip("integration")
 	}
-	r := gate(t, specFile, extra...)
+	r := gateSpec(t, specFile, extra...)
 	if r.exit != want {
 		t.Fatalf("%s %q: exit %d, want %d\n%s", specFile, extra, r.exit, want, r.dump())
 	}
@@ -81,7 +81,7 @@ func TestLabelFilterThatDropsAnInputNeedsAllowPartial(t *testing.T) {
 	r := exitGate(t, 0, "gate-policy.yaml", "--label-filter", "head", "--allow-partial", "--baselines", base)
 	wantClosing(t, r, "PASS: 3 passed, 0 failed, 0 errors, 0 inconclusive, 1 no baseline, 1 skipped, 0 not run")
 	rel := r.check(t, "relative head kv_cache_tokens >= 0.9 x base")
-	if rel.Status != reporters.StatusSkipped || rel.Outcome != reporters.OutcomePartial || !strings.Contains(rel.Message, `--label-filter "head" left out config base`) {
+	if rel.Status != gate.StatusSkipped || rel.Outcome != gate.OutcomePartial || !strings.Contains(rel.Message, `--label-filter "head" left out config base`) {
 		t.Errorf("partial check: %+v", rel)
 	}
 	summary, _ := os.ReadFile(filepath.Join(r.out, "summary.md"))
@@ -92,7 +92,7 @@ func TestLabelFilterThatDropsAnInputNeedsAllowPartial(t *testing.T) {
 	// --strict: a check skipped for a missing input (and the missing baseline) fail the run.
 	strict := exitGate(t, 1, "gate-policy.yaml", "--label-filter", "head", "--allow-partial", "--strict", "--baselines", base)
 	wantClosing(t, strict, "FAIL: 3 passed, 2 failed, 0 errors, 0 inconclusive, 0 no baseline, 0 skipped, 0 not run")
-	if c := strict.check(t, "relative head kv_cache_tokens >= 0.9 x base"); c.Status != reporters.StatusFailed || !strings.Contains(c.Message, "fails under --strict") {
+	if c := strict.check(t, "relative head kv_cache_tokens >= 0.9 x base"); c.Status != gate.StatusFailed || !strings.Contains(c.Message, "fails under --strict") {
 		t.Errorf("strict partial check: %+v", c)
 	}
 }
@@ -119,7 +119,7 @@ func TestStrictFailsNoBaselineAndInconclusive(t *testing.T) {
 	inc := exitGate(t, 0, "gate-policy.yaml", "--baselines", base)
 	wantClosing(t, inc, "PASS: 6 passed, 0 failed, 0 errors, 1 inconclusive, 0 no baseline, 0 skipped, 0 not run")
 	c := inc.check(t, "throughput head decode output_throughput vs baseline")
-	if c.Status != reporters.StatusSkipped || c.Outcome != "inconclusive" {
+	if c.Status != gate.StatusSkipped || c.Outcome != "inconclusive" {
 		t.Fatalf("inconclusive check: %+v", c)
 	}
 	summary, _ := os.ReadFile(filepath.Join(inc.out, "summary.md"))
@@ -132,7 +132,7 @@ func TestStrictFailsNoBaselineAndInconclusive(t *testing.T) {
 	}
 	incs := exitGate(t, 1, "gate-policy.yaml", "--baselines", base, "--strict")
 	wantClosing(t, incs, "FAIL: 6 passed, 1 failed, 0 errors, 0 inconclusive, 0 no baseline, 0 skipped, 0 not run")
-	if c := incs.check(t, c.Name); c.Status != reporters.StatusFailed || c.Outcome != "inconclusive" {
+	if c := incs.check(t, c.Name); c.Status != gate.StatusFailed || c.Outcome != "inconclusive" {
 		t.Errorf("strict inconclusive: %+v", c)
 	}
 }
@@ -196,7 +196,7 @@ func TestTimeoutFailsClosed(t *testing.T) {
 		t.Errorf("results list %d checks; timeout.yaml defines 8", len(r.results.Checks))
 	}
 	for _, c := range r.results.Checks {
-		if c.Outcome == reporters.OutcomeNotRun && (c.Status != reporters.StatusSkipped || c.Message != "not run: --timeout 3s elapsed") {
+		if c.Outcome == gate.OutcomeNotRun && (c.Status != gate.StatusSkipped || c.Message != "not run: --timeout 3s elapsed") {
 			t.Errorf("not-run check: %+v", c)
 		}
 	}

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/reckon-ci/reckon/reporters"
+	"github.com/reckon-ci/reckon/gate"
 )
 
 // historySpec is gate-policy.yaml's engine with one config and a throughput check against the
@@ -88,7 +88,7 @@ func TestGateAgainstHistory(t *testing.T) {
 	if code != 0 || !strings.Contains(so, "1 no baseline") || !strings.Contains(so, "history: appended run 1 to "+first) {
 		t.Fatalf("night 1: exit %d\n%s\n%s", code, so, tail(se, 30))
 	}
-	night1, err := reporters.ReadResults(filepath.Join(out1, "results.json"))
+	night1, err := gate.ReadResults(filepath.Join(out1, "results.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func TestGateAgainstHistory(t *testing.T) {
 			r.GitCommit = fmt.Sprintf("%04daaaaaaaaaaaa", i)
 			r.Configs = nil
 			for _, c := range night1.Configs {
-				var trials []reporters.Trial
+				var trials []gate.Trial
 				for _, tr := range c.Trials {
 					m := map[string]float64{}
 					for k, v := range tr.Metrics {
@@ -109,7 +109,7 @@ func TestGateAgainstHistory(t *testing.T) {
 							m[k] = v * factor * (1 + 0.01*float64(i%2))
 						}
 					}
-					trials = append(trials, reporters.Trial{Workload: tr.Workload, Index: tr.Index, Metrics: m})
+					trials = append(trials, gate.Trial{Workload: tr.Workload, Index: tr.Index, Metrics: m})
 				}
 				c.Trials = trials
 				r.Configs = append(r.Configs, c)
@@ -134,7 +134,7 @@ func TestGateAgainstHistory(t *testing.T) {
 		t.Fatalf("against a faster history: exit %d, want 1 with the change point\n%s\n%s", code, so, tail(se, 30))
 	}
 	// The gate's reports got the check's history as a sparkline (4 seeded nights, tonight).
-	res, err := reporters.ReadResults(filepath.Join(dir, "night2", "results.json"))
+	res, err := gate.ReadResults(filepath.Join(dir, "night2", "results.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/reckon-ci/reckon/gate"
-	"github.com/reckon-ci/reckon/reporters"
 	"github.com/reckon-ci/reckon/spec"
 	"github.com/reckon-ci/reckon/wire"
 )
@@ -15,7 +14,7 @@ type equivalenceKind struct{ crossScoped }
 
 func (equivalenceKind) is(c *spec.Check) bool { return c.Kind == spec.KindEquivalence }
 
-func (equivalenceKind) entry(c *spec.Check, _ string, _ []string) reporters.Check {
+func (equivalenceKind) entry(c *spec.Check, _ string, _ []string) gate.Check {
 	e := checkEntry(c, c.Head, nil)
 	e.Against = c.Base
 	return e
@@ -97,6 +96,7 @@ func equivalenceVerdict(fw *framework, c *spec.Check) gate.Verdict {
 	out := gate.Equivalence(gate.EquivalenceProbes{Base: probes[c.Base], Head: probes[c.Head], Twin: probes[c.Twin], Oracle: probes[c.Oracle]}, chk)
 	out.Name = c.Name
 	out.Config = c.Head
+	out.Against = c.Base
 	return out
 }
 

@@ -5,7 +5,6 @@ import (
 	"math"
 
 	"github.com/reckon-ci/reckon/gate"
-	"github.com/reckon-ci/reckon/reporters"
 	"github.com/reckon-ci/reckon/spec"
 	"github.com/reckon-ci/reckon/wire"
 )
@@ -17,7 +16,7 @@ type allReduceProbeKind struct{ crossScoped }
 
 func (allReduceProbeKind) is(c *spec.Check) bool { return c.Kind == spec.KindAllReduceProbe }
 
-func (allReduceProbeKind) entry(c *spec.Check, _ string, _ []string) reporters.Check {
+func (allReduceProbeKind) entry(c *spec.Check, _ string, _ []string) gate.Check {
 	return checkEntry(c, "", nil)
 }
 

@@ -4,7 +4,6 @@ import (
 	"strings"
 
 	"github.com/reckon-ci/reckon/gate"
-	"github.com/reckon-ci/reckon/reporters"
 	"github.com/reckon-ci/reckon/spec"
 )
 
@@ -14,7 +13,7 @@ type relativeKind struct{ crossScoped }
 
 func (relativeKind) is(c *spec.Check) bool { return c.Kind == spec.KindRelative }
 
-func (relativeKind) entry(c *spec.Check, _ string, _ []string) reporters.Check {
+func (relativeKind) entry(c *spec.Check, _ string, _ []string) gate.Check {
 	e := checkEntry(c, c.Config, nil)
 	e.Against = c.Of
 	return e

@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/reckon-ci/reckon/gate"
-	"github.com/reckon-ci/reckon/reporters"
 	"github.com/reckon-ci/reckon/spec"
 )
 
@@ -17,7 +16,7 @@ type statisticalKind struct{ crossScoped }
 
 func (statisticalKind) is(c *spec.Check) bool { return c.IsStatistical() }
 
-func (statisticalKind) entry(c *spec.Check, _ string, _ []string) reporters.Check {
+func (statisticalKind) entry(c *spec.Check, _ string, _ []string) gate.Check {
 	e := checkEntry(c, c.Config, nil)
 	if c.Against == spec.AgainstConfig {
 		e.Against = c.AgainstConfig

@@ -4,7 +4,6 @@ import (
 	"slices"
 
 	"github.com/reckon-ci/reckon/gate"
-	"github.com/reckon-ci/reckon/reporters"
 	"github.com/reckon-ci/reckon/spec"
 )
 
@@ -21,7 +20,7 @@ type checkKind interface {
 	cross() bool
 	// entry is c's report entry before it is judged: its name, kind, subject config, the config
 	// it compares with, labels and line. config is the container's config of a per-config check.
-	entry(c *spec.Check, config string, labels []string) reporters.Check
+	entry(c *spec.Check, config string, labels []string) gate.Check
 	// labels are the Ginkgo labels of c's spec besides the spec's tags: its kind's label and the
 	// configs it compares (so that a --label-filter on a config selects its comparisons).
 	labels(c *spec.Check) []string
@@ -87,7 +86,7 @@ func (configScoped) rejudge(*spec.Check, bool) bool { return false }
 func (configScoped) together(*spec.Check) bool      { return false }
 
 // entry: the check's entry in the config's container, with the config's labels.
-func (configScoped) entry(c *spec.Check, config string, labels []string) reporters.Check {
+func (configScoped) entry(c *spec.Check, config string, labels []string) gate.Check {
 	return checkEntry(c, config, labels)
 }
 
@@ -116,7 +115,7 @@ func allHere(cfgs []string, here func(string) bool) bool {
 
 // crossEntry is the report entry of a cross-config check, as the cross-config container
 // records it (nil for a check judged per config).
-func crossEntry(c *spec.Check) *reporters.Check {
+func crossEntry(c *spec.Check) *gate.Check {
 	k := crossKindOf(c)
 	if k == nil {
 		return nil

@@ -13,7 +13,6 @@ import (
 	"github.com/reckon-ci/reckon/engine"
 	"github.com/reckon-ci/reckon/gate"
 	"github.com/reckon-ci/reckon/internal/num"
-	"github.com/reckon-ci/reckon/reporters"
 	"github.com/reckon-ci/reckon/spec"
 	"github.com/reckon-ci/reckon/testbed"
 )
@@ -115,7 +114,7 @@ func defineRelaunch(fw *framework, base *configState, st launchStep) {
 		}, ginkgo.NodeTimeout(base.launch.ReadyTimeout.D()+grace))
 
 		readyName := base.name + ": launch and readiness" + suffix
-		ready := reporters.Check{Verdict: gate.Verdict{Name: readyName, Kind: gate.KindHealth, Config: base.name}, Labels: labels, Line: cfgLine}
+		ready := gate.Check{Verdict: gate.Verdict{Name: readyName, Kind: gate.KindHealth, Config: base.name}, Labels: labels, Line: cfgLine}
 		fw.plan(container, readyName, ready)
 		ginkgo.It(readyName, fw.at(cfgLine), ginkgo.Label(labelHealth, labelThroughput), func() {
 			v := healthVerdict(rs)
@@ -125,7 +124,7 @@ func defineRelaunch(fw *framework, base *configState, st launchStep) {
 		for _, w := range st.workloads {
 			w := w
 			name := relaunchTrialsSpecName(base.name, w.Name, st.launch, st.of)
-			entry := reporters.Check{Verdict: gate.Verdict{Name: name, Kind: gate.KindMeasurement, Config: base.name}, Labels: labels, Line: cfgLine}
+			entry := gate.Check{Verdict: gate.Verdict{Name: name, Kind: gate.KindMeasurement, Config: base.name}, Labels: labels, Line: cfgLine}
 			fw.plan(container, name, entry)
 			timeout := time.Duration(max(w.Trials, 1)) * (w.RequestTimeout.D()*2 + 10*time.Minute)
 			ginkgo.It(name, fw.at(cfgLine), ginkgo.Label(labelThroughput), func(ctx ginkgo.SpecContext) {
@@ -137,7 +136,7 @@ func defineRelaunch(fw *framework, base *configState, st launchStep) {
 			}, ginkgo.NodeTimeout(timeout))
 		}
 		logName := base.name + ": engine log shows no errors" + suffix
-		logEntry := reporters.Check{Verdict: gate.Verdict{Name: logName, Kind: gate.KindHealth, Config: base.name}, Labels: labels, Line: cfgLine}
+		logEntry := gate.Check{Verdict: gate.Verdict{Name: logName, Kind: gate.KindHealth, Config: base.name}, Labels: labels, Line: cfgLine}
 		fw.plan(container, logName, logEntry)
 		ginkgo.It(logName, fw.at(cfgLine), ginkgo.Label(labelHealth, labelThroughput), func() {
 			rs.settle()
@@ -155,7 +154,7 @@ func (fw *framework) relaunch(ctx context.Context, rs *configState, st launchSte
 	lc := fw.engineLaunch(ctx, rs)
 	log := fw.log.WithFields(map[string]any{"config": rs.name, "launch": fmt.Sprintf("%d/%d", st.launch, st.of)})
 	log.WithField("log", rs.logPath).Info("relaunching engine")
-	rec := reporters.LaunchRecord{Config: rs.name, Launch: st.launch, Of: st.of, LogPath: rs.logPath, StartedAt: time.Now().UTC()}
+	rec := gate.LaunchRecord{Config: rs.name, Launch: st.launch, Of: st.of, LogPath: rs.logPath, StartedAt: time.Now().UTC()}
 	for _, w := range st.workloads {
 		rec.Workloads = append(rec.Workloads, w.Name)
 	}

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/reckon-ci/reckon/reporters"
+	"github.com/reckon-ci/reckon/gate"
 )
 
 // TestMeasurementFieldsEndToEnd runs fixtures/specs/measurement.yaml twice: first without a
@@ -19,7 +19,7 @@ func TestMeasurementFieldsEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration")
 	}
-	first := gate(t, "measurement.yaml")
+	first := gateSpec(t, "measurement.yaml")
 	if first.exit != 0 {
 		t.Fatalf("first run: exit %d, want 0 (green without --strict)\n%s", first.exit, first.dump())
 	}
@@ -31,7 +31,7 @@ func TestMeasurementFieldsEndToEnd(t *testing.T) {
 	// Goodput SLOs and floors on result metrics: medians over the trials, judged per config.
 	for _, name := range []string{"floor request_goodput >= 0.5 (slo)", "floor p99_ttft_ms <= 60000 (slo)", "floor output_throughput >= 10 (slo)"} {
 		for _, c := range first.results.Checks {
-			if c.Name == name && c.Status != reporters.StatusPassed {
+			if c.Name == name && c.Status != gate.StatusPassed {
 				t.Errorf("%s: %+v", name, c)
 			}
 		}
@@ -41,7 +41,7 @@ func TestMeasurementFieldsEndToEnd(t *testing.T) {
 	}
 
 	// A metric absent from every trial (no speculative decoding, no accept length) is skipped.
-	if c := first.check(t, "throughput custom-ar slo spec_accept_length vs nccl"); c.Status != reporters.StatusSkipped || !strings.Contains(c.Message, "have no spec_accept_length (not measured; absent, never taken as 0)") {
+	if c := first.check(t, "throughput custom-ar slo spec_accept_length vs nccl"); c.Status != gate.StatusSkipped || !strings.Contains(c.Message, "have no spec_accept_length (not measured; absent, never taken as 0)") {
 		t.Errorf("absent metric: %+v", c)
 	}
 
@@ -137,11 +137,11 @@ func TestMeasurementFieldsEndToEnd(t *testing.T) {
 		t.Errorf("baseline holds %v; want the chat-sharegpt trials of both configs", inBaseline)
 	}
 
-	second := gate(t, "measurement.yaml", "--baselines", base)
+	second := gateSpec(t, "measurement.yaml", "--baselines", base)
 	if second.exit != 0 {
 		t.Fatalf("second run: exit %d\n%s", second.exit, second.dump())
 	}
-	if c := second.check(t, "relative nccl kv_cache_tokens >= 0.95 x baseline"); c.Status != reporters.StatusPassed || !strings.Contains(c.Message, "baseline") {
+	if c := second.check(t, "relative nccl kv_cache_tokens >= 0.95 x baseline"); c.Status != gate.StatusPassed || !strings.Contains(c.Message, "baseline") {
 		t.Errorf("relative to the recorded baseline: %+v", c)
 	}
 }

@@ -44,7 +44,7 @@ type MergeOptions struct {
 // shardRun is one shard's results read back.
 type shardRun struct {
 	dir string
-	run *reporters.Run
+	run *gate.Run
 }
 
 // Merge joins the outputs of reckon gate --shard 1/N ... N/N into one run and writes its
@@ -55,7 +55,7 @@ type shardRun struct {
 // error) when they do not: throughput, memory and numerics of different machines are not
 // compared. Bad input (a directory that is not a shard run, shards of other specs, a missing or
 // repeated shard) is an error wrapping ErrInvalidInput.
-func Merge(opts MergeOptions) (*reporters.Run, error) {
+func Merge(opts MergeOptions) (*gate.Run, error) {
 	if opts.Log == nil {
 		opts.Log = logrus.StandardLogger()
 	}
@@ -151,8 +151,8 @@ func Merge(opts MergeOptions) (*reporters.Run, error) {
 			cross[c.Name] = c
 		}
 	}
-	byName := map[string][]*reporters.Check{}
-	var own []reporters.Check
+	byName := map[string][]*gate.Check{}
+	var own []gate.Check
 	for i := range shards {
 		for j := range shards[i].run.Checks {
 			e := &shards[i].run.Checks[j]
@@ -202,10 +202,10 @@ type baselineEntry struct {
 // mergeCheck returns the merged entry of a cross-config (or statistical) check from what the
 // shards recorded for it, and a line when the outcome a shard stated disagrees with the verdict
 // its evidence gives.
-func (fw *framework) mergeCheck(c *spec.Check, entries []*reporters.Check, shardOf map[string]*shardRun) (reporters.Check, string) {
-	var judged *reporters.Check
+func (fw *framework) mergeCheck(c *spec.Check, entries []*gate.Check, shardOf map[string]*shardRun) (gate.Check, string) {
+	var judged *gate.Check
 	for _, e := range entries {
-		if e.Outcome != reporters.OutcomeDeferred {
+		if e.Outcome != gate.OutcomeDeferred {
 			judged = e
 		}
 	}
@@ -239,7 +239,7 @@ func (fw *framework) mergeCheck(c *spec.Check, entries []*reporters.Check, shard
 		}
 		// Judged where every config it compares ran (or against the history store, which merge
 		// does not read): kept, unless its evidence, which the results carry, says otherwise.
-		if _, ok := k.(relativeKind); ok && judged.Outcome != reporters.OutcomeNotRun && judged.Outcome != reporters.OutcomePartial {
+		if _, ok := k.(relativeKind); ok && judged.Outcome != gate.OutcomeNotRun && judged.Outcome != gate.OutcomePartial {
 			if v := k.judge(fw, nil, c); v.Outcome != judged.Outcome {
 				out := fw.entryOf(e, v, false, "")
 				out.Message = strings.TrimSpace(out.Message + " (judged again by reckon merge: the shard recorded " + string(judged.Outcome) + ")")
@@ -278,7 +278,7 @@ func readShards(dirs []string) ([]shardRun, error) {
 	var out []shardRun
 	for _, d := range dirs {
 		p := filepath.Join(d, reporters.JSONFile)
-		r, err := reporters.ReadResults(p)
+		r, err := gate.ReadResults(p)
 		if err != nil {
 			return nil, err
 		}
@@ -318,10 +318,10 @@ func readShards(dirs []string) ([]shardRun, error) {
 }
 
 // mergedRun is the run header of the merged shards (their checks and configs follow).
-func mergedRun(s *spec.Spec, shards []shardRun, strict bool, version string) reporters.Run {
+func mergedRun(s *spec.Spec, shards []shardRun, strict bool, version string) gate.Run {
 	f := shards[0].run
-	r := reporters.Run{
-		Schema: reporters.Schema, SpecName: f.SpecName, SpecPath: f.SpecPath, SpecDigest: f.SpecDigest, Engine: f.Engine,
+	r := gate.Run{
+		Schema: gate.ResultsSchema, SpecName: f.SpecName, SpecPath: f.SpecPath, SpecDigest: f.SpecDigest, Engine: f.Engine,
 		ReckonVersion: f.ReckonVersion, GitCommit: f.GitCommit, GitCommitSource: f.GitCommitSource,
 		EngineVersion: f.EngineVersion, LabelFilter: f.LabelFilter, Strict: strict,
 		StartedAt: f.StartedAt, FinishedAt: f.FinishedAt,
@@ -347,7 +347,7 @@ func mergedRun(s *spec.Spec, shards []shardRun, strict bool, version string) rep
 			r.Interrupted = true
 			reasons = append(reasons, fmt.Sprintf("shard %d/%d: %s", x.Shard.Index, x.Shard.Count, x.InterruptReason))
 		}
-		r.MergedFrom = append(r.MergedFrom, reporters.MergedShard{Dir: sh.dir, Index: x.Shard.Index, Count: x.Shard.Count, TestbedKey: x.TestbedKey, Configs: x.Shard.Configs, GitCommit: x.GitCommit})
+		r.MergedFrom = append(r.MergedFrom, gate.MergedShard{Dir: sh.dir, Index: x.Shard.Index, Count: x.Shard.Count, TestbedKey: x.TestbedKey, Configs: x.Shard.Configs, GitCommit: x.GitCommit})
 		r.LaunchOrder = append(r.LaunchOrder, x.LaunchOrder...)
 	}
 	r.InterruptReason = strings.Join(reasons, "; ")
@@ -368,7 +368,7 @@ func mergedRun(s *spec.Spec, shards []shardRun, strict bool, version string) rep
 // their launches, the numerics probe and the errors of its measurements.
 func replay(cs *configState, sh *shardRun, s *spec.Spec) {
 	cs.replayed = true
-	var c *reporters.Config
+	var c *gate.Config
 	for i := range sh.run.Configs {
 		if sh.run.Configs[i].Name == cs.name {
 			c = &sh.run.Configs[i]
@@ -388,7 +388,7 @@ func replay(cs *configState, sh *shardRun, s *spec.Spec) {
 		cs.trialLaunch[t.Workload] = append(cs.trialLaunch[t.Workload], max(1, t.Launch))
 	}
 	for _, e := range sh.run.Checks {
-		if e.Config != cs.name || e.Kind != gate.KindMeasurement || e.Status == reporters.StatusPassed {
+		if e.Config != cs.name || e.Kind != gate.KindMeasurement || e.Status == gate.StatusPassed {
 			continue
 		}
 		err := errors.New(e.Message)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/reckon-ci/reckon/gate"
 	"github.com/reckon-ci/reckon/reporters"
 	"github.com/reckon-ci/reckon/spec"
 )
@@ -72,7 +73,7 @@ func quietLog() logrus.FieldLogger {
 	return l
 }
 
-func mergeShards(t *testing.T, shards [2]rawShard, opts MergeOptions) (*reporters.Run, string, error) {
+func mergeShards(t *testing.T, shards [2]rawShard, opts MergeOptions) (*gate.Run, string, error) {
 	t.Helper()
 	opts.Dirs = writeShards(t, shards)
 	opts.OutDir = t.TempDir()
@@ -119,7 +120,7 @@ func dropCheck(sh rawShard, name string) {
 	sh["checks"] = keep
 }
 
-func findCheck(r *reporters.Run, name string) *reporters.Check {
+func findCheck(r *gate.Run, name string) *gate.Check {
 	for i := range r.Checks {
 		if r.Checks[i].Name == name {
 			return &r.Checks[i]
@@ -335,7 +336,7 @@ func TestMergeAllowMixedCommitsIsRed(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := findCheck(run, "merge: every shard ran one commit")
-	if c == nil || c.Status != reporters.StatusFailed || !strings.Contains(c.Message, "1111111111111111111111111111111111111111 (shard 2/2)") {
+	if c == nil || c.Status != gate.StatusFailed || !strings.Contains(c.Message, "1111111111111111111111111111111111111111 (shard 2/2)") {
 		t.Fatalf("mixed commits: %+v", c)
 	}
 }
@@ -345,26 +346,26 @@ func TestMergeRejudgesFlippedOutcomes(t *testing.T) {
 	for _, tc := range []struct {
 		name, check string
 		tamper      func(t *testing.T, sh [2]rawShard)
-		want        reporters.Check // Status and Outcome of the merged check
+		want        gate.Check // Status and Outcome of the merged check
 	}{
 		{"a floor passed on a failing engine report", "floor kv_cache_tokens >= 1000", func(t *testing.T, sh [2]rawShard) {
 			configOf(t, sh[0], "main")["engine"].(map[string]any)["kv_cache_tokens"] = 10
-		}, reporters.Check{Status: reporters.StatusFailed}},
+		}, gate.Check{Status: gate.StatusFailed}},
 		{"a failed floor flipped to passed", "floor kv_cache_tokens >= 1000", func(t *testing.T, sh [2]rawShard) {
 			configOf(t, sh[0], "main")["engine"].(map[string]any)["kv_cache_tokens"] = 10
 			c := checkOf(t, sh[0], "floor kv_cache_tokens >= 1000")
 			c["outcome"], c["status"], c["message"] = "pass", "passed", "main: fine"
-		}, reporters.Check{Status: reporters.StatusFailed}},
+		}, gate.Check{Status: gate.StatusFailed}},
 		{"a failure whose status says passed", "main: engine log shows no errors", func(t *testing.T, sh [2]rawShard) {
 			c := checkOf(t, sh[0], "main: engine log shows no errors")
 			c["outcome"], c["status"] = "fail", "passed"
-		}, reporters.Check{Status: reporters.StatusFailed}},
+		}, gate.Check{Status: gate.StatusFailed}},
 		{"a launch that failed recorded as ready", "main: launch and readiness", func(t *testing.T, sh [2]rawShard) {
 			configOf(t, sh[0], "main")["launch_error"] = "engine exited with status 1"
-		}, reporters.Check{Status: reporters.StatusError}},
+		}, gate.Check{Status: gate.StatusError}},
 		{"a measurement passed without trials", "main: throughput trials (decode)", func(t *testing.T, sh [2]rawShard) {
 			configOf(t, sh[0], "main")["trials"] = []any{}
-		}, reporters.Check{Status: reporters.StatusError}},
+		}, gate.Check{Status: gate.StatusError}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sh := abShards(t)
@@ -378,7 +379,7 @@ func TestMergeRejudgesFlippedOutcomes(t *testing.T) {
 				t.Errorf("%s: %+v, want status %s", tc.check, c, tc.want.Status)
 			}
 			m := findCheck(run, "merge: the shards' stated outcomes agree with their evidence")
-			if m == nil || m.Status != reporters.StatusFailed || !strings.Contains(m.Details, tc.check) {
+			if m == nil || m.Status != gate.StatusFailed || !strings.Contains(m.Details, tc.check) {
 				t.Errorf("no disagreement reported for %s: %+v", tc.check, m)
 			}
 		})

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/reckon-ci/reckon/reporters"
+	"github.com/reckon-ci/reckon/gate"
 )
 
 // TestNumericsFieldFailures runs each allreduce fault of the reference engine through the gate:
@@ -27,7 +27,7 @@ func TestNumericsFieldFailures(t *testing.T) {
 		t.Run(c.spec, func(t *testing.T) {
 			r := redGate(t, c.spec)
 			eq := r.check(t, "equivalence custom-ar vs nccl")
-			if eq.Status != reporters.StatusFailed {
+			if eq.Status != gate.StatusFailed {
 				t.Fatalf("equivalence: %s %s", eq.Status, eq.Message)
 			}
 			for _, w := range c.want {
@@ -42,7 +42,7 @@ func TestNumericsFieldFailures(t *testing.T) {
 			}
 			failed := 0
 			for _, ch := range r.results.Checks {
-				if ch.Status == reporters.StatusFailed || ch.Status == reporters.StatusError {
+				if ch.Status == gate.StatusFailed || ch.Status == gate.StatusError {
 					failed++
 				}
 			}
@@ -60,7 +60,7 @@ func TestNumericsCorrectAlgorithmsStayGreen(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration")
 	}
-	r := gate(t, "numerics-correct.yaml")
+	r := gateSpec(t, "numerics-correct.yaml")
 	if r.exit != 0 {
 		t.Fatalf("exit %d, want 0\n%s", r.exit, r.dump())
 	}
@@ -74,7 +74,7 @@ func TestNumericsCorrectAlgorithmsStayGreen(t *testing.T) {
 		if strings.Contains(c.Name, "tp2") {
 			want = "near-bitwise"
 		}
-		if c.Status != reporters.StatusPassed || !strings.Contains(c.Message, want) {
+		if c.Status != gate.StatusPassed || !strings.Contains(c.Message, want) {
 			t.Errorf("%s: %s %s", c.Name, c.Status, c.Message)
 		}
 	}

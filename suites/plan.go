@@ -8,7 +8,7 @@ import (
 	"github.com/onsi/ginkgo/v2"
 	"github.com/onsi/ginkgo/v2/types"
 
-	"github.com/reckon-ci/reckon/reporters"
+	"github.com/reckon-ci/reckon/gate"
 	"github.com/reckon-ci/reckon/spec"
 )
 
@@ -42,7 +42,7 @@ type need struct {
 // (without a verdict) and its inputs.
 type plannedSpec struct {
 	key   string
-	entry reporters.Check
+	entry gate.Check
 	needs []need
 }
 
@@ -50,7 +50,7 @@ func specKey(container, leaf string) string { return container + "\x00" + leaf }
 
 // plan registers a spec of the tree. Tree construction runs twice (preview, then the run), so
 // registering is idempotent.
-func (fw *framework) plan(container, leaf string, e reporters.Check, needs ...need) {
+func (fw *framework) plan(container, leaf string, e gate.Check, needs ...need) {
 	fw.mu.Lock()
 	defer fw.mu.Unlock()
 	if fw.planned == nil {
@@ -185,7 +185,7 @@ func (fw *framework) markJudged() string {
 // notRun returns a check for every selected spec that never reached a verdict: skipped with
 // outcome not_run when the run was interrupted (the run is red anyway), an error otherwise (a
 // node failed before judging). Callers hold fw.mu.
-func (fw *framework) notRun(interrupted bool, reason string) []reporters.Check {
+func (fw *framework) notRun(interrupted bool, reason string) []gate.Check {
 	failures := map[string]string{}
 	if fw.suiteReport != nil {
 		for _, sr := range fw.suiteReport.SpecReports {
@@ -199,18 +199,18 @@ func (fw *framework) notRun(interrupted bool, reason string) []reporters.Check {
 			failures[specKey(container, sr.LeafNodeText)] = sr.Failure.Message
 		}
 	}
-	var out []reporters.Check
+	var out []gate.Check
 	for _, k := range fw.planOrder {
 		if !fw.selected[k] || fw.judged[k] {
 			continue
 		}
 		e := fw.planned[k].entry
-		e.Outcome = reporters.OutcomeNotRun
+		e.Outcome = gate.OutcomeNotRun
 		if interrupted {
-			e.Status = reporters.StatusSkipped
+			e.Status = gate.StatusSkipped
 			e.Message = "not run: " + reason
 		} else {
-			e.Status = reporters.StatusError
+			e.Status = gate.StatusError
 			e.Message = "not run: the check's spec ended without a verdict"
 		}
 		if m := failures[k]; m != "" {

@@ -6,8 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	gatepkg "github.com/reckon-ci/reckon/gate"
-	"github.com/reckon-ci/reckon/reporters"
+	"github.com/reckon-ci/reckon/gate"
 )
 
 // TestRealEngineFieldCases runs the cases where a harness verified only against itself turns
@@ -19,24 +18,24 @@ func TestRealEngineFieldCases(t *testing.T) {
 	}
 	for _, c := range []struct {
 		spec, check string
-		status      gatepkg.Status
+		status      gate.Status
 		want        []string
 	}{
 		// No twin written: reckon derives one (nccl with NCCL_ALGO=Tree), so 1% off fails.
-		{"numerics-fault-no-twin.yaml", "equivalence custom-ar vs nccl", reporters.StatusFailed,
+		{"numerics-fault-no-twin.yaml", "equivalence custom-ar vs nccl", gate.StatusFailed,
 			[]string{"not equivalent (calibrated by twin nccl-twin)", "max_ratio 1.7"}},
 		// tp 4 over PCIe: the engine turned custom allreduce off; NCCL compared with NCCL.
-		{"pcie-tp4-both-nccl.yaml", "equivalence custom-ar vs nccl", reporters.StatusError,
+		{"pcie-tp4-both-nccl.yaml", "equivalence custom-ar vs nccl", gate.StatusError,
 			[]string{"custom-ar and nccl both ran nccl allreduce: nothing was compared", "not supported on more than two PCIe-only GPUs"}},
 		// Current SGLang at tp 2 over PCIe: custom allreduce v2 off without a word.
-		{"pcie-tp2-silent-nccl.yaml", "expect custom-ar allreduce == custom", reporters.StatusFailed,
+		{"pcie-tp2-silent-nccl.yaml", "expect custom-ar allreduce == custom", gate.StatusFailed,
 			[]string{`allreduce is "nccl", expected "custom" (profiler: 0 custom / `, "NCCL allreduce kernels on 2 ranks"}},
 		// vLLM 0.12 does not speculate requests that ask for logprobs.
-		{"spec-logprobs-vllm-0.12.yaml", "speculative decoding is lossless", reporters.StatusError,
+		{"spec-logprobs-vllm-0.12.yaml", "speculative decoding is lossless", gate.StatusError,
 			[]string{"eagle3: speculative decoding did not demonstrably run", "did not rise during the probe", "is_spec_decode_unsupported"}},
 	} {
 		t.Run(c.spec, func(t *testing.T) {
-			r := gate(t, filepath.Join("real-engines", c.spec))
+			r := gateSpec(t, filepath.Join("real-engines", c.spec))
 			if r.exit == 0 {
 				t.Fatalf("exit 0, want red\n%s", r.dump())
 			}
@@ -50,7 +49,7 @@ func TestRealEngineFieldCases(t *testing.T) {
 				}
 			}
 			for _, ch := range r.results.Checks {
-				if ch.Name != c.check && (ch.Status == reporters.StatusFailed || ch.Status == reporters.StatusError) {
+				if ch.Name != c.check && (ch.Status == gate.StatusFailed || ch.Status == gate.StatusError) {
 					t.Errorf("%s is red too: %s", ch.Name, ch.Message)
 				}
 			}
@@ -68,7 +67,7 @@ func TestPersonasGreenFromHTTPAndKernels(t *testing.T) {
 	}
 	for _, spec := range []string{"personas-sglang.yaml", "personas-vllm.yaml"} {
 		t.Run(spec, func(t *testing.T) {
-			r := gate(t, filepath.Join("real-engines", spec))
+			r := gateSpec(t, filepath.Join("real-engines", spec))
 			if r.exit != 0 {
 				t.Fatalf("exit %d, want 0\n%s", r.exit, r.dump())
 			}

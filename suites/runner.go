@@ -15,6 +15,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/reckon-ci/reckon/engine"
+	"github.com/reckon-ci/reckon/gate"
 	"github.com/reckon-ci/reckon/reporters"
 	"github.com/reckon-ci/reckon/spec"
 )
@@ -75,7 +76,7 @@ func (f *failRecorder) Fail() {
 // opts.OutDir. The returned Run is what the reports show; it is returned (partial, with
 // Interrupted set) even when the run was interrupted. Run may be called once per process (a Ginkgo
 // restriction); the integration tests start the reckon binary for each spec.
-func Run(ctx context.Context, opts Options) (*reporters.Run, error) {
+func Run(ctx context.Context, opts Options) (*gate.Run, error) {
 	if opts.Log == nil {
 		opts.Log = logrus.StandardLogger()
 	}

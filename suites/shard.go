@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/reckon-ci/reckon/reporters"
+	"github.com/reckon-ci/reckon/gate"
 	"github.com/reckon-ci/reckon/spec"
 )
 
@@ -193,7 +193,7 @@ func (fw *framework) applyShard() {
 	for _, c := range cfgs {
 		fw.shardSet[c] = true
 	}
-	fw.run.Shard = &reporters.Shard{Index: sh.Index, Count: sh.Count, By: sh.By, Configs: cfgs}
+	fw.run.Shard = &gate.Shard{Index: sh.Index, Count: sh.Count, By: sh.By, Configs: cfgs}
 	for n, cs := range fw.configs {
 		cs.reported = fw.shardSet[n]
 	}
@@ -209,8 +209,8 @@ func (fw *framework) applyShard() {
 				elsewhere = append(elsewhere, n)
 			}
 		}
-		e.Status = reporters.StatusSkipped
-		e.Outcome = reporters.OutcomeDeferred
+		e.Status = gate.StatusSkipped
+		e.Outcome = gate.OutcomeDeferred
 		e.Message = fmt.Sprintf("deferred to reckon merge: config %s runs in another shard (--shard %d/%d --shard-by %s)", strings.Join(elsewhere, ", "), sh.Index, sh.Count, sh.By)
 		fw.run.Shard.Deferred = append(fw.run.Shard.Deferred, c.Name)
 		fw.run.Checks = append(fw.run.Checks, e)

@@ -158,9 +158,9 @@ func verifyShardContent(s *spec.Spec, sh shardRun) []string {
 			bad("%s: check %q (kind %s, config %q) is not a check of the spec for this shard", p, e.Name, e.Kind, e.Config)
 		}
 		switch e.Outcome {
-		case reporters.OutcomeDeferred:
+		case gate.OutcomeDeferred:
 			bad("%s: check %q of config %s is marked deferred, but only cross-config checks are left to merge", p, e.Name, e.Config)
-		case reporters.OutcomeNotRun:
+		case gate.OutcomeNotRun:
 			if !r.Interrupted {
 				bad("%s: check %q of config %s is not_run in a run that was not interrupted", p, e.Name, e.Config)
 			}
@@ -203,16 +203,16 @@ func verifyShardContent(s *spec.Spec, sh shardRun) []string {
 // expectations on recorded allreduce evidence, launch health, completed measurements), and
 // keeps the status of every other entry no milder than its outcome. It returns the entries to
 // report and one line per entry whose stated outcome or status its evidence contradicts.
-func (fw *framework) rejudgeOwn(own []reporters.Check) ([]reporters.Check, []string) {
+func (fw *framework) rejudgeOwn(own []gate.Check) ([]gate.Check, []string) {
 	checks := map[string]*spec.Check{}
 	for _, c := range fw.spec.Checks {
 		checks[c.Name] = c
 	}
 	var disagree []string
-	out := make([]reporters.Check, 0, len(own))
+	out := make([]gate.Check, 0, len(own))
 	for _, e := range own {
 		cs := fw.configs[e.Config]
-		if cs == nil || !cs.replayed || e.Outcome == reporters.OutcomeNotRun || e.Outcome == reporters.OutcomePartial {
+		if cs == nil || !cs.replayed || e.Outcome == gate.OutcomeNotRun || e.Outcome == gate.OutcomePartial {
 			out = append(out, e)
 			continue
 		}
@@ -248,12 +248,12 @@ func (fw *framework) rejudgeOwn(own []reporters.Check) ([]reporters.Check, []str
 }
 
 // red reports whether a status turns the gate red.
-func red(st gate.Status) bool { return st == reporters.StatusFailed || st == reporters.StatusError }
+func red(st gate.Status) bool { return st == gate.StatusFailed || st == gate.StatusError }
 
 // evidenceVerdict judges again a run's own check of a replayed config where the results hold
 // its evidence: a launch error decides the launch check, and a passed measurement has its
 // trials (nil when the entry is neither).
-func (fw *framework) evidenceVerdict(cs *configState, e reporters.Check) *gate.Verdict {
+func (fw *framework) evidenceVerdict(cs *configState, e gate.Check) *gate.Verdict {
 	name, suffix := e.Name, ""
 	if i := strings.Index(name, " (launch "); i > 0 && strings.HasSuffix(name, ")") {
 		name, suffix = name[:i], name[i:]
@@ -283,11 +283,11 @@ func (fw *framework) evidenceVerdict(cs *configState, e reporters.Check) *gate.V
 }
 
 // mergeProblemCheck is a red check reckon merge adds about the shards themselves.
-func mergeProblemCheck(name string, lines []string) reporters.Check {
-	return reporters.Check{
+func mergeProblemCheck(name string, lines []string) gate.Check {
+	return gate.Check{
 		Verdict: gate.Verdict{Name: name, Kind: mergeKind, Outcome: gate.Fail,
 			Message: name + ": " + lines[0] + more(len(lines)-1), Details: strings.Join(lines, "\n")},
-		Status: reporters.StatusFailed,
+		Status: gate.StatusFailed,
 	}
 }
 

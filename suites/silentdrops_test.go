@@ -97,13 +97,13 @@ func TestSilentDropsAreErrorsOrInEffect(t *testing.T) {
 	}
 
 	t.Run("the baseline's engine report explains a regression against it", func(t *testing.T) {
-		run := &reporters.Run{Configs: []reporters.Config{{Name: "a", Engine: map[string]any{"kv_cache_gib": 0.9, "kv_cache_tokens": 9000.0}}, {Name: "b"}}}
+		run := &gate.Run{Configs: []gate.Config{{Name: "a", Engine: map[string]any{"kv_cache_gib": 0.9, "kv_cache_tokens": 9000.0}}, {Name: "b"}}}
 		b := &gate.Baseline{Configs: []gate.BaselineConfig{{Name: "a", Engine: map[string]any{"kv_cache_gib": 10.42, "kv_cache_tokens": 104200.0}}}}
 		attachBaselineEngines(run, b)
 		if run.Configs[0].BaselineEngine == nil || run.Configs[1].BaselineEngine != nil {
 			t.Fatalf("baseline engines: %+v", run.Configs)
 		}
-		c := reporters.Check{Verdict: gate.Verdict{Name: "t", Kind: gate.KindThroughput, Config: "a", Outcome: gate.Fail, Stat: &gate.StatResult{Metric: "output_throughput", Outcome: gate.Regression}}, Status: reporters.StatusFailed}
+		c := gate.Check{Verdict: gate.Verdict{Name: "t", Kind: gate.KindThroughput, Config: "a", Outcome: gate.Fail, Stat: &gate.StatResult{Metric: "output_throughput", Outcome: gate.Regression}}, Status: gate.StatusFailed}
 		if ex := reporters.Explain(run, &c); !strings.Contains(ex, "KV cache") {
 			t.Errorf("no KV explanation against the baseline: %q", ex)
 		}

@@ -12,8 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/reckon-ci/reckon/gate"
 	"github.com/reckon-ci/reckon/internal/atomicfile"
-	"github.com/reckon-ci/reckon/reporters"
 )
 
 // Bounds of the evidence a failed config leaves before its engine is stopped.
@@ -91,7 +91,7 @@ func (fw *framework) configFailed(name string) bool {
 	fw.mu.Lock()
 	defer fw.mu.Unlock()
 	for _, c := range fw.run.Checks {
-		if c.Config == name && (c.Status == reporters.StatusFailed || c.Status == reporters.StatusError) {
+		if c.Config == name && (c.Status == gate.StatusFailed || c.Status == gate.StatusError) {
 			return true
 		}
 	}

@@ -61,7 +61,7 @@ func defineConfig(fw *framework, cs *configState) {
 			fw.launchConfig(fw.ctx, cs)
 		}, ginkgo.NodeTimeout(cs.launch.ReadyTimeout.D()+grace))
 
-		healthCheck := reporters.Check{Verdict: gate.Verdict{Name: cs.name + ": launch and readiness", Kind: gate.KindHealth, Config: cs.name}, Labels: labels, Line: cfgLine}
+		healthCheck := gate.Check{Verdict: gate.Verdict{Name: cs.name + ": launch and readiness", Kind: gate.KindHealth, Config: cs.name}, Labels: labels, Line: cfgLine}
 		fw.plan(configContainer(cs.name), "launches and becomes ready", healthCheck)
 		ginkgo.It("launches and becomes ready", fw.at(cfgLine), ginkgo.Label(labelHealth), func() {
 			fw.judge(healthCheck, healthVerdict(cs))
@@ -78,10 +78,10 @@ func defineConfig(fw *framework, cs *configState) {
 		}
 		if s.NeedsNumerics(cs.name) {
 			name := probeSpecName(cs.name)
-			fw.plan(configContainer(cs.name), name, reporters.Check{Verdict: gate.Verdict{Name: name, Kind: gate.KindMeasurement, Config: cs.name}, Labels: labels, Line: cfgLine})
+			fw.plan(configContainer(cs.name), name, gate.Check{Verdict: gate.Verdict{Name: name, Kind: gate.KindMeasurement, Config: cs.name}, Labels: labels, Line: cfgLine})
 			ginkgo.It(name, fw.at(cfgLine), ginkgo.Label(labelNumerics), func(ctx ginkgo.SpecContext) {
 				err := fw.measureNumerics(ctx, cs)
-				fw.judge(reporters.Check{Verdict: gate.Verdict{Name: name, Kind: gate.KindMeasurement, Config: cs.name}, Labels: labels, Line: cfgLine}, measureVerdict(name, cs, err, func() string {
+				fw.judge(gate.Check{Verdict: gate.Verdict{Name: name, Kind: gate.KindMeasurement, Config: cs.name}, Labels: labels, Line: cfgLine}, measureVerdict(name, cs, err, func() string {
 					return fmt.Sprintf("%s: probed %d prompts", cs.name, len(cs.probe.Prompts))
 				}))
 			}, ginkgo.NodeTimeout(30*time.Minute))
@@ -89,11 +89,11 @@ func defineConfig(fw *framework, cs *configState) {
 		for _, w := range s.WorkloadsFor(cs.name) {
 			w := w
 			name := trialsSpecName(cs.name, w.Name)
-			fw.plan(configContainer(cs.name), name, reporters.Check{Verdict: gate.Verdict{Name: name, Kind: gate.KindMeasurement, Config: cs.name}, Labels: labels, Line: cfgLine})
+			fw.plan(configContainer(cs.name), name, gate.Check{Verdict: gate.Verdict{Name: name, Kind: gate.KindMeasurement, Config: cs.name}, Labels: labels, Line: cfgLine})
 			timeout := time.Duration(max(w.MaxTrials, w.Trials, 1)) * (w.RequestTimeout.D()*2 + 10*time.Minute)
 			ginkgo.It(name, fw.at(cfgLine), ginkgo.Label(labelThroughput), func(ctx ginkgo.SpecContext) {
 				err := fw.measureWorkload(ctx, cs, w)
-				fw.judge(reporters.Check{Verdict: gate.Verdict{Name: name, Kind: gate.KindMeasurement, Config: cs.name}, Labels: labels, Line: cfgLine}, measureVerdict(name, cs, err, func() string {
+				fw.judge(gate.Check{Verdict: gate.Verdict{Name: name, Kind: gate.KindMeasurement, Config: cs.name}, Labels: labels, Line: cfgLine}, measureVerdict(name, cs, err, func() string {
 					xs := metricSamples(cs.trials[w.Name], "output_throughput")
 					return fmt.Sprintf("%s: %d trials of %s, output throughput %s tok/s", cs.name, len(xs), w.Name, fmtSamples(xs)) + trialNote(cs, w.Name)
 				}))
@@ -104,11 +104,11 @@ func defineConfig(fw *framework, cs *configState) {
 		}
 		// Last: what the engine logged while it was measured (crashes, leaks, CUDA/NCCL errors).
 		logName := cs.name + ": engine log shows no errors"
-		fw.plan(configContainer(cs.name), logName, reporters.Check{Verdict: gate.Verdict{Name: logName, Kind: gate.KindHealth, Config: cs.name}, Labels: labels, Line: cfgLine})
+		fw.plan(configContainer(cs.name), logName, gate.Check{Verdict: gate.Verdict{Name: logName, Kind: gate.KindHealth, Config: cs.name}, Labels: labels, Line: cfgLine})
 		ginkgo.It(logName, fw.at(cfgLine), ginkgo.Label(labelHealth), func() {
 			cs.settle()
 			fw.refreshReport(cs)
-			fw.judge(reporters.Check{Verdict: gate.Verdict{Name: logName, Kind: gate.KindHealth, Config: cs.name}, Labels: labels, Line: cfgLine}, logVerdict(logName, cs))
+			fw.judge(gate.Check{Verdict: gate.Verdict{Name: logName, Kind: gate.KindHealth, Config: cs.name}, Labels: labels, Line: cfgLine}, logVerdict(logName, cs))
 		})
 	})
 }
@@ -161,7 +161,7 @@ func defineCross(fw *framework) {
 }
 
 // judge records a verdict as a report check and turns it into the spec's Ginkgo outcome.
-func (fw *framework) judge(e reporters.Check, v gate.Verdict) {
+func (fw *framework) judge(e gate.Check, v gate.Verdict) {
 	key := fw.markJudged()
 	if start := ginkgo.CurrentSpecReport().StartTime; !start.IsZero() {
 		e.Duration = time.Since(start)
@@ -170,11 +170,11 @@ func (fw *framework) judge(e reporters.Check, v gate.Verdict) {
 	e = fw.entryOf(e, v, partial, why)
 	fw.record(e)
 	switch e.Status {
-	case reporters.StatusFailed, reporters.StatusError:
+	case gate.StatusFailed, gate.StatusError:
 		// Ginkgo reports where Fail was called (here); the message leads with the check's line
 		// in the spec, which the spec's node location (fw.at) also shows.
 		ginkgo.Fail(fw.at(e.Line).String() + ": " + e.Message)
-	case reporters.StatusSkipped:
+	case gate.StatusSkipped:
 		ginkgo.Skip(e.Message)
 	}
 }
@@ -188,7 +188,7 @@ func (fw *framework) policy() gate.Policy {
 // a failed statistical check: the entry keeps its identity (name, kind, config) and takes the
 // verdict whole. filtered says that --allow-partial skips the check because the label filter
 // removed an input (why). reckon merge judges with it too.
-func (fw *framework) entryOf(e reporters.Check, v gate.Verdict, filtered bool, why string) reporters.Check {
+func (fw *framework) entryOf(e gate.Check, v gate.Verdict, filtered bool, why string) gate.Check {
 	partial := v.Outcome == gate.Skip // a config it compares was not launched
 	if filtered {
 		// --allow-partial: the label filter removed an input of this check (see preflight).
@@ -196,17 +196,21 @@ func (fw *framework) entryOf(e reporters.Check, v gate.Verdict, filtered bool, w
 		partial = true
 	}
 	v.Name, v.Kind, v.Config = e.Name, e.Kind, e.Config
-	e.Verdict = v
+	if v.Against == "" {
+		v.Against = e.Against // what the plan says the check compares with
+	}
+	e.Verdict = v.Classified()
 	var flag string
 	e.Status, flag = fw.policy().Status(v.Outcome)
 	if partial {
-		e.Outcome = reporters.OutcomePartial
+		e.Outcome = gate.OutcomePartial
 	}
 	if flag != "" {
 		// Failed by policy, not by a measured regression: say which.
+		e.Category = gate.CategoryPolicy
 		e.Message = strings.TrimSpace(e.Message + " (fails under " + flag + ")")
 	}
-	if e.Status == reporters.StatusFailed && (e.Kind == gate.KindThroughput || e.Kind == gate.KindLatency) {
+	if e.Status == gate.StatusFailed && (e.Kind == gate.KindThroughput || e.Kind == gate.KindLatency) {
 		// The one-line verdict carries the correlated evidence, e.g. "custom-ar: output_throughput
 		// -57% vs nccl (...): regression; KV cache -91% (10.42 -> 0.90 GiB ...)".
 		fw.mu.Lock()
@@ -217,7 +221,7 @@ func (fw *framework) entryOf(e reporters.Check, v gate.Verdict, filtered bool, w
 			e.Message += "; " + first
 		}
 	}
-	if e.Status == reporters.StatusError {
+	if e.Status == gate.StatusError {
 		if cs, ok := fw.configs[e.Config]; ok && cs.launchEr != nil {
 			e.Details = strings.TrimSpace(e.Details + "\n\nengine log tail (" + cs.logPath + "):\n" + cs.logTail())
 		}
@@ -225,12 +229,14 @@ func (fw *framework) entryOf(e reporters.Check, v gate.Verdict, filtered bool, w
 	return e
 }
 
-func checkEntry(c *spec.Check, config string, labels []string) reporters.Check {
-	return reporters.Check{Verdict: gate.Verdict{Name: c.Name, Kind: string(c.Kind), Config: config}, Labels: append(append([]string(nil), labels...), c.Tags...), Line: c.Line}
+func checkEntry(c *spec.Check, config string, labels []string) gate.Check {
+	return gate.Check{Verdict: gate.Verdict{Name: c.Name, Kind: string(c.Kind), Config: config}, Labels: append(append([]string(nil), labels...), c.Tags...), Line: c.Line}
 }
 
+// errVerdict is the error verdict of a check that could not be judged: unverified when err
+// says the check could not prove its subject (gate.ErrUnverified), else infrastructure.
 func errVerdict(c *spec.Check, config string, err error) gate.Verdict {
-	return gate.Verdict{Name: c.Name, Kind: string(c.Kind), Config: config, Outcome: gate.Error, Message: err.Error()}
+	return gate.Verdict{Name: c.Name, Kind: string(c.Kind), Config: config, Outcome: gate.Error, Category: gate.CategoryOf(err), Message: err.Error()}
 }
 
 func healthVerdict(cs *configState) gate.Verdict {

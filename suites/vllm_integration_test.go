@@ -10,8 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	gatepkg "github.com/reckon-ci/reckon/gate"
-	"github.com/reckon-ci/reckon/reporters"
+	"github.com/reckon-ci/reckon/gate"
 	"github.com/reckon-ci/reckon/wire"
 )
 
@@ -24,7 +23,7 @@ func TestDefaultVLLMSpecPasses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration")
 	}
-	r := gate(t, "default-vllm.yaml")
+	r := gateSpec(t, "default-vllm.yaml")
 	if r.exit != 0 {
 		t.Fatalf("default-vllm spec: exit %d, want 0\n%s", r.exit, r.dump())
 	}
@@ -43,11 +42,11 @@ func TestDefaultVLLMSpecPasses(t *testing.T) {
 		t.Errorf("closing line missing: %q", tail(r.stdout, 3))
 	}
 	for _, name := range []string{"expect nccl allreduce == nccl", "expect nccl-tree allreduce == nccl", "expect custom-ar allreduce == custom", "expect eagle3 allreduce == custom"} {
-		if c := r.check(t, name); c.Status != reporters.StatusPassed {
+		if c := r.check(t, name); c.Status != gate.StatusPassed {
 			t.Errorf("%s: %s %s", name, c.Status, c.Message)
 		}
 	}
-	if c := r.check(t, "speculative decoding accepts most draft tokens"); c.Status != reporters.StatusPassed {
+	if c := r.check(t, "speculative decoding accepts most draft tokens"); c.Status != gate.StatusPassed {
 		t.Errorf("accept length from vLLM's SpecDecoding lines: %s %s", c.Status, c.Message)
 	}
 	if r.results.EngineVersion != "0.22.1" { // the default persona: vLLM 0.22 (refengine --engine-version)
@@ -71,7 +70,7 @@ func TestVLLMFieldFailures(t *testing.T) {
 		t.Run(c.spec, func(t *testing.T) {
 			r := redGate(t, c.spec)
 			ch := r.check(t, c.check)
-			if ch.Status != reporters.StatusFailed {
+			if ch.Status != gate.StatusFailed {
 				t.Fatalf("%s: %s %s", c.check, ch.Status, ch.Message)
 			}
 			for _, w := range c.want {
@@ -83,13 +82,13 @@ func TestVLLMFieldFailures(t *testing.T) {
 			if strings.HasPrefix(c.spec, "pcie") {
 				want = 2 // and the KV relative check
 				kv := r.check(t, "relative custom-ar kv_cache_tokens >= 0.9 x nccl")
-				if kv.Status != reporters.StatusFailed {
+				if kv.Status != gate.StatusFailed {
 					t.Errorf("KV check: %+v", kv)
 				}
 			}
 			red := 0
 			for _, x := range r.results.Checks {
-				if x.Status == reporters.StatusFailed || x.Status == reporters.StatusError {
+				if x.Status == gate.StatusFailed || x.Status == gate.StatusError {
 					red++
 				}
 			}
@@ -112,8 +111,8 @@ func TestCrossEngineSGLangVsVLLM(t *testing.T) {
 		t.Skip("integration")
 	}
 	filter := []string{"--label-filter", "custom-ar", "--allow-partial"}
-	sg := gate(t, "default.yaml", filter...)
-	vl := gate(t, "default-vllm.yaml", filter...)
+	sg := gateSpec(t, "default.yaml", filter...)
+	vl := gateSpec(t, "default-vllm.yaml", filter...)
 	for _, r := range []*gateRun{sg, vl} {
 		if r.exit != 0 {
 			t.Fatalf("custom-ar only: exit %d, want 0\n%s", r.exit, r.dump())
@@ -123,8 +122,8 @@ func TestCrossEngineSGLangVsVLLM(t *testing.T) {
 	head := readProbe(t, filepath.Join(vl.out, "numerics", "custom-ar.json"))
 	base.Config, head.Config = "sglang custom-ar", "vllm custom-ar"
 	zero := 0.0
-	v := gatepkg.Equivalence(gatepkg.EquivalenceProbes{Base: base, Head: head}, gatepkg.EquivalenceCheck{TopK: 5, MaxDistance: &zero, DType: base.DType, TP: base.TPSize})
-	if v.Outcome != gatepkg.Pass {
+	v := gate.Equivalence(gate.EquivalenceProbes{Base: base, Head: head}, gate.EquivalenceCheck{TopK: 5, MaxDistance: &zero, DType: base.DType, TP: base.TPSize})
+	if v.Outcome != gate.Pass {
 		t.Fatalf("cross-engine equivalence: %s: %s", v.Outcome, v.Message)
 	}
 	t.Logf("cross-engine equivalence: %s", v.Message)

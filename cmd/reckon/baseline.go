@@ -17,7 +17,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/reckon-ci/reckon/gate"
-	"github.com/reckon-ci/reckon/reporters"
 )
 
 func init() { rootCmd.AddCommand(newBaselineCmd()) }
@@ -192,7 +191,7 @@ func baselineFromResults(f baselineFlags) (*gate.Baseline, string, error) {
 	if f.from == "" {
 		return nil, "", errors.New("--from RESULTS is required (the results.json a gate run wrote, e.g. out/results.json)")
 	}
-	run, err := reporters.ReadResults(f.from)
+	run, err := gate.ReadResults(f.from)
 	if err != nil {
 		return nil, "", err
 	}
@@ -437,7 +436,7 @@ var throughputMetrics = []string{"output_throughput", "request_throughput", "tot
 
 // trialMeasured refuses a trial that measured nothing: no completed request, or a throughput
 // that is zero or negative.
-func trialMeasured(t reporters.Trial) error {
+func trialMeasured(t gate.Trial) error {
 	if n, ok := t.Metrics["completed"]; ok && n <= 0 {
 		return fmt.Errorf("completed is %v: no request completed", n)
 	}
@@ -451,9 +450,9 @@ func trialMeasured(t reporters.Trial) error {
 
 // measurementsPassed refuses a config whose measurements (trials, numerics probe) did not pass
 // in the run.
-func measurementsPassed(run *reporters.Run, config string) error {
+func measurementsPassed(run *gate.Run, config string) error {
 	for _, ch := range run.Checks {
-		if ch.Config == config && ch.Kind == gate.KindMeasurement && (ch.Status == reporters.StatusFailed || ch.Status == reporters.StatusError) {
+		if ch.Config == config && ch.Kind == gate.KindMeasurement && (ch.Status == gate.StatusFailed || ch.Status == gate.StatusError) {
 			return fmt.Errorf("config %s: check %q is %s: %s", config, ch.Name, ch.Status, ch.Message)
 		}
 	}

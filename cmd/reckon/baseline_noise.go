@@ -6,7 +6,6 @@ import (
 	"sort"
 
 	"github.com/reckon-ci/reckon/gate"
-	"github.com/reckon-ci/reckon/reporters"
 	"github.com/reckon-ci/reckon/spec"
 )
 
@@ -19,7 +18,7 @@ type gatedMetric struct {
 // gatedMetrics lists the metrics the run's statistical checks judge: from the spec the run
 // names (when it can be read here), else from the statistical results of the run, else
 // output_throughput of every config with the default options. workload "" means every workload.
-func gatedMetrics(run *reporters.Run) []gatedMetric {
+func gatedMetrics(run *gate.Run) []gatedMetric {
 	var out []gatedMetric
 	if run.SpecPath != "" {
 		if s, err := spec.Load(run.SpecPath); err == nil {
@@ -57,7 +56,7 @@ func gatedMetrics(run *reporters.Run) []gatedMetric {
 // noiseProblems measures the noise of every gated metric in b, prints each one's assessment to
 // w (a warning when too noisy), and returns the problems.
 func noiseProblems(w io.Writer, from string, b *gate.Baseline) []string {
-	run, err := reporters.ReadResults(from)
+	run, err := gate.ReadResults(from)
 	if err != nil {
 		return nil
 	}

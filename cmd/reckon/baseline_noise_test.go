@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/reckon-ci/reckon/gate"
-	"github.com/reckon-ci/reckon/reporters"
 )
 
 // A run whose trials vary with CV 35% cannot support the checks: record warns, --strict
@@ -15,7 +14,7 @@ import (
 func TestBaselineRecordNoise(t *testing.T) {
 	dir := t.TempDir()
 	p := writeResults(t, dir, 1, "nccl")
-	r, err := reporters.ReadResults(p)
+	r, err := gate.ReadResults(p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,7 +26,7 @@ func TestBaselineRecordNoise(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := reporters.WriteJSON(f, r); err != nil {
+	if err := gate.WriteResults(f, r); err != nil {
 		t.Fatal(err)
 	}
 	f.Close()

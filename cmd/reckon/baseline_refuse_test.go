@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/reckon-ci/reckon/gate"
-	"github.com/reckon-ci/reckon/reporters"
 )
 
 // A run whose trials measured nothing (every request failed: 0 tok/s) or whose measurement
@@ -15,26 +14,26 @@ import (
 func TestBaselineRecordRefusesRunsThatMeasuredNothing(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
-		tamper func(r *reporters.Run)
+		tamper func(r *gate.Run)
 		want   string
 	}{
-		{"0 tok/s", func(r *reporters.Run) {
+		{"0 tok/s", func(r *gate.Run) {
 			r.Configs[0].Trials[2].Metrics["output_throughput"] = 0
 		}, "configs[nccl].trials[2] (workload chat): output_throughput is 0 tok/s"},
-		{"negative", func(r *reporters.Run) {
+		{"negative", func(r *gate.Run) {
 			r.Configs[0].Trials[0].Metrics["output_throughput"] = -5
 		}, "output_throughput is -5 tok/s"},
-		{"no request completed", func(r *reporters.Run) {
+		{"no request completed", func(r *gate.Run) {
 			r.Configs[0].Trials[1].Metrics["completed"] = 0
 		}, "completed is 0: no request completed"},
-		{"a failed measurement", func(r *reporters.Run) {
-			r.Checks = append(r.Checks, reporters.Check{Verdict: gate.Verdict{Name: "nccl: throughput trials (chat)", Kind: gate.KindMeasurement, Config: "nccl", Outcome: gate.Error, Message: "no request completed"}, Status: reporters.StatusError})
+		{"a failed measurement", func(r *gate.Run) {
+			r.Checks = append(r.Checks, gate.Check{Verdict: gate.Verdict{Name: "nccl: throughput trials (chat)", Kind: gate.KindMeasurement, Config: "nccl", Outcome: gate.Error, Message: "no request completed"}, Status: gate.StatusError})
 		}, `check "nccl: throughput trials (chat)" is error`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			p := writeResults(t, dir, 1, "nccl")
-			r, err := reporters.ReadResults(p)
+			r, err := gate.ReadResults(p)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -43,7 +42,7 @@ func TestBaselineRecordRefusesRunsThatMeasuredNothing(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := reporters.WriteJSON(f, r); err != nil {
+			if err := gate.WriteResults(f, r); err != nil {
 				t.Fatal(err)
 			}
 			f.Close()

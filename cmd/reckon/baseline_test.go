@@ -9,30 +9,29 @@ import (
 	"time"
 
 	"github.com/reckon-ci/reckon/gate"
-	"github.com/reckon-ci/reckon/reporters"
 )
 
 func writeResults(t *testing.T, dir string, scale float64, configs ...string) string {
 	t.Helper()
-	run := &reporters.Run{SpecName: "default", Engine: "refengine", TestbedKey: "cpu-test-1234", GitCommit: "abc1234",
+	run := &gate.Run{SpecName: "default", Engine: "refengine", TestbedKey: "cpu-test-1234", GitCommit: "abc1234",
 		Testbed:   map[string]any{"cpu_model": "test", "cores": 2.0},
 		StartedAt: time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC), FinishedAt: time.Date(2026, 11, 29, 9, 10, 0, 0, time.UTC)}
 	for _, c := range configs {
-		cfg := reporters.Config{Name: c, Launches: 1, Engine: map[string]any{"kv_cache_tokens": 180224.0, "version": "0.1.0", "cuda_graph_gib": math.NaN()}}
+		cfg := gate.Config{Name: c, Launches: 1, Engine: map[string]any{"kv_cache_tokens": 180224.0, "version": "0.1.0", "cuda_graph_gib": math.NaN()}}
 		for i, v := range []float64{1200, 1210, 1195, 1205, 1190} {
-			cfg.Trials = append(cfg.Trials, reporters.Trial{Workload: "chat", Index: i,
+			cfg.Trials = append(cfg.Trials, gate.Trial{Workload: "chat", Index: i,
 				Metrics: map[string]float64{"output_throughput": v * scale, "median_ttft_ms": 50 + float64(i)}})
 		}
 		run.Configs = append(run.Configs, cfg)
 	}
-	run.Configs = append(run.Configs, reporters.Config{Name: "numerics-only", Launches: 1})
+	run.Configs = append(run.Configs, gate.Config{Name: "numerics-only", Launches: 1})
 	p := filepath.Join(dir, "results.json")
 	f, err := os.Create(p)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if err := reporters.WriteJSON(f, run); err != nil {
+	if err := gate.WriteResults(f, run); err != nil {
 		t.Fatal(err)
 	}
 	return p

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/reckon-ci/reckon/gate"
 	"github.com/reckon-ci/reckon/history"
 	"github.com/reckon-ci/reckon/reporters"
 	"github.com/reckon-ci/reckon/suites"
@@ -129,7 +130,7 @@ the shards' output directories into one results.json, junit.xml, summary.md and 
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), closingLine(run))
 			if dsn != "" {
-				if herr := appendToHistory(ctx, cmd, dsn, run, opts); herr != nil && err == nil && gateExitCode(run) == 0 {
+				if herr := appendToHistory(ctx, cmd, dsn, run, opts); herr != nil && err == nil && run.ExitCode() == 0 {
 					return herr
 				}
 			}
@@ -157,7 +158,7 @@ the shards' output directories into one results.json, junit.xml, summary.md and 
 // closingLine is the last line of a gate run: the verdict, the same as the summary's headline,
 // and every count, e.g. "FAIL: 12 passed, 1 failed, 0 errors, 1 inconclusive, 0 no baseline,
 // 2 skipped, 0 not run".
-func closingLine(run *reporters.Run) string {
+func closingLine(run *gate.Run) string {
 	line := run.Verdict() + ": " + run.Count().String()
 	if run.Interrupted && run.InterruptReason != "" {
 		line += " (interrupted: " + run.InterruptReason + ")"
@@ -165,26 +166,13 @@ func closingLine(run *reporters.Run) string {
 	return line
 }
 
-// gateExitCode is the documented exit code of a finished run: 0 green, 1 a check failed or the
-// run was interrupted or verified nothing, 3 infrastructure errors only (no check failed).
-func gateExitCode(run *reporters.Run) int {
-	switch run.Verdict() {
-	case reporters.VerdictPass:
-		return 0
-	case reporters.VerdictInfra:
-		return 3
-	default:
-		return 1
-	}
-}
-
 // runExit is a finished run's exit: 3 when its reports could not be written (err), else its
-// verdict's code (gateExitCode).
-func runExit(run *reporters.Run, err error) error {
+// verdict's code (gate.Run.ExitCode).
+func runExit(run *gate.Run, err error) error {
 	if err != nil {
 		return withExitCode(3, err)
 	}
-	if code := gateExitCode(run); code != 0 {
+	if code := run.ExitCode(); code != 0 {
 		return withExitCode(code, nil)
 	}
 	return nil
@@ -192,7 +180,7 @@ func runExit(run *reporters.Run, err error) error {
 
 // printTerminalReport writes run's plain-text report to w (reporters.WriteTerminal), in colour
 // when w is a terminal and NO_COLOR is not set.
-func printTerminalReport(w io.Writer, run *reporters.Run) {
+func printTerminalReport(w io.Writer, run *gate.Run) {
 	if err := reporters.WriteTerminal(w, run, reporters.TerminalOptions{Color: colorOutput(w)}); err != nil {
 		logrus.WithError(err).Warn("terminal report")
 	}

@@ -9,28 +9,30 @@ import (
 	"testing"
 
 	"github.com/reckon-ci/reckon/gate"
-	"github.com/reckon-ci/reckon/reporters"
 )
 
 func TestGateExitCodeAndClosingLine(t *testing.T) {
-	pass := reporters.Check{Verdict: gate.Verdict{Name: "p"}, Status: reporters.StatusPassed}
-	fail := reporters.Check{Verdict: gate.Verdict{Name: "f", Outcome: "regression"}, Status: reporters.StatusFailed}
-	infra := reporters.Check{Verdict: gate.Verdict{Name: "e", Outcome: "error"}, Status: reporters.StatusError}
+	pass := gate.Check{Verdict: gate.Verdict{Name: "p"}, Status: gate.StatusPassed}
+	fail := gate.Check{Verdict: gate.Verdict{Name: "f", Outcome: "regression"}, Status: gate.StatusFailed}
+	infra := gate.Check{Verdict: gate.Verdict{Name: "e", Outcome: "error"}, Status: gate.StatusError}
+	unverified := gate.Check{Verdict: gate.Verdict{Name: "u", Kind: gate.KindEquivalence, Outcome: "error", Category: gate.CategoryUnverified}, Status: gate.StatusError}
 	for _, tc := range []struct {
 		name    string
-		run     reporters.Run
+		run     gate.Run
 		code    int
 		closing string
 	}{
-		{"green", reporters.Run{Checks: []reporters.Check{pass}}, 0, "PASS: 1 passed, 0 failed, 0 errors, 0 inconclusive, 0 no baseline, 0 skipped, 0 not run"},
-		{"a check failed", reporters.Run{Checks: []reporters.Check{pass, fail, infra}}, 1, "FAIL: 1 passed, 1 failed, 1 error, 0 inconclusive, 0 no baseline, 0 skipped, 0 not run"},
-		{"infrastructure only", reporters.Run{Checks: []reporters.Check{pass, infra}}, 3, "INFRASTRUCTURE ERROR: 1 passed, 0 failed, 1 error, 0 inconclusive, 0 no baseline, 0 skipped, 0 not run"},
-		{"nothing verified", reporters.Run{}, 1, "NOTHING VERIFIED: 0 passed, 0 failed, 0 errors, 0 inconclusive, 0 no baseline, 0 skipped, 0 not run"},
-		{"interrupted", reporters.Run{Interrupted: true, InterruptReason: "--timeout 1s elapsed", Checks: []reporters.Check{pass}}, 1,
+		{"green", gate.Run{Checks: []gate.Check{pass}}, 0, "PASS: 1 passed, 0 failed, 0 errors, 0 inconclusive, 0 no baseline, 0 skipped, 0 not run"},
+		{"a check failed", gate.Run{Checks: []gate.Check{pass, fail, infra}}, 1, "FAIL: 1 passed, 1 failed, 1 error, 0 inconclusive, 0 no baseline, 0 skipped, 0 not run"},
+		{"infrastructure only", gate.Run{Checks: []gate.Check{pass, infra}}, 3, "INFRASTRUCTURE ERROR: 1 passed, 0 failed, 1 error, 0 inconclusive, 0 no baseline, 0 skipped, 0 not run"},
+		{"unverified: red, not infrastructure", gate.Run{Checks: []gate.Check{pass, unverified, infra}}, 1,
+			"UNVERIFIED: 1 passed, 0 failed, 1 error, 1 unverified, 0 inconclusive, 0 no baseline, 0 skipped, 0 not run"},
+		{"nothing verified", gate.Run{}, 1, "NOTHING VERIFIED: 0 passed, 0 failed, 0 errors, 0 inconclusive, 0 no baseline, 0 skipped, 0 not run"},
+		{"interrupted", gate.Run{Interrupted: true, InterruptReason: "--timeout 1s elapsed", Checks: []gate.Check{pass}}, 1,
 			"INTERRUPTED: 1 passed, 0 failed, 1 error, 0 inconclusive, 0 no baseline, 0 skipped, 0 not run (interrupted: --timeout 1s elapsed)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := gateExitCode(&tc.run); got != tc.code {
+			if got := tc.run.ExitCode(); got != tc.code {
 				t.Errorf("exit code %d, want %d", got, tc.code)
 			}
 			if got := closingLine(&tc.run); got != tc.closing {

@@ -69,7 +69,7 @@ func fileHash(path string) string {
 }
 
 // runFromResults converts a gate's results into a stored run.
-func runFromResults(r *reporters.Run, specHash string) *history.Run {
+func runFromResults(r *gate.Run, specHash string) *history.Run {
 	tb := "{}"
 	if len(r.Testbed) > 0 {
 		if b, err := json.Marshal(r.Testbed); err == nil {
@@ -113,12 +113,12 @@ func runFromResults(r *reporters.Run, specHash string) *history.Run {
 }
 
 // isResultsFile reports whether data is a gate's results.json (this schema or the previous one,
-// which reporters.ReadResults still reads).
+// which gate.ReadResults still reads).
 func isResultsFile(data []byte) bool {
 	var head struct {
 		Schema string `json:"schema"`
 	}
-	return json.Unmarshal(data, &head) == nil && (head.Schema == reporters.Schema || head.Schema == reporters.SchemaV1)
+	return json.Unmarshal(data, &head) == nil && (head.Schema == gate.ResultsSchema || head.Schema == gate.ResultsSchemaV1)
 }
 
 // importMeta is what `history add` needs for a result file that does not say it.
@@ -191,7 +191,7 @@ func parseWhen(s string) (time.Time, error) {
 // trend (its series' last runs) to results.json and report.html in outDir ("" : no rewrite). It
 // is called after the reports are written; its error is an infrastructure error that leaves the
 // run's files in place.
-func appendGateRun(ctx context.Context, dsn string, run *reporters.Run, specPath, outDir string) (string, error) {
+func appendGateRun(ctx context.Context, dsn string, run *gate.Run, specPath, outDir string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, historyCallTimeout)
 	defer cancel()
 	s, err := history.Open(ctx, dsn)
@@ -213,7 +213,7 @@ func appendGateRun(ctx context.Context, dsn string, run *reporters.Run, specPath
 			return "", err
 		}
 		if n > 0 {
-			if err := atomicfile.Write(filepath.Join(outDir, "results.json"), func(w io.Writer) error { return reporters.WriteJSON(w, run) }); err != nil {
+			if err := atomicfile.Write(filepath.Join(outDir, "results.json"), func(w io.Writer) error { return gate.WriteResults(w, run) }); err != nil {
 				return "", err
 			}
 			if err := atomicfile.Write(filepath.Join(outDir, "report.html"), func(w io.Writer) error { return reporters.WriteHTML(w, run) }); err != nil {
@@ -229,7 +229,7 @@ const trendRuns = 30
 
 // addTrends sets Trend on each statistical check of run from its series in the store, and
 // returns how many it set. The check's workload is the series' workload named in its name.
-func addTrends(ctx context.Context, s *history.Store, run *reporters.Run) (int, error) {
+func addTrends(ctx context.Context, s *history.Store, run *gate.Run) (int, error) {
 	n := 0
 	for i := range run.Checks {
 		c := &run.Checks[i]
@@ -331,7 +331,7 @@ becomes one run of one trial per result; --commit, --time, --testbed, --spec, --
 					return withExitCode(2, err)
 				}
 				if isResultsFile(data) {
-					r, err := reporters.ReadResults(path)
+					r, err := gate.ReadResults(path)
 					if err != nil {
 						return withExitCode(2, err)
 					}
@@ -594,7 +594,7 @@ func newHistoryBetweenCmd(dsn *string) *cobra.Command {
 // the run and prints where; an unreachable store is printed as an infrastructure error (the
 // returned exit 3) that leaves the run's files in place. A shard's partial results are not
 // appended: the merged results.json is (reckon history add).
-func appendToHistory(ctx context.Context, cmd *cobra.Command, dsn string, run *reporters.Run, opts suites.Options) error {
+func appendToHistory(ctx context.Context, cmd *cobra.Command, dsn string, run *gate.Run, opts suites.Options) error {
 	if run.Shard != nil {
 		fmt.Fprintf(cmd.OutOrStdout(), "history: a shard's results are not appended; append the merged run: reckon history add MERGED/results.json\n")
 		return nil

@@ -15,7 +15,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/reckon-ci/reckon/gate"
-	"github.com/reckon-ci/reckon/reporters"
 	"github.com/reckon-ci/reckon/suites"
 	"github.com/reckon-ci/reckon/workload"
 )
@@ -45,13 +44,13 @@ func simulateNights(t *testing.T, dir string, n, slowFrom int, slow float64) []s
 	rng := rand.New(rand.NewPCG(40, 60))
 	var out []string
 	for night := 0; night < n; night++ {
-		run := &reporters.Run{
-			Schema: reporters.Schema, SpecName: "default", Engine: "refengine", TestbedKey: "cpu-2core-sim",
+		run := &gate.Run{
+			Schema: gate.ResultsSchema, SpecName: "default", Engine: "refengine", TestbedKey: "cpu-2core-sim",
 			Testbed: map[string]any{"gpus": 0.0}, ReckonVersion: "test", GitCommit: nightCommit(night),
 			StartedAt: start.Add(time.Duration(night) * 24 * time.Hour), EngineVersion: "refengine-0.1",
 		}
 		run.FinishedAt = run.StartedAt.Add(20 * time.Minute)
-		cfg := reporters.Config{Name: "nccl", Launches: 1, Engine: map[string]any{"kv_cache_tokens": 290400.0, "kv_cache_gib": 0.14, "allreduce": "nccl"}}
+		cfg := gate.Config{Name: "nccl", Launches: 1, Engine: map[string]any{"kv_cache_tokens": 290400.0, "kv_cache_gib": 0.14, "allreduce": "nccl"}}
 		for k := 0; k < 5; k++ {
 			src := trials[rng.IntN(len(trials))]
 			m := map[string]float64{}
@@ -64,13 +63,13 @@ func simulateNights(t *testing.T, dir string, n, slowFrom int, slow float64) []s
 				}
 				m[key] = v
 			}
-			cfg.Trials = append(cfg.Trials, reporters.Trial{Workload: "c8", Index: k, Metrics: m})
+			cfg.Trials = append(cfg.Trials, gate.Trial{Workload: "c8", Index: k, Metrics: m})
 		}
-		run.Configs = []reporters.Config{cfg}
-		run.Checks = []reporters.Check{{Verdict: gate.Verdict{Name: "launch nccl", Kind: gate.KindHealth, Config: "nccl", Outcome: "pass"}, Status: reporters.StatusPassed}}
+		run.Configs = []gate.Config{cfg}
+		run.Checks = []gate.Check{{Verdict: gate.Verdict{Name: "launch nccl", Kind: gate.KindHealth, Config: "nccl", Outcome: "pass"}, Status: gate.StatusPassed}}
 		p := filepath.Join(dir, fmt.Sprintf("night%02d.json", night))
 		var b bytes.Buffer
-		if err := reporters.WriteJSON(&b, run); err != nil {
+		if err := gate.WriteResults(&b, run); err != nil {
 			t.Fatal(err)
 		}
 		if err := os.WriteFile(p, b.Bytes(), 0o644); err != nil {
@@ -223,7 +222,7 @@ func TestHistoryBadInputAndUnreachable(t *testing.T) {
 func TestGateHistoryHookUnreachable(t *testing.T) {
 	dir := t.TempDir()
 	files := simulateNights(t, dir, 1, 99, 1)
-	run, err := reporters.ReadResults(files[0])
+	run, err := gate.ReadResults(files[0])
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/reckon-ci/reckon/gate"
 	"github.com/reckon-ci/reckon/reporters"
 )
 
@@ -25,7 +26,7 @@ editing nothing but the renderer, or to publish a run's reports somewhere else.`
 			if results == "" {
 				return withExitCode(2, fmt.Errorf("--results is required"))
 			}
-			run, err := reporters.ReadResults(results)
+			run, err := gate.ReadResults(results)
 			if err != nil {
 				return withExitCode(2, err)
 			}

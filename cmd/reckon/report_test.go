@@ -31,12 +31,12 @@ func TestReportReadsSchemaV1(t *testing.T) {
 	if code != 0 || !strings.Contains(so, "0 passed, 1 failed") {
 		t.Fatalf("exit %d: %s %s", code, so, errs)
 	}
-	r, err := reporters.ReadResults(filepath.Join(out, reporters.JSONFile))
+	r, err := gate.ReadResults(filepath.Join(out, reporters.JSONFile))
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := r.Checks[0]
-	if r.Schema != reporters.Schema || c.Outcome != gate.Fail || c.Stat == nil || c.Stat.Outcome != gate.Regression || c.Stat.Ratio != 0.88 {
+	if r.Schema != gate.ResultsSchema || c.Outcome != gate.Fail || c.Stat == nil || c.Stat.Outcome != gate.Regression || c.Stat.Ratio != 0.88 {
 		t.Errorf("re-rendered: schema %s check %+v stat %+v", r.Schema, c, c.Stat)
 	}
 	if md, _ := os.ReadFile(filepath.Join(out, reporters.MarkdownFile)); !strings.Contains(string(md), "-12%") {
@@ -45,7 +45,7 @@ func TestReportReadsSchemaV1(t *testing.T) {
 }
 
 func TestHistoryAddKnowsBothResultsSchemas(t *testing.T) {
-	for schema, want := range map[string]bool{reporters.Schema: true, reporters.SchemaV1: true, "reckon.results/v9": false, "reckon.baseline/v1": false} {
+	for schema, want := range map[string]bool{gate.ResultsSchema: true, gate.ResultsSchemaV1: true, "reckon.results/v9": false, "reckon.baseline/v1": false} {
 		if got := isResultsFile([]byte(`{"schema": "` + schema + `"}`)); got != want {
 			t.Errorf("isResultsFile(%s) = %v, want %v", schema, got, want)
 		}

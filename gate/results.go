@@ -1,4 +1,4 @@
-package reporters
+package gate
 
 import (
 	"bytes"
@@ -9,27 +9,37 @@ import (
 	"math"
 	"os"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/reckon-ci/reckon/gate"
 	"github.com/reckon-ci/reckon/internal/domain"
 	"github.com/reckon-ci/reckon/internal/num"
 	"github.com/reckon-ci/reckon/internal/strictjson"
 )
 
-// WriteJSON writes r as results.json: indented JSON, lossless. Numbers that JSON cannot hold
+// WriteResults writes r as results.json: indented JSON, lossless; a check that did not pass and
+// has no category is written with its derived one (Check.EffectiveCategory). Numbers that JSON cannot hold
 // (NaN, +Inf, -Inf) are written as the strings "NaN", "+Inf" and "-Inf" and read back as numbers
 // by ReadResults, so a failed trial's NaN survives the round trip.
-func WriteJSON(w io.Writer, r *Run) error {
+func WriteResults(w io.Writer, r *Run) error {
 	if r == nil {
 		return errors.New("write results JSON: nil run")
 	}
 	cp := *r
 	if cp.Schema == "" {
-		cp.Schema = Schema
+		cp.Schema = ResultsSchema
+	}
+	// Every check that did not pass carries its category, derived when its judge set none.
+	cp.Checks = make([]Check, len(r.Checks))
+	copy(cp.Checks, r.Checks)
+	if r.Checks == nil {
+		cp.Checks = nil
+	}
+	for i := range cp.Checks {
+		if cp.Checks[i].Category == "" {
+			cp.Checks[i].Category = cp.Checks[i].EffectiveCategory()
+		}
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
@@ -43,7 +53,7 @@ func WriteJSON(w io.Writer, r *Run) error {
 // MaxResultsBytes bounds the size of a results.json that ReadResults reads.
 const MaxResultsBytes = 256 << 20
 
-// ReadResults reads a results.json written by WriteJSON. Corrupt JSON, a wrong type and a schema
+// ReadResults reads a results.json written by WriteResults. Corrupt JSON, a wrong type and a schema
 // this version does not read are reported with the file name, the line and column, and what was
 // expected.
 func ReadResults(path string) (*Run, error) {
@@ -72,7 +82,7 @@ func ReadResults(path string) (*Run, error) {
 // DecodeResults parses the content of a results.json (see ReadResults).
 func DecodeResults(data []byte) (*Run, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
-		return nil, fmt.Errorf("empty file: expected a reckon results JSON object (schema %s)", Schema)
+		return nil, fmt.Errorf("empty file: expected a reckon results JSON object (schema %s)", ResultsSchema)
 	}
 	var probe struct {
 		Schema *string `json:"schema"`
@@ -82,12 +92,12 @@ func DecodeResults(data []byte) (*Run, error) {
 	}
 	switch {
 	case probe.Schema == nil:
-		return nil, fmt.Errorf(`no "schema" field: not a reckon results file (expected "schema": %q)`, Schema)
-	case *probe.Schema == Schema, *probe.Schema == SchemaV1:
+		return nil, fmt.Errorf(`no "schema" field: not a reckon results file (expected "schema": %q)`, ResultsSchema)
+	case *probe.Schema == ResultsSchema, *probe.Schema == ResultsSchemaV1:
 	case strings.HasPrefix(*probe.Schema, "reckon.results/"):
-		return nil, fmt.Errorf(`field "schema": %q is not supported by this reckon, which reads %q and %q`, *probe.Schema, Schema, SchemaV1)
+		return nil, fmt.Errorf(`field "schema": %q is not supported by this reckon, which reads %q and %q`, *probe.Schema, ResultsSchema, ResultsSchemaV1)
 	default:
-		return nil, fmt.Errorf(`field "schema": %q is not a reckon results file (expected %q)`, *probe.Schema, Schema)
+		return nil, fmt.Errorf(`field "schema": %q is not a reckon results file (expected %q)`, *probe.Schema, ResultsSchema)
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	var in runIn
@@ -104,7 +114,7 @@ func DecodeResults(data []byte) (*Run, error) {
 	}
 	// Read, a run is the current results model whatever schema it was written in, and is
 	// written again as such.
-	r.Schema = Schema
+	r.Schema = ResultsSchema
 	return r, nil
 }
 
@@ -197,17 +207,17 @@ func fromJPtr(p *jfloat) *float64 {
 	return &v
 }
 
-// jsonSafeAny replaces non-finite floats inside a JSON-shaped value with jfloat so that encoding
-// does not fail (they come back as the strings "NaN", "+Inf", "-Inf").
-func jsonSafeAny(v any) any {
+// JSONSafe returns v with every non-finite float inside a JSON-shaped value replaced by one
+// that encodes as a string, so that encoding does not fail (they come back as the strings "NaN", "+Inf", "-Inf").
+func JSONSafe(v any) any {
 	switch x := v.(type) {
 	case float64:
-		if !finite(x) {
+		if math.IsNaN(x) || math.IsInf(x, 0) {
 			return jfloat(x)
 		}
 		return x
 	case float32:
-		if !finite(float64(x)) {
+		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
 			return jfloat(x)
 		}
 		return x
@@ -217,7 +227,7 @@ func jsonSafeAny(v any) any {
 		}
 		out := make(map[string]any, len(x))
 		for k, e := range x {
-			out[k] = jsonSafeAny(e)
+			out[k] = JSONSafe(e)
 		}
 		return out
 	case []any:
@@ -226,7 +236,7 @@ func jsonSafeAny(v any) any {
 		}
 		out := make([]any, len(x))
 		for i, e := range x {
-			out[i] = jsonSafeAny(e)
+			out[i] = JSONSafe(e)
 		}
 		return out
 	}
@@ -237,7 +247,7 @@ func jsonSafeMap(m map[string]any) map[string]any {
 	if m == nil {
 		return nil
 	}
-	return jsonSafeAny(m).(map[string]any)
+	return JSONSafe(m).(map[string]any)
 }
 
 type trialJSON Trial
@@ -273,7 +283,7 @@ type checkJSON Check
 
 // MarshalJSON implements json.Marshaler (non-finite metrics as strings; the duration also in
 // seconds for readers, which ReadResults ignores). A statistical check's whole result is at
-// "stat" (gate.StatResult writes its non-finite numbers as null).
+// "stat" (StatResult writes its non-finite numbers as null).
 func (c Check) MarshalJSON() ([]byte, error) {
 	return json.Marshal(struct {
 		checkJSON
@@ -310,7 +320,7 @@ type checkIn struct {
 	checkJSON
 	Metrics   map[string]any `json:"metrics,omitempty"`
 	DurationS *float64       `json:"duration_s"`
-	// The statistics summary of schema v1 (SchemaV1), read into Stat.
+	// The statistics summary of schema v1 (ResultsSchemaV1), read into Stat.
 	Metric     string `json:"metric,omitempty"`
 	BaseMedian any    `json:"base_median,omitempty"`
 	HeadMedian any    `json:"head_median,omitempty"`
@@ -324,19 +334,19 @@ type checkIn struct {
 // no_change, improvement, inconclusive) into the whole-result form of v2: Stat holds what v1
 // kept, and Outcome becomes the verdict's (fail, pass, inconclusive).
 func (ci *checkIn) v1Stat(c *Check, p string) error {
-	stat := ci.Metric != "" || c.Kind == gate.KindThroughput || c.Kind == gate.KindLatency
+	stat := ci.Metric != "" || c.Kind == KindThroughput || c.Kind == KindLatency
 	for _, v := range []any{ci.BaseMedian, ci.HeadMedian, ci.Ratio, ci.CILow, ci.CIHigh, ci.PValue} {
 		stat = stat || v != nil
 	}
-	switch gate.StatOutcome(c.Outcome) {
-	case gate.Regression, gate.Improvement, gate.NoChange:
+	switch StatOutcome(c.Outcome) {
+	case Regression, Improvement, NoChange:
 		stat = true
 	}
 	if !stat {
 		return nil
 	}
 	nan := math.NaN() // what v1 did not record
-	st := &gate.StatResult{Metric: ci.Metric, BaseMedian: nan, HeadMedian: nan, Ratio: nan, CILow: nan, CIHigh: nan, PValue: nan}
+	st := &StatResult{Metric: ci.Metric, BaseMedian: nan, HeadMedian: nan, Ratio: nan, CILow: nan, CIHigh: nan, PValue: nan}
 	for _, f := range []struct {
 		dst  *float64
 		v    any
@@ -351,8 +361,8 @@ func (ci *checkIn) v1Stat(c *Check, p string) error {
 			*f.dst = *v
 		}
 	}
-	switch o := gate.StatOutcome(c.Outcome); o {
-	case gate.Regression, gate.Improvement, gate.NoChange, gate.Undecided, gate.StatError:
+	switch o := StatOutcome(c.Outcome); o {
+	case Regression, Improvement, NoChange, Undecided, StatError:
 		st.Outcome = o
 		c.Outcome = o.Verdict()
 	}
@@ -502,10 +512,14 @@ func (in *runIn) run() (*Run, error) {
 				return nil, fmt.Errorf("field %q: %w", fmt.Sprintf("%s.trend[%d]", p, j), err)
 			}
 		}
-		if r.Schema == SchemaV1 {
+		if r.Schema == ResultsSchemaV1 {
 			if err := ci.v1Stat(&c, p); err != nil {
 				return nil, err
 			}
+		}
+		if c.Category == "" {
+			// Written before categories existed (or by hand): derived as the run judged it then.
+			c.Category = c.EffectiveCategory()
 		}
 		if c.Duration == 0 && ci.DurationS != nil {
 			// Hand-written files may give only seconds.
@@ -514,13 +528,4 @@ func (in *runIn) run() (*Run, error) {
 		r.Checks[i] = c
 	}
 	return &r, nil
-}
-
-func sortedKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
