@@ -8,6 +8,7 @@ import (
 	"gonum.org/v1/gonum/stat/distuv"
 
 	"github.com/reckon-ci/reckon/internal/num"
+	"github.com/reckon-ci/reckon/internal/statdefault"
 )
 
 // StatOutcome is the decision of a statistical comparison.
@@ -67,9 +68,10 @@ type StatOptions struct {
 	Welch bool
 }
 
-// DefaultStatOptions returns the defaults used by the gate.
+// DefaultStatOptions returns the defaults used by the gate (alpha, min_effect and the rank
+// guard's level from internal/statdefault, their one home).
 func DefaultStatOptions() StatOptions {
-	return StatOptions{Alpha: 0.01, MinEffect: 0.02, NoChangeMargin: 0.05, RankAlpha: 0.05, Confidence: 0.95, MaxTrials: 10}
+	return StatOptions{Alpha: statdefault.Alpha, MinEffect: statdefault.MinEffect, NoChangeMargin: 0.05, RankAlpha: statdefault.RankAlpha, Confidence: 0.95, MaxTrials: 10}
 }
 
 func (o StatOptions) withDefaults() StatOptions {

@@ -3,9 +3,7 @@ package spec
 import (
 	"fmt"
 	"math"
-	"regexp"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -57,56 +55,6 @@ func (d *decoder) errorf(n ast.Node, field, format string, args ...any) {
 func (d *decoder) errorc(code string, n ast.Node, field, format string, args ...any) {
 	line, col := position(n)
 	d.errs = append(d.errs, &Error{Code: code, File: d.file, Line: line, Column: col, Field: field, Msg: fmt.Sprintf(format, args...)})
-}
-
-// collectAnchors records every "&name" in the document, so that aliases can be resolved
-// wherever they are used.
-func (d *decoder) collectAnchors(root ast.Node) {
-	d.anchors = map[string]ast.Node{}
-	ast.Walk(anchorVisitor{d}, root)
-}
-
-type anchorVisitor struct{ d *decoder }
-
-// Visit records an anchor and goes on into the children.
-func (v anchorVisitor) Visit(n ast.Node) ast.Visitor {
-	if a, ok := n.(*ast.AnchorNode); ok && a.Name != nil {
-		v.d.anchors[a.Name.GetToken().Value] = a.Value
-	}
-	return v
-}
-
-// resolve strips anchors, tags and aliases off a node, so that callers see the value itself.
-// An alias to an unknown anchor is reported and resolves to nil.
-func (d *decoder) resolve(n ast.Node, field string) ast.Node {
-	for depth := 0; depth < 32 && n != nil; depth++ {
-		switch v := n.(type) {
-		case *ast.AnchorNode:
-			n = v.Value
-		case *ast.TagNode:
-			if v.GetToken().Value == "!!str" {
-				// "!!str 5" is the string "5".
-				if _, ok := v.Value.(ast.ScalarNode); ok {
-					t := *v.Value.GetToken()
-					s := ast.String(&t)
-					s.Value = t.Value
-					return s
-				}
-			}
-			n = v.Value
-		case *ast.AliasNode:
-			name := v.Value.GetToken().Value
-			target, ok := d.anchors[name]
-			if !ok {
-				d.errorc(CodeSyntax, v, field, "alias *%s names no anchor &%s", name, name)
-				return nil
-			}
-			n = target
-		default:
-			return n
-		}
-	}
-	return n
 }
 
 // describe names a node's YAML type (and short value) for "expected X, got Y" messages.
@@ -400,8 +348,8 @@ func (m *mapping) number(key string) (float64, bool) {
 	case *ast.StringNode:
 		// YAML 1.2 reads 1e-6 as a float; the parser (YAML 1.1) leaves it a string. Accept it
 		// when it is written plain (a quoted "1e-6" stays a string).
-		if t := x.GetToken(); t != nil && t.Type == token.StringType && plainFloat.MatchString(x.Value) {
-			if f, err := strconv.ParseFloat(x.Value, 64); err == nil {
+		if t := x.GetToken(); t != nil && t.Type == token.StringType {
+			if f, ok := num.ParseDecimal(x.Value); ok {
 				return f, true
 			}
 		}
@@ -599,6 +547,3 @@ func closest(s string, candidates []string) string {
 	}
 	return best
 }
-
-// plainFloat is the YAML 1.2 core-schema float syntax.
-var plainFloat = regexp.MustCompile(`^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$`)

@@ -119,10 +119,10 @@ func TestExamplesAreGPUReady(t *testing.T) {
 			}
 			var vsNCCL, kvGuard bool
 			for _, c := range s.Checks {
-				if c.IsStatistical() && c.Config == "custom-ar" && c.Against == AgainstConfig && c.AgainstConfig == "nccl" && c.Metric == "output_throughput" {
+				if p := c.Stat(); p != nil && p.Config == "custom-ar" && p.Against == AgainstConfig && p.AgainstConfig == "nccl" && p.Metric == "output_throughput" {
 					vsNCCL = true
 				}
-				if c.Kind == KindRelative && c.Config == "custom-ar" && c.Of == "nccl" && c.Metric == "kv_cache_tokens" && c.MinRatio != nil && *c.MinRatio >= 0.9 {
+				if p := c.Relative(); p != nil && p.Config == "custom-ar" && p.Of == "nccl" && p.Metric == "kv_cache_tokens" && p.MinRatio != nil && *p.MinRatio >= 0.9 {
 					kvGuard = true
 				}
 			}

@@ -19,11 +19,11 @@ checks:
 		t.Fatal(err)
 	}
 	c := s.Checks[0]
-	if c.Against != AgainstHistory || c.HistoryRuns != DefaultHistoryRuns || c.Name != "throughput nccl decode output_throughput vs history" || c.IsCrossConfig() {
+	if p := c.Stat(); p.Against != AgainstHistory || p.HistoryRuns != DefaultHistoryRuns || c.Name != "throughput nccl decode output_throughput vs history" || c.Scope() != ScopeCross || len(c.ConfigNames()) != 1 {
 		t.Fatalf("check %+v", c)
 	}
 	s, err = Parse([]byte(base+"  - {kind: latency, config: nccl, metric: p99_ttft_ms, against: history, history_runs: 12}\n"), "h.yaml")
-	if err != nil || s.Checks[0].HistoryRuns != 12 {
+	if err != nil || s.Checks[0].Stat().HistoryRuns != 12 {
 		t.Fatalf("history_runs 12: %v %+v", err, s)
 	}
 	for src, want := range map[string]string{

@@ -44,7 +44,7 @@ func TestMeasurementFieldsGood(t *testing.T) {
 		{"result floor", "", `  - {kind: floor, workload: decode, metric: p99_ttft_ms, max: 500}
   - {kind: floor, configs: [custom-ar], workload: decode, metric: output_throughput, min: 900}`, func(s *Spec) string {
 			c := s.Checks[0]
-			if !c.IsResultFloor() || c.Workload != "decode" || *c.Max != 500 || c.Name != "floor p99_ttft_ms <= 500 (decode)" {
+			if p := c.Floor(); !c.IsResultFloor() || p.Workload != "decode" || *p.Max != 500 || c.Name != "floor p99_ttft_ms <= 500 (decode)" {
 				return "check " + c.Name
 			}
 			if len(s.WorkloadsFor("nccl")) != 1 || len(s.WorkloadsFor("custom-ar")) != 1 {
@@ -54,7 +54,7 @@ func TestMeasurementFieldsGood(t *testing.T) {
 		}},
 		{"relative against baseline", "", `  - {kind: relative, config: nccl, of: baseline, metric: kv_cache_tokens, min_ratio: 0.95}`, func(s *Spec) string {
 			c := s.Checks[0]
-			if c.Of != OfBaseline || c.IsCrossConfig() || len(c.ConfigNames()) != 1 || c.Name != "relative nccl kv_cache_tokens >= 0.95 x baseline" {
+			if c.Relative().Of != OfBaseline || c.Scope() != ScopeCross || len(c.ConfigNames()) != 1 || c.Name != "relative nccl kv_cache_tokens >= 0.95 x baseline" {
 				return "check " + c.Name
 			}
 			return ""

@@ -56,8 +56,8 @@ func TestMetricsOnlyFromSources(t *testing.T) {
 		for _, c := range s.Checks {
 			if c.Kind == KindLatency && c.Line == line-3 {
 				found = true
-				if c.Metric != m {
-					t.Errorf("the latency check's metric = %q, want %q", c.Metric, m)
+				if c.Stat().Metric != m {
+					t.Errorf("the latency check's metric = %q, want %q", c.Stat().Metric, m)
 				}
 			}
 		}

@@ -24,8 +24,8 @@ func (s *Spec) resolvePaths(specFile string) {
 		w.Dataset = rel(w.Dataset)
 	}
 	for _, c := range s.Checks {
-		if c.Kind == KindAllReduceProbe {
-			c.File = rel(c.File)
+		if p := c.Probe(); p != nil {
+			p.File = rel(p.File)
 		}
 	}
 }

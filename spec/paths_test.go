@@ -40,10 +40,10 @@ checks:
 	if got, want := s.Workloads[0].Dataset, filepath.Join(dir, "data", "chat.jsonl"); got != want {
 		t.Errorf("dataset = %q, want %q", got, want)
 	}
-	var probe *Check
+	var probe *AllReduceProbeParams
 	for _, c := range s.Checks {
-		if c.Kind == KindAllReduceProbe {
-			probe = c
+		if p := c.Probe(); p != nil {
+			probe = p
 		}
 	}
 	if probe == nil || probe.File != abs {

@@ -1,9 +1,6 @@
 package spec
 
 import (
-	"fmt"
-	"strings"
-
 	"github.com/reckon-ci/reckon/internal/metric"
 )
 
@@ -22,15 +19,21 @@ func (s *Spec) UnreportedMetrics(reported []string) ErrorList {
 	}
 	var out ErrorList
 	for _, c := range s.Checks {
-		if (c.Kind != KindFloor && c.Kind != KindRelative) || c.Metric == "" || have[c.Metric] || c.IsResultFloor() {
+		p, ok := c.Params.(engineMetricParams)
+		if !ok {
 			continue
 		}
-		e := Error{File: s.File, Line: c.Line, Column: 1}
-		if c.metricAt != nil {
-			e = *c.metricAt
+		if name, at := p.engineMetric(); name != "" && !have[name] {
+			out = append(out, s.unreported(c, name, at, reported))
 		}
-		e.Code, e.Msg = CodeUnmeasured, fmt.Sprintf("%s's logs never report %s, so this %s check could never be judged; expected one of %s", s.Engine.Kind, c.Metric, c.Kind, strings.Join(append(append([]string(nil), reported...), MetricPeakGPUMem), ", "))
-		out = append(out, &e)
 	}
 	return out
+}
+
+// engineMetricParams is implemented by the parameters of the kinds that bound a value of the
+// engine report (floor, relative).
+type engineMetricParams interface {
+	// engineMetric returns the engine metric the check bounds ("" when it bounds none, e.g. a
+	// floor on a result metric) and where it was written.
+	engineMetric() (name string, at *Error)
 }

@@ -146,33 +146,25 @@ func (s *Spec) Labels(config string) []string {
 	return out
 }
 
-// ChecksFor returns the checks that judge the config called name alone (floors and expects
-// that include it), in spec order. They can run as soon as that config's engine is up.
+// ChecksFor returns the checks that judge the config called name alone (those of per-config
+// scope that include it), in spec order. They can run as soon as that config's engine is up.
 func (s *Spec) ChecksFor(name string) []*Check {
 	var out []*Check
 	for _, c := range s.Checks {
-		if c.Kind != KindFloor && c.Kind != KindExpect {
-			continue
-		}
-		for _, n := range c.Configs {
-			if n == name {
-				out = append(out, c)
-				break
-			}
+		if c.Scope() == ScopePerConfig && slices.Contains(c.ConfigNames(), name) {
+			out = append(out, c)
 		}
 	}
 	return out
 }
 
-// CrossChecks returns the checks that compare two configs of the same run (relative,
-// equivalence, and statistical checks against another config), in spec order.
+// CrossChecks returns the checks judged once after every config (Scope ScopeCross): those that
+// compare configs with each other or with what the run does not hold (a baseline, the history,
+// a probe file), in spec order.
 func (s *Spec) CrossChecks() []*Check {
 	var out []*Check
 	for _, c := range s.Checks {
-		switch {
-		case c.Kind == KindRelative, c.Kind == KindEquivalence:
-			out = append(out, c)
-		case c.IsStatistical() && c.Against == AgainstConfig:
+		if c.Scope() == ScopeCross {
 			out = append(out, c)
 		}
 	}
@@ -183,11 +175,8 @@ func (s *Spec) CrossChecks() []*Check {
 func (s *Spec) ChecksOfKind(kinds ...CheckKind) []*Check {
 	var out []*Check
 	for _, c := range s.Checks {
-		for _, k := range kinds {
-			if c.Kind == k {
-				out = append(out, c)
-				break
-			}
+		if slices.Contains(kinds, c.Kind) {
+			out = append(out, c)
 		}
 	}
 	return out
@@ -195,13 +184,21 @@ func (s *Spec) ChecksOfKind(kinds ...CheckKind) []*Check {
 
 // StatisticalChecks returns the throughput and latency checks: the family that
 // Holm-Bonferroni corrects over.
-func (s *Spec) StatisticalChecks() []*Check { return s.ChecksOfKind(KindThroughput, KindLatency) }
+func (s *Spec) StatisticalChecks() []*Check {
+	var out []*Check
+	for _, c := range s.Checks {
+		if c.IsStatistical() {
+			out = append(out, c)
+		}
+	}
+	return out
+}
 
 // NeedsNumerics reports whether the config called name must be probed for numerics (an
 // equivalence check names it as base, head, twin or oracle).
 func (s *Spec) NeedsNumerics(name string) bool {
 	for _, c := range s.Checks {
-		if c.Kind == KindEquivalence && (c.Base == name || c.Head == name || c.Twin == name || c.Oracle == name) {
+		if p := c.Equivalence(); p != nil && p.Involves(name) {
 			return true
 		}
 	}
@@ -214,14 +211,11 @@ func (s *Spec) NeedsNumerics(name string) bool {
 // it, in spec order. A config that none of these names runs none.
 func (s *Spec) WorkloadsFor(name string) []*Workload {
 	need := map[string]bool{}
-	for _, c := range s.StatisticalChecks() {
-		if c.Config == name || c.AgainstConfig == name {
-			need[c.Workload] = true
-		}
-	}
 	for _, c := range s.Checks {
-		if c.IsResultFloor() && (len(c.Configs) == 0 || slices.Contains(c.Configs, name)) {
-			need[c.Workload] = true
+		if p, ok := c.Params.(workloadParams); ok {
+			if w := p.workloadFor(name); w != "" {
+				need[w] = true
+			}
 		}
 	}
 	for _, w := range s.Workloads {
@@ -243,8 +237,9 @@ func (s *Spec) WorkloadsFor(name string) []*Workload {
 func (s *Spec) MetricsFor(config, workload string) []string {
 	set := map[string]bool{}
 	for _, c := range s.StatisticalChecks() {
-		if c.Workload == workload && (c.Config == config || c.AgainstConfig == config) {
-			set[c.Metric] = true
+		p := c.Stat()
+		if p.Workload == workload && (p.Config == config || p.AgainstConfig == config) {
+			set[p.Metric] = true
 		}
 	}
 	out := make([]string, 0, len(set))
@@ -253,4 +248,12 @@ func (s *Spec) MetricsFor(config, workload string) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// workloadParams is implemented by the parameters of the kinds that judge a workload's trials
+// (a statistical check, a floor on a result metric).
+type workloadParams interface {
+	// workloadFor returns the workload the config called config must run for the check ("" for
+	// none).
+	workloadFor(config string) string
 }

@@ -173,26 +173,29 @@ func TestParseFullSpec(t *testing.T) {
 		t.Errorf("check names (-want +got):\n%s", diff)
 	}
 	floorAll, _ := s.Check("floor available_gpu_mem_gib <= 2.5")
-	if diff := cmp.Diff(s.ConfigNames()[:4], floorAll.Configs); diff != "" {
+	if diff := cmp.Diff(s.ConfigNames()[:4], floorAll.Floor().Configs); diff != "" {
 		t.Errorf("a floor without configs applies to all (-want +got):\n%s", diff)
 	}
-	eq, _ := s.Check("equivalence custom-ar vs nccl")
+	eqc, _ := s.Check("equivalence custom-ar vs nccl")
+	eq := eqc.Equivalence()
 	if eq.TopK != 5 || *eq.MaxAbsLogprobDelta != 0.5 || *eq.MeanAbsLogprobDelta != 0.05 || *eq.MinExactMatch != 0.8 || eq.MaxRatio != nil || eq.MaxDistance != nil {
 		t.Errorf("equivalence = %+v", eq)
 	}
-	probe, _ := s.Check("allreduce_probe fixtures/probes/x.json [one_shot]")
+	probec, _ := s.Check("allreduce_probe fixtures/probes/x.json [one_shot]")
+	probe := probec.Probe()
 	if diff := cmp.Diff(map[string]float64{"bfloat16": 0.02, "float32": 0}, probe.MaxAbsErr); diff != "" {
 		t.Errorf("max_abs_err (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff(map[string]float64{"float16": 0.001}, probe.MaxRelErr); diff != "" {
 		t.Errorf("max_rel_err (-want +got):\n%s", diff)
 	}
-	tp, _ := s.Check("throughput custom-ar decode output_throughput vs nccl")
+	tpc, _ := s.Check("throughput custom-ar decode output_throughput vs nccl")
+	tp := tpc.Stat()
 	if tp.Against != AgainstConfig || tp.AgainstConfig != "nccl" || tp.MinEffect != 0.025 || tp.Alpha != 0.01 {
 		t.Errorf("throughput = %+v", tp)
 	}
-	lat, _ := s.Check("ttft vs baseline")
-	if lat.Against != AgainstBaseline || lat.MinEffect != 0.1 || lat.Alpha != DefaultAlpha || !lat.IsStatistical() {
+	latc, _ := s.Check("ttft vs baseline")
+	if lat := latc.Stat(); lat.Against != AgainstBaseline || lat.MinEffect != 0.1 || lat.Alpha != DefaultAlpha || !latc.IsStatistical() {
 		t.Errorf("latency = %+v", lat)
 	}
 	eagle, _ := s.Config("eagle3")
@@ -253,7 +256,9 @@ func TestHelpers(t *testing.T) {
 	if diff := cmp.Diff([]string{"floor available_gpu_mem_gib <= 2.5", "floor 1.5 <= spec_accept_length <= 5"}, namesOf(s.ChecksFor("eagle3"))); diff != "" {
 		t.Errorf("ChecksFor(eagle3) (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]string{"relative custom-ar kv_cache_tokens >= 0.9 x nccl", "equivalence custom-ar vs nccl", "throughput custom-ar decode output_throughput vs nccl"}, namesOf(s.CrossChecks())); diff != "" {
+	// Cross-config is where a check is judged (once after every config): the probe file and
+	// the check against the baseline too, as the runner, sharding and merge judge them.
+	if diff := cmp.Diff([]string{"relative custom-ar kv_cache_tokens >= 0.9 x nccl", "equivalence custom-ar vs nccl", "allreduce_probe fixtures/probes/x.json [one_shot]", "throughput custom-ar decode output_throughput vs nccl", "ttft vs baseline"}, namesOf(s.CrossChecks())); diff != "" {
 		t.Errorf("CrossChecks (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff([]string{"throughput custom-ar decode output_throughput vs nccl", "ttft vs baseline"}, namesOf(s.StatisticalChecks())); diff != "" {
@@ -272,20 +277,20 @@ func TestHelpers(t *testing.T) {
 		t.Errorf("MetricsFor (-want +got):\n%s", diff)
 	}
 	tp, _ := s.Check("throughput custom-ar decode output_throughput vs nccl")
-	if diff := cmp.Diff([]string{"custom-ar", "nccl"}, tp.ConfigNames()); diff != "" || !tp.IsCrossConfig() {
-		t.Errorf("ConfigNames = %v, cross = %v", tp.ConfigNames(), tp.IsCrossConfig())
+	if diff := cmp.Diff([]string{"custom-ar", "nccl"}, tp.ConfigNames()); diff != "" || tp.Scope() != ScopeCross {
+		t.Errorf("ConfigNames = %v, scope = %v", tp.ConfigNames(), tp.Scope())
 	}
 	lat, _ := s.Check("ttft vs baseline")
-	if lat.IsCrossConfig() {
-		t.Error("a check against the baseline is not cross-config")
+	if lat.Scope() != ScopeCross || len(lat.ConfigNames()) != 1 {
+		t.Errorf("a check against the baseline is judged after every config, on its one config: scope %v, configs %v", lat.Scope(), lat.ConfigNames())
 	}
 	floor, _ := s.Check("floor kv_cache_tokens >= 10000")
-	if floor.IsCrossConfig() || len(floor.ConfigNames()) != 2 {
-		t.Errorf("a floor over two configs judges each alone: cross %v, configs %v", floor.IsCrossConfig(), floor.ConfigNames())
+	if floor.Scope() != ScopePerConfig || len(floor.ConfigNames()) != 2 {
+		t.Errorf("a floor over two configs judges each alone: scope %v, configs %v", floor.Scope(), floor.ConfigNames())
 	}
 	for _, c := range s.CrossChecks() {
-		if !c.IsCrossConfig() {
-			t.Errorf("CrossChecks holds %q, which is not cross-config", c.Name)
+		if c.Scope() != ScopeCross {
+			t.Errorf("CrossChecks holds %q, which is %v", c.Name, c.Scope())
 		}
 	}
 	if diff := cmp.Diff([]string{"nightly", "premerge"}, s.Labels("graph-bs-8")); diff != "" {
@@ -325,7 +330,7 @@ configs: [{name: a}]
 workloads: [{name: w, concurrency: 1, num_prompts: 1, input_len: 1, output_len: 1}]
 checks: [{kind: throughput, config: a, metric: request_throughput}]
 `)
-	if c := s.Checks[0]; c.Workload != "w" || c.Against != AgainstBaseline || c.MinEffect != DefaultMinEffect {
+	if c := s.Checks[0].Stat(); c.Workload != "w" || c.Against != AgainstBaseline || c.MinEffect != DefaultMinEffect {
 		t.Errorf("check = %+v", c)
 	}
 }
@@ -409,7 +414,7 @@ func TestMinEffectForms(t *testing.T) {
 			t.Errorf("min_effect %s: %v", in, err)
 			continue
 		}
-		if got := s.Checks[0].MinEffect; got < want-1e-12 || got > want+1e-12 {
+		if got := s.Checks[0].Stat().MinEffect; got < want-1e-12 || got > want+1e-12 {
 			t.Errorf("min_effect %s = %v, want %v", in, got, want)
 		}
 	}

@@ -61,24 +61,25 @@ func DeriveTwin(s *Spec, base string, taken func(string) bool) (*Config, string,
 func (b *builder) deriveTwins(s *Spec, configs map[string]bool) {
 	derived := map[string]string{} // base -> twin name
 	for _, c := range s.Checks {
-		if c.Kind != KindEquivalence || c.Twin != "" || c.Oracle != "" || c.NoTwin || !configs[c.Base] {
+		p := c.Equivalence()
+		if p == nil || p.Twin != "" || p.Oracle != "" || p.NoTwin || !configs[p.Base] {
 			continue
 		}
-		if name, ok := derived[c.Base]; ok {
-			c.Twin, c.TwinDerived = name, true
+		if name, ok := derived[p.Base]; ok {
+			p.Twin, p.TwinDerived = name, true
 			continue
 		}
-		twin, reason, err := DeriveTwin(s, c.Base, func(n string) bool { return configs[n] })
+		twin, reason, err := DeriveTwin(s, p.Base, func(n string) bool { return configs[n] })
 		if err != nil {
-			b.errorf(b.checkNode[c], b.checkPath[c], "deriving a twin for base %q: %v", c.Base, err)
+			b.errorf(b.checkNode[c], b.checkPath[c], "deriving a twin for base %q: %v", p.Base, err)
 			continue
 		}
 		twin.Line = c.Line
 		s.Configs = append(s.Configs, twin)
 		configs[twin.Name] = true
-		derived[c.Base] = twin.Name
-		c.Twin, c.TwinDerived = twin.Name, true
-		s.DerivedTwins = append(s.DerivedTwins, DerivedTwin{Config: twin.Name, Base: c.Base, Reason: reason})
+		derived[p.Base] = twin.Name
+		p.Twin, p.TwinDerived = twin.Name, true
+		s.DerivedTwins = append(s.DerivedTwins, DerivedTwin{Config: twin.Name, Base: p.Base, Reason: reason})
 	}
 }
 

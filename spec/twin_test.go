@@ -39,10 +39,10 @@ func TestDerivedTwins(t *testing.T) {
 	}
 	twinOf := map[string]string{}
 	for _, c := range s.Checks {
-		if c.Kind == KindEquivalence {
-			twinOf[c.Name] = c.Twin
-			if c.TwinDerived != (c.Twin != "") {
-				t.Errorf("%s: twin %q derived %v", c.Name, c.Twin, c.TwinDerived)
+		if p := c.Equivalence(); p != nil {
+			twinOf[c.Name] = p.Twin
+			if p.TwinDerived != (p.Twin != "") {
+				t.Errorf("%s: twin %q derived %v", c.Name, p.Twin, p.TwinDerived)
 			}
 		}
 	}
@@ -63,7 +63,7 @@ func TestDerivedTwins(t *testing.T) {
 		t.Errorf("custom-ar's twin launches as %+v (%v), want custom-ar with NCCL", l, err)
 	}
 	floor := s.Checks[0]
-	if diff := cmp.Diff([]string{"nccl", "nccl-twin", "custom-ar", "eagle3", "tree", "other"}, floor.Configs); diff != "" {
+	if diff := cmp.Diff([]string{"nccl", "nccl-twin", "custom-ar", "eagle3", "tree", "other"}, floor.Floor().Configs); diff != "" {
 		t.Errorf("a floor of every config takes no derived twin (-want +got):\n%s", diff)
 	}
 	if c, _ := s.Config("tree-twin"); c.DerivedFrom != "tree" || !c.Expect.IsZero() {

@@ -59,15 +59,11 @@ func (fw *framework) profilerEnv(lc *engine.LaunchConfig, name string) {
 // config ran: an expect check of it, or an equivalence check naming it.
 func needsAllReduceEvidence(s *spec.Spec, name string) bool {
 	for _, c := range s.Checks {
-		switch c.Kind {
-		case spec.KindExpect:
-			if slices.Contains(c.Configs, name) && c.Expect.AllReduce != "" {
-				return true
-			}
-		case spec.KindEquivalence:
-			if c.Base == name || c.Head == name || c.Twin == name || c.Oracle == name {
-				return true
-			}
+		if x := c.Expectation(); x != nil && slices.Contains(x.Configs, name) && x.Expect.AllReduce != "" {
+			return true
+		}
+		if e := c.Equivalence(); e != nil && e.Involves(name) {
+			return true
 		}
 	}
 	return false

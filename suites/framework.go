@@ -25,6 +25,7 @@ import (
 	"github.com/reckon-ci/reckon/engine/client"
 	"github.com/reckon-ci/reckon/gate"
 	"github.com/reckon-ci/reckon/internal/atomicfile"
+	"github.com/reckon-ci/reckon/internal/statdefault"
 	"github.com/reckon-ci/reckon/spec"
 	"github.com/reckon-ci/reckon/testbed"
 	"github.com/reckon-ci/reckon/wire"
@@ -570,13 +571,14 @@ func (fw *framework) wantsMoreTrials(cs *configState, w *spec.Workload, n int) b
 		return false
 	}
 	for _, c := range fw.spec.StatisticalChecks() {
-		if c.Config != cs.name || c.Workload != w.Name || c.Against != spec.AgainstBaseline {
+		p := c.Stat()
+		if p.Config != cs.name || p.Workload != w.Name || p.Against != spec.AgainstBaseline {
 			continue
 		}
 		plan, ok := sequentialPlan(w, c)
-		base := fw.baseline.LaunchGroups(cs.name, w.Name, c.Metric)
-		head := launchGroups(cs.trials[w.Name], cs.trialLaunch[w.Name], c.Metric)
-		m, known := gate.MetricFor(c.Metric)
+		base := fw.baseline.LaunchGroups(cs.name, w.Name, p.Metric)
+		head := launchGroups(cs.trials[w.Name], cs.trialLaunch[w.Name], p.Metric)
+		m, known := gate.MetricFor(p.Metric)
 		if !ok || !known || len(base) == 0 {
 			continue
 		}
@@ -592,23 +594,25 @@ func (fw *framework) wantsMoreTrials(cs *configState, w *spec.Workload, n int) b
 // sequentialPlan is the plan of a check whose workload may add trials (max_trials > trials):
 // looks at trials and max_trials, false alarms bounded by the check's alpha over both looks.
 func sequentialPlan(w *spec.Workload, c *spec.Check) (gate.SequentialPlan, bool) {
+	p := c.Stat()
 	if w == nil || w.MaxTrials <= w.Trials || w.Trials < 2 {
 		return gate.SequentialPlan{}, false
 	}
-	alpha := c.Alpha
+	alpha := p.Alpha
 	if alpha <= 0 {
-		alpha = spec.DefaultAlpha
+		alpha = statdefault.Alpha
 	}
 	return gate.SequentialPlan{Looks: []int{w.Trials, w.MaxTrials}, Alpha: alpha}, true
 }
 
 func (fw *framework) statOptions(c *spec.Check) gate.StatOptions {
+	p := c.Stat()
 	o := gate.DefaultStatOptions()
-	if c.Alpha > 0 {
-		o.Alpha = c.Alpha
+	if p.Alpha > 0 {
+		o.Alpha = p.Alpha
 	}
-	if c.MinEffect > 0 {
-		o.MinEffect = c.MinEffect
+	if p.MinEffect > 0 {
+		o.MinEffect = p.MinEffect
 	}
 	return o
 }

@@ -48,6 +48,7 @@ const historyTimeout = 60 * time.Second
 // historySamples returns the window's trials for a check against history, remembering the
 // window for the verdict's annotation.
 func (fw *framework) historySamples(c *spec.Check) ([]float64, error) {
+	p := c.Stat()
 	if fw.opts.History == nil {
 		return nil, fmt.Errorf("%w: %s: check %q is against: history, but no history store is configured (reckon gate --history DSN, or RECKON_HISTORY)", ErrNoHistory, fw.spec.File, c.Name)
 	}
@@ -57,12 +58,12 @@ func (fw *framework) historySamples(c *spec.Check) ([]float64, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, historyTimeout)
 	defer cancel()
-	w, err := fw.opts.History.Window(ctx, HistoryQuery{Testbed: fw.testbedKey, Spec: fw.spec.Name, Config: c.Config, Workload: c.Workload, Metric: c.Metric, MinRuns: c.HistoryRuns})
+	w, err := fw.opts.History.Window(ctx, HistoryQuery{Testbed: fw.testbedKey, Spec: fw.spec.Name, Config: p.Config, Workload: p.Workload, Metric: p.Metric, MinRuns: p.HistoryRuns})
 	if err != nil {
 		return nil, err
 	}
 	if len(w.Samples) == 0 {
-		return nil, fmt.Errorf("%w: history of %s/%s/%s on testbed %s holds no samples", ErrNoHistory, c.Config, c.Workload, c.Metric, fw.testbedKey)
+		return nil, fmt.Errorf("%w: history of %s/%s/%s on testbed %s holds no samples", ErrNoHistory, p.Config, p.Workload, p.Metric, fw.testbedKey)
 	}
 	fw.mu.Lock()
 	if fw.historyWindows == nil {
@@ -92,13 +93,14 @@ func (fw *framework) historyGroups(c *spec.Check) [][]float64 {
 // point, each a launch, for the between-launch variation of a check not judged against history
 // (nil when the store has none or fails: the check then uses another source).
 func (fw *framework) historyLaunches(c *spec.Check) ([][]float64, string) {
+	p := c.Stat()
 	ctx := fw.ctx
 	if ctx == nil {
 		ctx = context.Background()
 	}
 	ctx, cancel := context.WithTimeout(ctx, historyTimeout)
 	defer cancel()
-	w, err := fw.opts.History.Window(ctx, HistoryQuery{Testbed: fw.testbedKey, Spec: fw.spec.Name, Config: c.Config, Workload: c.Workload, Metric: c.Metric, MinRuns: gate.MinLaunchesToMeasure})
+	w, err := fw.opts.History.Window(ctx, HistoryQuery{Testbed: fw.testbedKey, Spec: fw.spec.Name, Config: p.Config, Workload: p.Workload, Metric: p.Metric, MinRuns: gate.MinLaunchesToMeasure})
 	if err != nil || w == nil {
 		return nil, ""
 	}
@@ -108,7 +110,8 @@ func (fw *framework) historyLaunches(c *spec.Check) ([][]float64, string) {
 // annotateHistory adds the window to a verdict against history, and names a regression at
 // tonight's run as a new change point with its commit range.
 func (fw *framework) annotateHistory(c *spec.Check, v *gate.Verdict) {
-	if c.Against != spec.AgainstHistory {
+	p := c.Stat()
+	if p.Against != spec.AgainstHistory {
 		return
 	}
 	fw.mu.Lock()

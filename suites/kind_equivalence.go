@@ -12,19 +12,24 @@ import (
 // calibrated by a twin or an oracle when the spec names one.
 type equivalenceKind struct{ crossScoped }
 
-func (equivalenceKind) is(c *spec.Check) bool { return c.Kind == spec.KindEquivalence }
+func init() { registerKind(equivalenceKind{}, spec.KindEquivalence) }
 
 func (equivalenceKind) entry(c *spec.Check, _ string, _ []string) gate.Check {
-	e := checkEntry(c, c.Head, nil)
-	e.Against = c.Base
+	p := c.Equivalence()
+	e := checkEntry(c, p.Head, nil)
+	e.Against = p.Base
 	return e
 }
 
-func (equivalenceKind) labels(c *spec.Check) []string { return []string{labelNumerics, c.Base, c.Head} }
+func (equivalenceKind) labels(c *spec.Check) []string {
+	p := c.Equivalence()
+	return []string{labelNumerics, p.Base, p.Head}
+}
 
 func (equivalenceKind) compares(c *spec.Check) []string {
-	out := []string{c.Base, c.Head}
-	for _, n := range []string{c.Twin, c.Oracle} {
+	p := c.Equivalence()
+	out := []string{p.Base, p.Head}
+	for _, n := range []string{p.Twin, p.Oracle} {
 		if n != "" {
 			out = append(out, n)
 		}
@@ -55,8 +60,9 @@ func (equivalenceKind) judge(fw *framework, _ *configState, c *spec.Check) gate.
 func (equivalenceKind) rejudge(_ *spec.Check, judged bool) bool { return !judged }
 
 func equivalenceVerdict(fw *framework, c *spec.Check) gate.Verdict {
-	names := []string{c.Base, c.Head}
-	for _, n := range []string{c.Twin, c.Oracle} {
+	p := c.Equivalence()
+	names := []string{p.Base, p.Head}
+	for _, n := range []string{p.Twin, p.Oracle} {
 		if n != "" {
 			names = append(names, n)
 		}
@@ -67,36 +73,36 @@ func equivalenceVerdict(fw *framework, c *spec.Check) gate.Verdict {
 		if cs.probe == nil {
 			err := cs.probeErr
 			if err == nil {
-				if v, skip := skipUnlaunched(c, c.Head, cs); skip {
+				if v, skip := skipUnlaunched(c, p.Head, cs); skip {
 					return v
 				}
 				err = fmt.Errorf("config %s: numerics were not measured (filtered out or interrupted)", cs.name)
 			}
-			return errVerdict(c, c.Head, err)
+			return errVerdict(c, p.Head, err)
 		}
 		probes[n] = cs.probe
 	}
 	if err := exercised(fw, c, probes); err != nil {
-		return errVerdict(c, c.Head, fmt.Errorf("%s: %w", c.Name, err))
+		return errVerdict(c, p.Head, fmt.Errorf("%s: %w", c.Name, err))
 	}
 	chk := gate.EquivalenceCheck{
-		TopK:             c.TopK,
-		MaxRatio:         c.MaxRatio,
-		BitwiseTolerance: c.BitwiseTolerance,
-		MaxDistance:      c.MaxDistance,
-		MaxAbsLogprob:    c.MaxAbsLogprobDelta,
-		MeanAbsLogprob:   c.MeanAbsLogprobDelta,
-		MinExactMatch:    c.MinExactMatch,
-		DType:            probes[c.Head].DType,
-		TP:               probes[c.Head].TPSize,
+		TopK:             p.TopK,
+		MaxRatio:         p.MaxRatio,
+		BitwiseTolerance: p.BitwiseTolerance,
+		MaxDistance:      p.MaxDistance,
+		MaxAbsLogprob:    p.MaxAbsLogprobDelta,
+		MeanAbsLogprob:   p.MeanAbsLogprobDelta,
+		MinExactMatch:    p.MinExactMatch,
+		DType:            probes[p.Head].DType,
+		TP:               probes[p.Head].TPSize,
 	}
 	if chk.TopK == 0 && fw.spec.Numerics != nil {
 		chk.TopK = fw.spec.Numerics.TopLogprobs
 	}
-	out := gate.Equivalence(gate.EquivalenceProbes{Base: probes[c.Base], Head: probes[c.Head], Twin: probes[c.Twin], Oracle: probes[c.Oracle]}, chk)
+	out := gate.Equivalence(gate.EquivalenceProbes{Base: probes[p.Base], Head: probes[p.Head], Twin: probes[p.Twin], Oracle: probes[p.Oracle]}, chk)
 	out.Name = c.Name
-	out.Config = c.Head
-	out.Against = c.Base
+	out.Config = p.Head
+	out.Against = p.Base
 	return out
 }
 
@@ -104,6 +110,7 @@ func equivalenceVerdict(fw *framework, c *spec.Check) gate.Verdict {
 // gate.EquivalenceExercised): what each config asked for, the evidence of the allreduce it ran
 // and whether speculative decoding ran for the probe's requests.
 func exercised(fw *framework, c *spec.Check, probes map[string]*wire.NumericsProbe) error {
+	p := c.Equivalence()
 	side := func(name string) gate.EquivalenceSide {
 		cs := fw.configs[name]
 		s := gate.EquivalenceSide{Config: name, Requested: requestedAllReduce(cs.launch), NCCLAlgo: ncclAlgoOf(cs.launch), AllReduce: cs.allreduce}
@@ -120,13 +127,13 @@ func exercised(fw *framework, c *spec.Check, probes map[string]*wire.NumericsPro
 		}
 		return s
 	}
-	base, head := side(c.Base), side(c.Head)
+	base, head := side(p.Base), side(p.Head)
 	if base.AllReduce == nil || head.AllReduce == nil { // tp 1: no allreduce to compare
 		base.Requested, head.Requested = "", ""
 	}
 	var twin *gate.EquivalenceSide
-	if c.Twin != "" {
-		t := side(c.Twin)
+	if p.Twin != "" {
+		t := side(p.Twin)
 		twin = &t
 	}
 	return gate.EquivalenceExercised(base, head, twin)

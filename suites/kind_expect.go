@@ -11,7 +11,7 @@ import (
 // effective allreduce backend), so that a config that silently fell back fails.
 type expectKind struct{ configScoped }
 
-func (expectKind) is(c *spec.Check) bool { return c.Kind == spec.KindExpect }
+func init() { registerKind(expectKind{}, spec.KindExpect) }
 
 func (expectKind) labels(*spec.Check) []string { return []string{labelHealth} }
 
@@ -20,6 +20,7 @@ func (expectKind) late(*spec.Check) bool { return false }
 func (expectKind) needs(*spec.Spec, *spec.Check, string) []need { return nil }
 
 func (expectKind) judge(_ *framework, cs *configState, c *spec.Check) gate.Verdict {
+	p := c.Expectation()
 	if err := cs.infraError(); err != nil {
 		return errVerdict(c, cs.name, err)
 	}
@@ -28,7 +29,7 @@ func (expectKind) judge(_ *framework, cs *configState, c *spec.Check) gate.Verdi
 		e := gate.CombineAllReduce([]gate.AllReduceSource{logAllReduce(cs.report)})
 		ev = &e
 	}
-	out := gate.ExpectAllReduce(c.Name, ev, c.Expect.AllReduce)
+	out := gate.ExpectAllReduce(c.Name, ev, p.Expect.AllReduce)
 	out.Config = cs.name
 	out.Message = cs.name + ": " + strings.TrimPrefix(out.Message, c.Name+": ")
 	return out

@@ -20,28 +20,30 @@ var lateMetrics = map[string]bool{metricPeakGPUMem: true, metric.SpecAcceptLengt
 // config's container the check names.
 type floorKind struct{ configScoped }
 
-func (floorKind) is(c *spec.Check) bool { return c.Kind == spec.KindFloor }
+func init() { registerKind(floorKind{}, spec.KindFloor) }
 
 func (floorKind) labels(*spec.Check) []string { return []string{labelMemory} }
 
 // late: metrics that only exist after traffic (peak GPU memory, speculative accept length,
 // result metrics) are judged after the config's measurements.
-func (floorKind) late(c *spec.Check) bool { return lateMetrics[c.Metric] || c.IsResultFloor() }
+func (floorKind) late(c *spec.Check) bool { return lateMetrics[c.Floor().Metric] || c.IsResultFloor() }
 
 // needs: a late floor needs the config's traffic, except peak GPU memory, which sampling
 // measures from the launch on.
 func (k floorKind) needs(s *spec.Spec, c *spec.Check, config string) []need {
-	if k.late(c) && c.Metric != metricPeakGPUMem {
+	p := c.Floor()
+	if k.late(c) && p.Metric != metricPeakGPUMem {
 		return trafficNeed(s, config)
 	}
 	return nil
 }
 
 func (floorKind) judge(_ *framework, cs *configState, c *spec.Check) gate.Verdict {
+	p := c.Floor()
 	if c.IsResultFloor() {
 		return resultFloorVerdict(cs, c)
 	}
-	v, err := reportValue(cs, c.Metric)
+	v, err := reportValue(cs, p.Metric)
 	if err != nil {
 		return errVerdict(c, cs.name, err)
 	}
@@ -50,7 +52,7 @@ func (floorKind) judge(_ *framework, cs *configState, c *spec.Check) gate.Verdic
 			return errVerdict(c, cs.name, err)
 		}
 	}
-	out := gate.Floor(c.Name, c.Metric, v, c.Min, c.Max)
+	out := gate.Floor(c.Name, p.Metric, v, p.Min, p.Max)
 	out.Config = cs.name
 	out.Message = cs.name + ": " + strings.TrimPrefix(out.Message, c.Name+": ")
 	return out

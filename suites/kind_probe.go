@@ -14,7 +14,7 @@ import (
 // of the run; the first shard judges it.
 type allReduceProbeKind struct{ crossScoped }
 
-func (allReduceProbeKind) is(c *spec.Check) bool { return c.Kind == spec.KindAllReduceProbe }
+func init() { registerKind(allReduceProbeKind{}, spec.KindAllReduceProbe) }
 
 func (allReduceProbeKind) entry(c *spec.Check, _ string, _ []string) gate.Check {
 	return checkEntry(c, "", nil)
@@ -35,13 +35,14 @@ func (allReduceProbeKind) judge(fw *framework, _ *configState, c *spec.Check) ga
 }
 
 func probeVerdict(fw *framework, c *spec.Check) gate.Verdict {
+	pp := c.Probe()
 	// The same strict reader as `reckon probe check`: a file that breaks the probe contract
 	// (a missing max_rel_err, an unknown field) is an error here too, never a pass.
-	p, err := wire.ReadAllReduceProbe(c.File)
+	p, err := wire.ReadAllReduceProbe(pp.File)
 	if err != nil {
 		return errVerdict(c, "", fmt.Errorf("allreduce probe: %w", err))
 	}
-	out := gate.AllReduceProbeCheckOf(p, probeTolerances(p.WorldSize, c), c.Algorithms)
+	out := gate.AllReduceProbeCheckOf(p, probeTolerances(p.WorldSize, c), pp.Algorithms)
 	out.Name = c.Name
 	return out
 }
@@ -49,13 +50,14 @@ func probeVerdict(fw *framework, c *spec.Check) gate.Verdict {
 // probeTolerances are the gate's per-dtype defaults for worldSize ranks with the check's
 // max_rel_err and max_abs_err applied on top (each replaces only its own bound).
 func probeTolerances(worldSize int, c *spec.Check) map[string]gate.Tolerance {
+	p := c.Probe()
 	tol := gate.DefaultAllReduceTolerances(worldSize)
-	for dt, v := range c.MaxRelErr {
+	for dt, v := range p.MaxRelErr {
 		t := tol[dt]
 		t.MaxRelErr = v
 		tol[dt] = t
 	}
-	for dt, v := range c.MaxAbsErr {
+	for dt, v := range p.MaxAbsErr {
 		t, ok := tol[dt]
 		if !ok {
 			// A dtype the defaults do not know: bound only its absolute error.

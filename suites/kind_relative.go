@@ -11,21 +11,26 @@ import (
 // the config's value in the stored baseline (of: baseline).
 type relativeKind struct{ crossScoped }
 
-func (relativeKind) is(c *spec.Check) bool { return c.Kind == spec.KindRelative }
+func init() { registerKind(relativeKind{}, spec.KindRelative) }
 
 func (relativeKind) entry(c *spec.Check, _ string, _ []string) gate.Check {
-	e := checkEntry(c, c.Config, nil)
-	e.Against = c.Of
+	p := c.Relative()
+	e := checkEntry(c, p.Config, nil)
+	e.Against = p.Of
 	return e
 }
 
-func (relativeKind) labels(c *spec.Check) []string { return []string{labelMemory, c.Config, c.Of} }
+func (relativeKind) labels(c *spec.Check) []string {
+	p := c.Relative()
+	return []string{labelMemory, p.Config, p.Of}
+}
 
 func (relativeKind) compares(c *spec.Check) []string {
-	if c.Of == spec.OfBaseline {
-		return []string{c.Config}
+	p := c.Relative()
+	if p.Of == spec.OfBaseline {
+		return []string{p.Config}
 	}
-	return []string{c.Config, c.Of}
+	return []string{p.Config, p.Of}
 }
 
 func (k relativeKind) needs(_ *spec.Spec, c *spec.Check, _ string) []need {
@@ -47,28 +52,29 @@ func (relativeKind) judge(fw *framework, _ *configState, c *spec.Check) gate.Ver
 func (relativeKind) rejudge(_ *spec.Check, judged bool) bool { return !judged }
 
 func relativeVerdict(fw *framework, c *spec.Check) gate.Verdict {
-	if c.Of == spec.OfBaseline {
+	p := c.Relative()
+	if p.Of == spec.OfBaseline {
 		return baselineRelativeVerdict(fw, c)
 	}
-	head, base := fw.configs[c.Config], fw.configs[c.Of]
-	if v, skip := skipUnlaunched(c, c.Config, head, base); skip {
+	head, base := fw.configs[p.Config], fw.configs[p.Of]
+	if v, skip := skipUnlaunched(c, p.Config, head, base); skip {
 		return v
 	}
-	hv, err := reportValue(head, c.Metric)
+	hv, err := reportValue(head, p.Metric)
 	if err != nil {
-		return errVerdict(c, c.Config, err)
+		return errVerdict(c, p.Config, err)
 	}
-	bv, err := reportValue(base, c.Metric)
+	bv, err := reportValue(base, p.Metric)
 	if err != nil {
-		return errVerdict(c, c.Config, err)
+		return errVerdict(c, p.Config, err)
 	}
 	for _, cs := range []*configState{head, base} {
 		if cs.launchEr != nil && (hv == nil || bv == nil) {
-			return errVerdict(c, c.Config, cs.infraError())
+			return errVerdict(c, p.Config, cs.infraError())
 		}
 	}
-	out := gate.Relative(c.Name, c.Metric, hv, bv, c.Of, c.MinRatio, c.MaxRatio)
-	out.Config = c.Config
-	out.Message = c.Config + ": " + strings.TrimPrefix(out.Message, c.Name+": ")
+	out := gate.Relative(c.Name, p.Metric, hv, bv, p.Of, p.MinRatio, p.MaxRatio)
+	out.Config = p.Config
+	out.Message = p.Config + ": " + strings.TrimPrefix(out.Message, c.Name+": ")
 	return out
 }

@@ -14,35 +14,39 @@ import (
 // run is one Holm-Bonferroni family.
 type statisticalKind struct{ crossScoped }
 
-func (statisticalKind) is(c *spec.Check) bool { return c.IsStatistical() }
+func init() { registerKind(statisticalKind{}, spec.KindThroughput, spec.KindLatency) }
 
 func (statisticalKind) entry(c *spec.Check, _ string, _ []string) gate.Check {
-	e := checkEntry(c, c.Config, nil)
-	if c.Against == spec.AgainstConfig {
-		e.Against = c.AgainstConfig
+	p := c.Stat()
+	e := checkEntry(c, p.Config, nil)
+	if p.Against == spec.AgainstConfig {
+		e.Against = p.AgainstConfig
 	}
 	return e
 }
 
 func (statisticalKind) labels(c *spec.Check) []string {
-	names := []string{labelThroughput, c.Config}
-	if c.Against == spec.AgainstConfig {
-		names = append(names, c.AgainstConfig)
+	p := c.Stat()
+	names := []string{labelThroughput, p.Config}
+	if p.Against == spec.AgainstConfig {
+		names = append(names, p.AgainstConfig)
 	}
 	return names
 }
 
 func (statisticalKind) compares(c *spec.Check) []string {
-	if c.Against == spec.AgainstConfig {
-		return []string{c.Config, c.AgainstConfig}
+	p := c.Stat()
+	if p.Against == spec.AgainstConfig {
+		return []string{p.Config, p.AgainstConfig}
 	}
 	return nil
 }
 
 func (statisticalKind) needs(_ *spec.Spec, c *spec.Check, _ string) []need {
-	out := []need{trialsNeed(c.Config, c.Workload)}
-	if c.Against == spec.AgainstConfig {
-		out = append(out, trialsNeed(c.AgainstConfig, c.Workload))
+	p := c.Stat()
+	out := []need{trialsNeed(p.Config, p.Workload)}
+	if p.Against == spec.AgainstConfig {
+		out = append(out, trialsNeed(p.AgainstConfig, p.Workload))
 	}
 	return out
 }
@@ -50,10 +54,11 @@ func (statisticalKind) needs(_ *spec.Spec, c *spec.Check, _ string) []need {
 // inShard: a comparison with another config is defined where both run; one against the
 // baseline or the history where its config runs.
 func (k statisticalKind) inShard(c *spec.Check, here func(string) bool, _ bool) bool {
+	p := c.Stat()
 	if cfgs := k.compares(c); cfgs != nil {
 		return allHere(cfgs, here)
 	}
-	return here(c.Config)
+	return here(p.Config)
 }
 
 func (statisticalKind) judge(fw *framework, _ *configState, c *spec.Check) gate.Verdict {
@@ -63,31 +68,27 @@ func (statisticalKind) judge(fw *framework, _ *configState, c *spec.Check) gate.
 // rejudge: merge judges the whole family again (Holm runs over the run's checks, as without
 // shards), except a check against the history store, which merge does not read.
 func (statisticalKind) rejudge(c *spec.Check, judged bool) bool {
-	return !(c.Against == spec.AgainstHistory && judged)
+	p := c.Stat()
+	return !(p.Against == spec.AgainstHistory && judged)
 }
 
 // statVerdict returns the verdict of a statistical check, computing every statistical check of
 // the run once (the first time one is asked for) so that Holm-Bonferroni runs over the family.
 func (fw *framework) statVerdict(c *spec.Check) gate.Verdict {
+	p := c.Stat()
 	fw.statOnce.Do(fw.computeStats)
 	if err := fw.statErrs[c.Name]; err != nil {
 		var sk errSkipped
 		if errors.As(err, &sk) {
-			return gate.Verdict{Name: c.Name, Kind: string(c.Kind), Config: c.Config, Outcome: gate.Skip, Message: sk.msg}
+			return gate.Verdict{Name: c.Name, Kind: string(c.Kind), Config: p.Config, Outcome: gate.Skip, Message: sk.msg}
 		}
 		if gate.IsNoBaseline(err) || errors.Is(err, ErrNoHistory) {
-			return gate.Verdict{Name: c.Name, Kind: string(c.Kind), Config: c.Config, Outcome: gate.NoBaseline, Message: err.Error()}
+			return gate.Verdict{Name: c.Name, Kind: string(c.Kind), Config: p.Config, Outcome: gate.NoBaseline, Message: err.Error()}
 		}
-		return errVerdict(c, c.Config, err)
+		return errVerdict(c, p.Config, err)
 	}
 	st := fw.stats[c.Name]
-	against := "baseline"
-	if c.Against == spec.AgainstConfig {
-		against = c.AgainstConfig
-	} else if c.Against == spec.AgainstHistory {
-		against = spec.AgainstHistory
-	}
-	v := st.Verdict(c.Name, c.Config, against)
+	v := st.Verdict(c.Name, p.Config, p.Vs())
 	fw.annotateHistory(c, &v)
 	if n := fw.launchNotes[c.Name]; n != nil {
 		n.apply(&v, st)
@@ -104,34 +105,35 @@ func (fw *framework) computeStats() {
 	}
 	var family []*gate.StatResult
 	for _, c := range fw.spec.StatisticalChecks() {
-		head := fw.configs[c.Config]
-		if err := head.measErr[c.Workload]; err != nil {
+		p := c.Stat()
+		head := fw.configs[p.Config]
+		if err := head.measErr[p.Workload]; err != nil {
 			fw.statErrs[c.Name] = err
 			continue
 		}
-		hs := metricSamples(head.trials[c.Workload], c.Metric)
-		hg := launchGroups(head.trials[c.Workload], head.trialLaunch[c.Workload], c.Metric)
+		hs := metricSamples(head.trials[p.Workload], p.Metric)
+		hg := launchGroups(head.trials[p.Workload], head.trialLaunch[p.Workload], p.Metric)
 		var bs []float64
 		var bg [][]float64
 		baseName := "baseline"
-		if c.Against == spec.AgainstConfig {
-			base := fw.configs[c.AgainstConfig]
+		if p.Against == spec.AgainstConfig {
+			base := fw.configs[p.AgainstConfig]
 			if !base.launched() {
 				fw.statErrs[c.Name] = errSkipped{fmt.Sprintf("config %s was not launched in this run (--label-filter); check not judged", base.name)}
 				continue
 			}
-			if err := base.measErr[c.Workload]; err != nil {
+			if err := base.measErr[p.Workload]; err != nil {
 				fw.statErrs[c.Name] = err
 				continue
 			}
-			bs = metricSamples(base.trials[c.Workload], c.Metric)
-			bg = launchGroups(base.trials[c.Workload], base.trialLaunch[c.Workload], c.Metric)
-			baseName = c.AgainstConfig
+			bs = metricSamples(base.trials[p.Workload], p.Metric)
+			bg = launchGroups(base.trials[p.Workload], base.trialLaunch[p.Workload], p.Metric)
+			baseName = p.AgainstConfig
 			if msg := absentMetric(base, c); msg != "" {
 				fw.statErrs[c.Name] = errSkipped{msg}
 				continue
 			}
-		} else if c.Against == spec.AgainstHistory {
+		} else if p.Against == spec.AgainstHistory {
 			var err error
 			if bs, err = fw.historySamples(c); err != nil {
 				fw.statErrs[c.Name] = err
@@ -148,19 +150,19 @@ func (fw *framework) computeStats() {
 				fw.statErrs[c.Name] = baselineErr
 				continue
 			}
-			bs = baseline.Samples(c.Config, c.Workload, c.Metric)
-			bg = baseline.LaunchGroups(c.Config, c.Workload, c.Metric)
+			bs = baseline.Samples(p.Config, p.Workload, p.Metric)
+			bg = baseline.LaunchGroups(p.Config, p.Workload, p.Metric)
 			if msg := absentInBaseline(baseline, key, c); len(bs) == 0 && msg != "" {
 				fw.statErrs[c.Name] = errSkipped{msg}
 				continue
 			}
 			if len(bs) == 0 {
-				fw.statErrs[c.Name] = fmt.Errorf("baseline for testbed %s has no samples of %s/%s/%s; re-record it with reckon baseline record --from %s/results.json", key, c.Config, c.Workload, c.Metric, fw.opts.OutDir)
+				fw.statErrs[c.Name] = fmt.Errorf("baseline for testbed %s has no samples of %s/%s/%s; re-record it with reckon baseline record --from %s/results.json", key, p.Config, p.Workload, p.Metric, fw.opts.OutDir)
 				continue
 			}
 		}
 		if len(hs) == 0 && !head.launched() {
-			fw.statErrs[c.Name] = errSkipped{fmt.Sprintf("config %s was not launched in this run (--label-filter); check not judged", c.Config)}
+			fw.statErrs[c.Name] = errSkipped{fmt.Sprintf("config %s was not launched in this run (--label-filter); check not judged", p.Config)}
 			continue
 		}
 		if msg := absentMetric(head, c); msg != "" {
@@ -168,19 +170,19 @@ func (fw *framework) computeStats() {
 			continue
 		}
 		if len(hs) == 0 {
-			fw.statErrs[c.Name] = fmt.Errorf("config %s: no %s samples for workload %s (measurement filtered out or interrupted)", c.Config, c.Metric, c.Workload)
+			fw.statErrs[c.Name] = fmt.Errorf("config %s: no %s samples for workload %s (measurement filtered out or interrupted)", p.Config, p.Metric, p.Workload)
 			continue
 		}
-		m, ok := gate.MetricFor(c.Metric)
+		m, ok := gate.MetricFor(p.Metric)
 		if !ok {
-			fw.statErrs[c.Name] = fmt.Errorf("%s: metric %q: direction unknown", fw.spec.File, c.Metric)
+			fw.statErrs[c.Name] = fmt.Errorf("%s: metric %q: direction unknown", fw.spec.File, p.Metric)
 			continue
 		}
 		// Each result is decided at its own level (the check's alpha, or the sequential plan's
 		// per-look level when the workload may add trials against a stored baseline), and Holm
 		// then corrects across the family of gated checks keeping those levels.
 		opts := fw.statOptions(c)
-		if w, _ := fw.spec.Workload(c.Workload); c.Against == spec.AgainstBaseline {
+		if w, _ := fw.spec.Workload(p.Workload); p.Against == spec.AgainstBaseline {
 			if plan, ok := sequentialPlan(w, c); ok {
 				opts = plan.Options(opts)
 			}
@@ -191,7 +193,7 @@ func (fw *framework) computeStats() {
 		// between-launch variation comes from elsewhere (betweenLaunch).
 		r := gate.CompareLaunches(bg, hg, m, opts, fw.betweenLaunch(c, prior))
 		fw.launchNotes[c.Name] = &launchNote{
-			head: launchUnits(head.trials[c.Workload], head.trialLaunch[c.Workload], c.Metric), headName: c.Config,
+			head: launchUnits(head.trials[p.Workload], head.trialLaunch[p.Workload], p.Metric), headName: p.Config,
 			base: groupUnits(bg), baseName: baseName,
 		}
 		fw.stats[c.Name] = &r
@@ -205,9 +207,10 @@ func (fw *framework) computeStats() {
 // (pooled), else by the history of the check's config (its runs since the last change point,
 // each a launch), else the testbed's prior. A check whose own launches measure it ignores this.
 func (fw *framework) betweenLaunch(c *spec.Check, prior gate.LaunchNoise) gate.LaunchNoise {
-	cfgs := []string{c.Config}
-	if c.Against == spec.AgainstConfig {
-		cfgs = append(cfgs, c.AgainstConfig)
+	p := c.Stat()
+	cfgs := []string{p.Config}
+	if p.Against == spec.AgainstConfig {
+		cfgs = append(cfgs, p.AgainstConfig)
 	}
 	var es []gate.NoiseEstimate
 	var from []string
@@ -219,7 +222,7 @@ func (fw *framework) betweenLaunch(c *spec.Check, prior gate.LaunchNoise) gate.L
 		if b == nil {
 			continue
 		}
-		if g := b.LaunchGroups(name, c.Workload, c.Metric); len(g) >= 2 {
+		if g := b.LaunchGroups(name, p.Workload, p.Metric); len(g) >= 2 {
 			es = append(es, gate.EstimateNoise(g))
 			from = append(from, fmt.Sprintf("%s's %d launches", name, len(g)))
 		}
@@ -227,9 +230,9 @@ func (fw *framework) betweenLaunch(c *spec.Check, prior gate.LaunchNoise) gate.L
 	if n, ok := gate.PoolNoise("measured by the baseline ("+strings.Join(from, ", ")+")", es...); ok {
 		return n
 	}
-	if fw.opts.History != nil && c.Against != spec.AgainstHistory {
+	if fw.opts.History != nil && p.Against != spec.AgainstHistory {
 		if g, desc := fw.historyLaunches(c); len(g) >= 2 {
-			if n, ok := gate.PoolNoise("measured by the history of "+c.Config+" ("+desc+")", gate.EstimateNoise(g)); ok {
+			if n, ok := gate.PoolNoise("measured by the history of "+p.Config+" ("+desc+")", gate.EstimateNoise(g)); ok {
 				return n
 			}
 		}

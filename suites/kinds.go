@@ -7,17 +7,14 @@ import (
 	"github.com/reckon-ci/reckon/spec"
 )
 
-// checkKind is one kind of check the gate judges. The runner (tree.go: the Ginkgo tree;
+// checkKind is the runner of one kind of check. The runner (tree.go: the Ginkgo tree;
 // plan.go: what each check needs; shard.go and merge.go: sharding and reckon merge) only calls
-// these methods, so a new kind is one file with one value added to checkKinds. Kinds judged in
-// each config's container embed configScoped; kinds judged once after every config embed
-// crossScoped.
+// these methods, so a new kind is one file (kind_KIND.go) that registers its runner for its
+// spec.CheckKind. Where a check is judged (in each config's container, or once after every
+// config in the cross-config container) is its spec.Check.Scope, the one definition spec,
+// sharding and merge share; kinds of spec.ScopePerConfig embed configScoped, kinds of
+// spec.ScopeCross embed crossScoped.
 type checkKind interface {
-	// is reports whether c is of this kind.
-	is(c *spec.Check) bool
-	// cross reports whether the check is judged once after every config (in the cross-config
-	// container) rather than in each config's container it names.
-	cross() bool
 	// entry is c's report entry before it is judged: its name, kind, subject config, the config
 	// it compares with, labels and line. config is the container's config of a per-config check.
 	entry(c *spec.Check, config string, labels []string) gate.Check
@@ -47,40 +44,36 @@ type checkKind interface {
 	rejudge(c *spec.Check, judged bool) bool
 }
 
-// checkKinds is every kind of check, one file each (kind_*.go), in the order they are tried.
-var checkKinds = []checkKind{
-	floorKind{},
-	expectKind{},
-	relativeKind{},
-	equivalenceKind{},
-	allReduceProbeKind{},
-	statisticalKind{},
-}
+// checkKinds maps each spec.CheckKind to its runner; each kind_*.go file registers its own
+// (TestEveryKindHasARunner checks that spec's registry and this one agree).
+var checkKinds = map[spec.CheckKind]checkKind{}
 
-// kindOf returns the kind of c (nil for a kind this version does not judge; spec validation
-// rejects those).
-func kindOf(c *spec.Check) checkKind {
-	for _, k := range checkKinds {
-		if k.is(c) {
-			return k
+// registerKind makes k the runner of the checks of kinds (an init of k's file).
+func registerKind(k checkKind, kinds ...spec.CheckKind) {
+	for _, kind := range kinds {
+		if _, dup := checkKinds[kind]; dup {
+			panic("suites: two runners for check kind " + string(kind))
 		}
+		checkKinds[kind] = k
 	}
-	return nil
 }
 
-// crossKindOf returns the kind of a check judged once after every config (nil for one judged
-// per config).
+// kindOf returns the runner of c (nil for a kind this version does not judge; spec validation
+// rejects those).
+func kindOf(c *spec.Check) checkKind { return checkKinds[c.Kind] }
+
+// crossKindOf returns the runner of a check judged once after every config (spec.ScopeCross;
+// nil for one judged per config).
 func crossKindOf(c *spec.Check) checkKind {
-	if k := kindOf(c); k != nil && k.cross() {
-		return k
+	if c.Scope() != spec.ScopeCross {
+		return nil
 	}
-	return nil
+	return kindOf(c)
 }
 
 // configScoped holds the defaults of a kind judged in each config's container.
 type configScoped struct{}
 
-func (configScoped) cross() bool                    { return false }
 func (configScoped) compares(*spec.Check) []string  { return nil }
 func (configScoped) rejudge(*spec.Check, bool) bool { return false }
 func (configScoped) together(*spec.Check) bool      { return false }
@@ -92,13 +85,12 @@ func (configScoped) entry(c *spec.Check, config string, labels []string) gate.Ch
 
 // inShard: a per-config check is defined where any config it names runs.
 func (configScoped) inShard(c *spec.Check, here func(string) bool, _ bool) bool {
-	return slices.ContainsFunc(c.Configs, here)
+	return slices.ContainsFunc(c.ConfigNames(), here)
 }
 
 // crossScoped holds the defaults of a kind judged once after every config.
 type crossScoped struct{}
 
-func (crossScoped) cross() bool               { return true }
 func (crossScoped) late(*spec.Check) bool     { return false }
 func (crossScoped) together(*spec.Check) bool { return false }
 

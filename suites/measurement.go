@@ -49,19 +49,20 @@ func trialNote(cs *configState, workload string) string {
 // the check's workload must lie within [min, max]. A metric the trials do not have (the source
 // left it out, e.g. request_goodput without SLOs) is an error naming it, never a 0.
 func resultFloorVerdict(cs *configState, c *spec.Check) gate.Verdict {
-	if err := cs.measErr[c.Workload]; err != nil {
+	p := c.Floor()
+	if err := cs.measErr[p.Workload]; err != nil {
 		return errVerdict(c, cs.name, err)
 	}
-	trials := cs.trials[c.Workload]
+	trials := cs.trials[p.Workload]
 	if len(trials) == 0 {
 		if err := cs.infraError(); err != nil {
 			return errVerdict(c, cs.name, err)
 		}
-		return errVerdict(c, cs.name, fmt.Errorf("config %s: no trials of workload %s (measurement filtered out or interrupted)", cs.name, c.Workload))
+		return errVerdict(c, cs.name, fmt.Errorf("config %s: no trials of workload %s (measurement filtered out or interrupted)", cs.name, p.Workload))
 	}
-	xs := metricSamples(trials, c.Metric)
+	xs := metricSamples(trials, p.Metric)
 	if len(xs) == 0 {
-		return errVerdict(c, cs.name, fmt.Errorf("config %s: the %d trials of workload %s have no %s (not measured; never taken as 0)", cs.name, len(trials), c.Workload, c.Metric))
+		return errVerdict(c, cs.name, fmt.Errorf("config %s: the %d trials of workload %s have no %s (not measured; never taken as 0)", cs.name, len(trials), p.Workload, p.Metric))
 	}
 	sorted := slices.Clone(xs)
 	sort.Float64s(sorted)
@@ -69,48 +70,49 @@ func resultFloorVerdict(cs *configState, c *spec.Check) gate.Verdict {
 	if len(sorted)%2 == 0 {
 		med = (sorted[len(sorted)/2-1] + sorted[len(sorted)/2]) / 2
 	}
-	out := gate.Floor(c.Name, c.Metric, &med, c.Min, c.Max)
+	out := gate.Floor(c.Name, p.Metric, &med, p.Min, p.Max)
 	out.Config = cs.name
-	out.Message = fmt.Sprintf("%s: %s (median of %d trials of %s: %s)", cs.name, strings.TrimPrefix(out.Message, c.Name+": "), len(xs), c.Workload, fmtSamples(xs))
+	out.Message = fmt.Sprintf("%s: %s (median of %d trials of %s: %s)", cs.name, strings.TrimPrefix(out.Message, c.Name+": "), len(xs), p.Workload, fmtSamples(xs))
 	return out
 }
 
 // baselineRelativeVerdict judges a relative check against the stored baseline: the config's
 // engine-report value over the same config's value in this testbed's baseline.
 func baselineRelativeVerdict(fw *framework, c *spec.Check) gate.Verdict {
-	head := fw.configs[c.Config]
-	if v, skip := skipUnlaunched(c, c.Config, head); skip {
+	p := c.Relative()
+	head := fw.configs[p.Config]
+	if v, skip := skipUnlaunched(c, p.Config, head); skip {
 		return v
 	}
-	hv, err := reportValue(head, c.Metric)
+	hv, err := reportValue(head, p.Metric)
 	if err != nil {
-		return errVerdict(c, c.Config, err)
+		return errVerdict(c, p.Config, err)
 	}
 	if head.launchEr != nil && hv == nil {
-		return errVerdict(c, c.Config, head.infraError())
+		return errVerdict(c, p.Config, head.infraError())
 	}
 	if fw.baselineErr != nil {
-		return gate.NoBaselineVerdict(c.Name, c.Config, string(c.Kind), fw.baselineErr)
+		return gate.NoBaselineVerdict(c.Name, p.Config, string(c.Kind), fw.baselineErr)
 	}
 	var bc map[string]any
 	if fw.baseline != nil {
-		if cfg := fw.baseline.Config(c.Config); cfg != nil {
+		if cfg := fw.baseline.Config(p.Config); cfg != nil {
 			bc = cfg.Engine
 		}
 	}
 	if bc == nil {
-		return gate.Verdict{Name: c.Name, Kind: string(c.Kind), Config: c.Config, Outcome: gate.NoBaseline,
-			Message: fmt.Sprintf("%s: the baseline for testbed %s holds no engine report of config %s; record one with reckon baseline record --from %s/results.json", c.Config, fw.testbedKey, c.Config, fw.opts.OutDir)}
+		return gate.Verdict{Name: c.Name, Kind: string(c.Kind), Config: p.Config, Outcome: gate.NoBaseline,
+			Message: fmt.Sprintf("%s: the baseline for testbed %s holds no engine report of config %s; record one with reckon baseline record --from %s/results.json", p.Config, fw.testbedKey, p.Config, fw.opts.OutDir)}
 	}
-	raw, ok := bc[c.Metric]
+	raw, ok := bc[p.Metric]
 	f, isNum := raw.(float64)
 	if !ok || raw == nil || !isNum {
-		return gate.Verdict{Name: c.Name, Kind: string(c.Kind), Config: c.Config, Outcome: gate.Skip,
-			Message: fmt.Sprintf("%s: the baseline's engine report has no %s (absent, never taken as 0); not judged", c.Config, c.Metric)}
+		return gate.Verdict{Name: c.Name, Kind: string(c.Kind), Config: p.Config, Outcome: gate.Skip,
+			Message: fmt.Sprintf("%s: the baseline's engine report has no %s (absent, never taken as 0); not judged", p.Config, p.Metric)}
 	}
-	out := gate.Relative(c.Name, c.Metric, hv, &f, "baseline", c.MinRatio, c.MaxRatio)
-	out.Config = c.Config
-	out.Message = c.Config + ": " + strings.TrimPrefix(out.Message, c.Name+": ")
+	out := gate.Relative(c.Name, p.Metric, hv, &f, "baseline", p.MinRatio, p.MaxRatio)
+	out.Config = p.Config
+	out.Message = p.Config + ": " + strings.TrimPrefix(out.Message, c.Name+": ")
 	return out
 }
 
@@ -118,26 +120,28 @@ func baselineRelativeVerdict(fw *framework, c *spec.Check) gate.Verdict {
 // but none of its trials has the metric (the run did not measure it, e.g. request_goodput
 // without SLOs): "" when some trial has it or there are no trials at all.
 func absentMetric(cs *configState, c *spec.Check) string {
-	trials := cs.trials[c.Workload]
-	if len(trials) == 0 || len(metricSamples(trials, c.Metric)) > 0 {
+	p := c.Stat()
+	trials := cs.trials[p.Workload]
+	if len(trials) == 0 || len(metricSamples(trials, p.Metric)) > 0 {
 		return ""
 	}
-	return fmt.Sprintf("config %s: its %d trials of %s have no %s (not measured; absent, never taken as 0): check not judged", cs.name, len(trials), c.Workload, c.Metric)
+	return fmt.Sprintf("config %s: its %d trials of %s have no %s (not measured; absent, never taken as 0): check not judged", cs.name, len(trials), p.Workload, p.Metric)
 }
 
 // absentInBaseline says why a statistical check against the baseline is skipped when the
 // baseline holds the config's trials of the workload but not the metric; "" otherwise.
 func absentInBaseline(b *gate.Baseline, testbed string, c *spec.Check) string {
+	p := c.Stat()
 	if b == nil {
 		return ""
 	}
-	bc := b.Config(c.Config)
+	bc := b.Config(p.Config)
 	if bc == nil {
 		return ""
 	}
 	for _, w := range bc.Workloads {
-		if w.Name == c.Workload && len(w.Metrics) > 0 {
-			return fmt.Sprintf("the baseline for testbed %s holds trials of %s/%s but no %s (absent, never taken as 0): check not judged", testbed, c.Config, c.Workload, c.Metric)
+		if w.Name == p.Workload && len(w.Metrics) > 0 {
+			return fmt.Sprintf("the baseline for testbed %s holds trials of %s/%s but no %s (absent, never taken as 0): check not judged", testbed, p.Config, p.Workload, p.Metric)
 		}
 	}
 	return ""
@@ -147,7 +151,7 @@ func absentInBaseline(b *gate.Baseline, testbed string, c *spec.Check) string {
 // must then be loaded even without statistical checks).
 func relativeToBaseline(s *spec.Spec) bool {
 	for _, c := range s.Checks {
-		if c.Kind == spec.KindRelative && c.Of == spec.OfBaseline {
+		if r := c.Relative(); r != nil && r.Of == spec.OfBaseline {
 			return true
 		}
 	}

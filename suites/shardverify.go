@@ -154,7 +154,7 @@ func verifyShardContent(s *spec.Spec, sh shardRun) []string {
 			}
 			continue
 		}
-		if e.Kind != string(c.Kind) || !slices.Contains(c.Configs, e.Config) || !here[e.Config] {
+		if e.Kind != string(c.Kind) || !slices.Contains(c.ConfigNames(), e.Config) || !here[e.Config] {
 			bad("%s: check %q (kind %s, config %q) is not a check of the spec for this shard", p, e.Name, e.Kind, e.Config)
 		}
 		switch e.Outcome {
@@ -189,7 +189,7 @@ func verifyShardContent(s *spec.Spec, sh shardRun) []string {
 			}
 			continue
 		}
-		for _, n := range c.Configs {
+		for _, n := range c.ConfigNames() {
 			if here[n] && got[key{c.Name, n}] == 0 {
 				bad("%s: the spec's check %q of config %s is missing from the shard", p, c.Name, n)
 			}
@@ -219,10 +219,10 @@ func (fw *framework) rejudgeOwn(own []gate.Check) ([]gate.Check, []string) {
 		var v *gate.Verdict
 		if c := checks[e.Name]; c != nil {
 			switch {
-			case c.Kind == spec.KindFloor && c.Metric != metricPeakGPUMem:
+			case c.Floor() != nil && c.Floor().Metric != metricPeakGPUMem:
 				x := floorKind{}.judge(fw, cs, c)
 				v = &x
-			case c.Kind == spec.KindExpect && cs.allreduce != nil:
+			case c.Expectation() != nil && cs.allreduce != nil:
 				x := expectKind{}.judge(fw, cs, c)
 				v = &x
 			}

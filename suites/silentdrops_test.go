@@ -72,13 +72,13 @@ func TestSilentDropsAreErrorsOrInEffect(t *testing.T) {
 		want  gate.Outcome
 		msg   string
 	}{
-		{"probe within the defaults", spec.Check{Name: "p", File: probe}, gate.Pass, "within tolerance"},
-		{"max_abs_err tighter than the probe's errors", spec.Check{Name: "p", File: probe, MaxAbsErr: map[string]float64{"float32": 1e-9}}, gate.Fail, "max_abs_err"},
-		{"max_abs_err looser than the probe's errors", spec.Check{Name: "p", File: probe, MaxAbsErr: map[string]float64{"float32": 1, "bfloat16": 1}}, gate.Pass, "within tolerance"},
-		{"max_rel_err tighter than the probe's errors", spec.Check{Name: "p", File: probe, MaxRelErr: map[string]float64{"float32": 1e-12}}, gate.Fail, "max_rel_err"},
-		{"algorithms names one the probe never ran", spec.Check{Name: "p", File: probe, Algorithms: []string{"two_shot"}}, gate.Error, "algorithms names two_shot, which the probe did not run"},
-		{"algorithms selects what is judged", spec.Check{Name: "p", File: probe, Algorithms: []string{"one_shot"}, MaxRelErr: map[string]float64{"float32": 1.1e-7}}, gate.Fail, "one_shot"},
-		{"a probe file without max_rel_err (strict reader)", spec.Check{Name: "p", File: noRel}, gate.Error, "max_rel_err"},
+		{"probe within the defaults", spec.Check{Name: "p", Kind: spec.KindAllReduceProbe, Params: &spec.AllReduceProbeParams{File: probe}}, gate.Pass, "within tolerance"},
+		{"max_abs_err tighter than the probe's errors", spec.Check{Name: "p", Kind: spec.KindAllReduceProbe, Params: &spec.AllReduceProbeParams{File: probe, MaxAbsErr: map[string]float64{"float32": 1e-9}}}, gate.Fail, "max_abs_err"},
+		{"max_abs_err looser than the probe's errors", spec.Check{Name: "p", Kind: spec.KindAllReduceProbe, Params: &spec.AllReduceProbeParams{File: probe, MaxAbsErr: map[string]float64{"float32": 1, "bfloat16": 1}}}, gate.Pass, "within tolerance"},
+		{"max_rel_err tighter than the probe's errors", spec.Check{Name: "p", Kind: spec.KindAllReduceProbe, Params: &spec.AllReduceProbeParams{File: probe, MaxRelErr: map[string]float64{"float32": 1e-12}}}, gate.Fail, "max_rel_err"},
+		{"algorithms names one the probe never ran", spec.Check{Name: "p", Kind: spec.KindAllReduceProbe, Params: &spec.AllReduceProbeParams{File: probe, Algorithms: []string{"two_shot"}}}, gate.Error, "algorithms names two_shot, which the probe did not run"},
+		{"algorithms selects what is judged", spec.Check{Name: "p", Kind: spec.KindAllReduceProbe, Params: &spec.AllReduceProbeParams{File: probe, Algorithms: []string{"one_shot"}, MaxRelErr: map[string]float64{"float32": 1.1e-7}}}, gate.Fail, "one_shot"},
+		{"a probe file without max_rel_err (strict reader)", spec.Check{Name: "p", Kind: spec.KindAllReduceProbe, Params: &spec.AllReduceProbeParams{File: noRel}}, gate.Error, "max_rel_err"},
 	}
 	for _, r := range probeRows {
 		t.Run(r.name, func(t *testing.T) {
@@ -90,8 +90,8 @@ func TestSilentDropsAreErrorsOrInEffect(t *testing.T) {
 	}
 	// The algorithms row above fails on one_shot only because ring is not judged: with ring
 	// judged too, its own error must show up as well (a failure count of 2 or more).
-	all := probeVerdict(nil, &spec.Check{Name: "p", File: probe, MaxRelErr: map[string]float64{"float32": 1e-12}})
-	only := probeVerdict(nil, &spec.Check{Name: "p", File: probe, Algorithms: []string{"one_shot"}, MaxRelErr: map[string]float64{"float32": 1e-12}})
+	all := probeVerdict(nil, &spec.Check{Name: "p", Kind: spec.KindAllReduceProbe, Params: &spec.AllReduceProbeParams{File: probe, MaxRelErr: map[string]float64{"float32": 1e-12}}})
+	only := probeVerdict(nil, &spec.Check{Name: "p", Kind: spec.KindAllReduceProbe, Params: &spec.AllReduceProbeParams{File: probe, Algorithms: []string{"one_shot"}, MaxRelErr: map[string]float64{"float32": 1e-12}}})
 	if all.Metrics["algorithm_runs"] <= only.Metrics["algorithm_runs"] {
 		t.Errorf("algorithms did not narrow what is judged: %v runs with every algorithm, %v with one_shot", all.Metrics["algorithm_runs"], only.Metrics["algorithm_runs"])
 	}

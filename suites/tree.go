@@ -117,7 +117,7 @@ func defineConfig(fw *framework, cs *configState) {
 // measurements, from a fresh read of its log).
 func defineConfigCheck(fw *framework, cs *configState, c *spec.Check, labels []string, late bool) {
 	k := kindOf(c)
-	if k == nil || k.cross() {
+	if k == nil || c.Scope() != spec.ScopePerConfig {
 		return // spec validation admits only per-config kinds here (spec.ChecksFor)
 	}
 	entry := k.entry(c, cs.name, labels)

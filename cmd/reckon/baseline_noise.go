@@ -23,16 +23,17 @@ func gatedMetrics(run *gate.Run) []gatedMetric {
 	if run.SpecPath != "" {
 		if s, err := spec.Load(run.SpecPath); err == nil {
 			for _, c := range s.StatisticalChecks() {
+				p := c.Stat()
 				o := gate.DefaultStatOptions()
-				if c.Alpha > 0 {
-					o.Alpha = c.Alpha
+				if p.Alpha > 0 {
+					o.Alpha = p.Alpha
 				}
-				if c.MinEffect > 0 {
-					o.MinEffect = c.MinEffect
+				if p.MinEffect > 0 {
+					o.MinEffect = p.MinEffect
 				}
-				out = append(out, gatedMetric{c.Config, c.Workload, c.Metric, o})
-				if c.Against == spec.AgainstConfig {
-					out = append(out, gatedMetric{c.AgainstConfig, c.Workload, c.Metric, o})
+				out = append(out, gatedMetric{p.Config, p.Workload, p.Metric, o})
+				if p.Against == spec.AgainstConfig {
+					out = append(out, gatedMetric{p.AgainstConfig, p.Workload, p.Metric, o})
 				}
 			}
 			return out

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/reckon-ci/reckon/gate"
+	"github.com/reckon-ci/reckon/internal/num"
 	"github.com/reckon-ci/reckon/internal/textutil"
 	"github.com/reckon-ci/reckon/workload"
 )
@@ -108,18 +109,14 @@ func defineCompareFlags(fs *pflag.FlagSet, o *compareOptions) {
 // parseMinEffect reads a minimum effect as the spec writes it: "5%" or a fraction below 1
 // ("0.05"); it returns the fraction.
 func parseMinEffect(s string) (float64, error) {
-	t := strings.TrimSpace(s)
-	pctForm := strings.HasSuffix(t, "%")
-	v, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(t, "%")), 64)
-	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
-		return 0, fmt.Errorf("--min-effect %q: expected a percentage such as 5%% or a fraction below 1 such as 0.05", s)
-	}
-	if pctForm {
-		v /= 100
-	} else if v >= 1 {
+	v, _, err := num.ParseFraction(s)
+	switch {
+	case errors.Is(err, num.ErrBareWhole):
+		t := strings.TrimSpace(s)
 		return 0, fmt.Errorf("--min-effect %q: a bare number is a fraction and must be below 1; write %s%% for %s percent", s, t, t)
-	}
-	if v < 0 || v >= 1 {
+	case err != nil:
+		return 0, fmt.Errorf("--min-effect %q: expected a percentage such as 5%% or a fraction below 1 such as 0.05", s)
+	case v < 0 || v >= 1:
 		return 0, fmt.Errorf("--min-effect %q: expected an effect in [0%%, 100%%)", s)
 	}
 	return v, nil

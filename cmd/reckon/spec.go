@@ -283,10 +283,10 @@ func checkSpecFile(path string) (r specCheckResult) {
 func unusedConfigs(s *spec.Spec) spec.ErrorList {
 	used := map[string]bool{}
 	for _, c := range s.Checks {
-		if (c.Kind == spec.KindFloor || c.Kind == spec.KindExpect) && len(c.Configs) == 0 {
+		if c.Scope() == spec.ScopePerConfig && len(c.ConfigNames()) == 0 {
 			return nil // a check on every config
 		}
-		for _, n := range append([]string{c.Config, c.Of, c.Base, c.Head, c.Twin, c.Oracle, c.AgainstConfig}, c.Configs...) {
+		for _, n := range c.ConfigNames() {
 			used[n] = true
 		}
 	}
@@ -379,8 +379,8 @@ func missingPaths(s *spec.Spec) spec.ErrorList {
 		warn(0, "numerics.prompts", s.Numerics.Prompts, "prompts file", specDir)
 	}
 	for _, c := range s.Checks {
-		if c.Kind == spec.KindAllReduceProbe {
-			warn(c.Line, "check "+c.Name, c.File, "probe file", specDir)
+		if p := c.Probe(); p != nil {
+			warn(c.Line, "check "+c.Name, p.File, "probe file", specDir)
 		}
 	}
 	return out
@@ -393,11 +393,12 @@ func missingPaths(s *spec.Spec) spec.ErrorList {
 func uncalibratedChecks(s *spec.Spec) spec.ErrorList {
 	var out spec.ErrorList
 	for _, c := range s.Checks {
-		if c.Kind != spec.KindEquivalence || !c.NoTwin {
+		p := c.Equivalence()
+		if p == nil || !p.NoTwin {
 			continue
 		}
-		bound := "max_distance " + strconv.FormatFloat(*orDefault(c.MaxDistance, -1), 'g', 4, 64)
-		if c.MaxDistance == nil {
+		bound := "max_distance " + strconv.FormatFloat(*orDefault(p.MaxDistance, -1), 'g', 4, 64)
+		if p.MaxDistance == nil {
 			bound = "a bound derived from the dtype's unit roundoff and the tp size (docs/statistics.md)"
 		}
 		out = append(out, &spec.Error{Severity: diag.Warning, Code: spec.CodeUncalibrated, File: s.File, Line: c.Line, Field: "check " + c.Name,
