@@ -244,7 +244,9 @@ func (fw *framework) view() gate.Run {
 	r.Configs = make([]gate.Config, 0, len(fw.configs))
 	for _, n := range fw.spec.ConfigNames() {
 		if cs := fw.configs[n]; cs != nil && cs.reported {
-			r.Configs = append(r.Configs, cs.out)
+			c := cs.out
+			c.MeasurementErrors = cs.measurementErrors()
+			r.Configs = append(r.Configs, c)
 		}
 	}
 	attachBaselineEngines(&r, fw.baseline)
