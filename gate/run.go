@@ -138,6 +138,18 @@ type Config struct {
 	NumericsFile string  `json:"numerics_file,omitempty"`
 	// GPUPeakMiB is the peak memory used per GPU during the run, in MiB.
 	GPUPeakMiB []float64 `json:"gpu_peak_mib,omitempty"`
+	// MeasurementErrors are the measurements of this config that failed (its numerics probe, a
+	// workload's trials), each with its error: part of the config's evidence, which reckon merge
+	// reads back instead of parsing the names of the measurement checks.
+	MeasurementErrors []MeasurementError `json:"measurement_errors,omitempty"`
+}
+
+// MeasurementError is one measurement of a config that failed.
+type MeasurementError struct {
+	// Workload is the workload whose trials failed; "" for the numerics probe.
+	Workload string `json:"workload,omitempty"`
+	// Error is what went wrong, as the measurement's check reported it.
+	Error string `json:"error"`
 }
 
 // Trial is one complete benchmark run against a launched engine.

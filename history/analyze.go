@@ -178,7 +178,7 @@ func (s *Store) HistoryWindow(ctx context.Context, key SeriesKey, minRuns, maxRu
 
 // Between returns the runs whose commits lie from commit a to commit b (by run time: from the
 // first run of a to the last run of b, either order), and the change points among them.
-func (s *Store) Between(ctx context.Context, a, b string, f Filter, o Options) ([]Run, []Finding, error) {
+func (s *Store) Between(ctx context.Context, a, b string, f Filter, o Options) ([]RunRow, []Finding, error) {
 	if a == "" || b == "" {
 		return nil, nil, fmt.Errorf("history between: two commits needed, got %q and %q", a, b)
 	}

@@ -176,8 +176,8 @@ func BenchmarkAnalyzeStore10000x50(b *testing.B) {
 		for k := 0; k < 50; k++ {
 			m[fmt.Sprintf("m%02d", k)] = 100 * (1 + 0.08*float64((i/1000)%2)) * (1 + 0.03*rng.NormFloat64())
 		}
-		r := &Run{StartedAt: time.Unix(int64(i)*86400, 0), TestbedKey: "t", SpecName: "s", GitCommit: fmt.Sprintf("c%d", i),
-			Configs: []Config{{Name: "nccl", Trials: []Trial{{Workload: "w", Metrics: m}}}}}
+		r := &Rows{Run: RunRow{StartedAt: time.Unix(int64(i)*86400, 0), TestbedKey: "t", SpecName: "s", GitCommit: fmt.Sprintf("c%d", i)},
+			Configs: []ConfigRow{{Name: "nccl"}}, Trials: []TrialRow{{Config: "nccl", Workload: "w", Metrics: m}}}
 		if _, _, err := s.Append(ctx, r); err != nil {
 			b.Fatal(err)
 		}

@@ -5,8 +5,9 @@
 // change points with E-divisive means and a t-test significance, hands the gate the runs since a
 // series' last change point (`against: history`), and renders a trend page.
 //
-// Data flows one way: cmd/reckon converts a results.json (or an imported result file) into a
-// Run and appends it; analysis reads series back. The package never starts an engine and never
+// Data flows one way: a gate's run (gate.Run, live or read from results.json) or an imported
+// result file becomes the store's rows (RowsFromRun, RowsFromImport) and is appended; analysis
+// reads series back. The package never starts an engine and never
 // renders the gate's reports. See docs/history.md.
 package history
 
@@ -30,8 +31,18 @@ const (
 // kv_cache_gib, ...), which belong to a config, not to a workload.
 const EngineWorkload = "engine"
 
-// Run is one run as stored: provenance, configs, trials.
-type Run struct {
+// Rows is what the store holds of one run: its row of the runs table and the rows of configs,
+// engine_values and trials that belong to it. It is not a second model of the run: gate.Run is
+// the run, and RowsFromRun (or RowsFromImport, for another tool's result file) builds its rows.
+type Rows struct {
+	Run     RunRow      `json:"run"`
+	Configs []ConfigRow `json:"configs,omitempty"`
+	// Trials are in config order, then in the order the run measured them.
+	Trials []TrialRow `json:"trials,omitempty"`
+}
+
+// RunRow is a run's row: its provenance and verdict.
+type RunRow struct {
 	// ID is the store's id, set by Append and by reads; 0 before.
 	ID int64 `json:"id,omitempty"`
 	// UID identifies the run's content so that appending the same run twice stores it once.
@@ -52,62 +63,78 @@ type Run struct {
 	SpecHash    string `json:"spec_hash"`
 	LabelFilter string `json:"label_filter"`
 	// Verdict is the run's verdict (PASS, FAIL, ...; "" for imports).
-	Verdict string   `json:"verdict"`
-	Configs []Config `json:"configs"`
+	Verdict string `json:"verdict"`
 }
 
-// Config is one config of a run.
-type Config struct {
+// ConfigRow is a config's row with its numeric engine values (the engine_values rows).
+type ConfigRow struct {
 	Name          string `json:"name"`
 	EngineVersion string `json:"engine_version"`
 	LaunchError   string `json:"launch_error"`
 	// EngineJSON is the EngineReport as JSON ("{}" when none); EngineValues its numeric values.
 	EngineJSON   string             `json:"engine_json"`
 	EngineValues map[string]float64 `json:"engine_values,omitempty"`
-	Trials       []Trial            `json:"trials,omitempty"`
 }
 
-// Trial is one trial's metrics.
-type Trial struct {
+// TrialRow is one trial of a config: its rows of the trials table, one per metric.
+type TrialRow struct {
+	Config   string             `json:"config"`
 	Workload string             `json:"workload"`
 	Index    int                `json:"index"`
 	Metrics  map[string]float64 `json:"metrics"`
 }
 
-// Validate reports the first field that a stored run must have and r lacks.
-func (r *Run) Validate() error {
+// TrialsOf returns the trials of config name, in order.
+func (r *Rows) TrialsOf(name string) []TrialRow {
+	var out []TrialRow
+	for _, t := range r.Trials {
+		if t.Config == name {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// Validate reports the fields that a stored run must have and r lacks, and the first
+// config or trial that cannot be stored.
+func (r *Rows) Validate() error {
 	var missing []string
-	if r.StartedAt.IsZero() {
+	if r.Run.StartedAt.IsZero() {
 		missing = append(missing, "started_at (the run's time)")
 	}
-	if r.TestbedKey == "" {
+	if r.Run.TestbedKey == "" {
 		missing = append(missing, "testbed_key")
 	}
-	if r.SpecName == "" {
+	if r.Run.SpecName == "" {
 		missing = append(missing, "spec_name")
 	}
 	if len(missing) > 0 {
 		return fmt.Errorf("history: run lacks %s", strings.Join(missing, ", "))
 	}
+	known := map[string]bool{}
 	for i, c := range r.Configs {
 		if c.Name == "" {
 			return fmt.Errorf("history: configs[%d]: empty config name", i)
 		}
-		for j, t := range c.Trials {
-			if t.Workload == "" {
-				return fmt.Errorf("history: config %s: trials[%d]: empty workload name", c.Name, j)
-			}
-			for _, k := range sortedKeys(t.Metrics) {
-				// Non-finite values are not stored (Append); an absurd finite one would be, and
-				// would hide every change point of its series.
-				if err := domain.Measured(t.Metrics[k], true); err != nil {
-					return fmt.Errorf("history: config %s: trials[%d] (%s): metric %s: %w", c.Name, j, t.Workload, k, err)
-				}
-			}
-		}
+		known[c.Name] = true
 		for _, k := range sortedKeys(c.EngineValues) {
 			if err := domain.Measured(c.EngineValues[k], true); err != nil {
 				return fmt.Errorf("history: config %s: engine value %s: %w", c.Name, k, err)
+			}
+		}
+	}
+	for j, t := range r.Trials {
+		if !known[t.Config] {
+			return fmt.Errorf("history: trials[%d]: config %q is not among the run's configs", j, t.Config)
+		}
+		if t.Workload == "" {
+			return fmt.Errorf("history: config %s: trials[%d]: empty workload name", t.Config, j)
+		}
+		for _, k := range sortedKeys(t.Metrics) {
+			// Non-finite values are not stored (Append); an absurd finite one would be, and
+			// would hide every change point of its series.
+			if err := domain.Measured(t.Metrics[k], true); err != nil {
+				return fmt.Errorf("history: config %s: trials[%d] (%s): metric %s: %w", t.Config, j, t.Workload, k, err)
 			}
 		}
 	}

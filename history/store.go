@@ -252,13 +252,16 @@ func splitSQL(src string) []string {
 	return out
 }
 
-// computeUID identifies a run by its provenance and content.
-func computeUID(r *Run) string {
+// computeUID identifies a run by its provenance and content. The hash reads the configs in
+// order, each followed by its trials, as every earlier reckon did: a run appended again by a
+// newer reckon is still found.
+func computeUID(r *Rows) string {
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\x00%d\x00%s\x00%s\x00%s\x00%s\x00", r.Source, r.StartedAt.UnixMicro(), r.TestbedKey, r.SpecName, r.GitCommit, r.LabelFilter)
+	p := &r.Run
+	fmt.Fprintf(h, "%s\x00%d\x00%s\x00%s\x00%s\x00%s\x00", p.Source, p.StartedAt.UnixMicro(), p.TestbedKey, p.SpecName, p.GitCommit, p.LabelFilter)
 	for _, c := range r.Configs {
 		fmt.Fprintf(h, "c\x00%s\x00", c.Name)
-		for _, t := range c.Trials {
+		for _, t := range r.TrialsOf(c.Name) {
 			fmt.Fprintf(h, "t\x00%s\x00%d\x00", t.Workload, t.Index)
 			for _, k := range sortedKeys(t.Metrics) {
 				fmt.Fprintf(h, "%s=%v\x00", k, t.Metrics[k])
@@ -277,15 +280,17 @@ func sortedKeys[V any](m map[string]V) []string {
 	return out
 }
 
-// Append stores r in one transaction and returns its id. A run already stored (same UID) is
-// not stored again: added is false and id is the stored run's. Non-finite metric values are
-// not stored (a series holds numbers only).
-func (s *Store) Append(ctx context.Context, r *Run) (id int64, added bool, err error) {
-	if err := r.Validate(); err != nil {
+// Append stores rows in one transaction and returns the run's id. A run already stored (same
+// UID) is not stored again: added is false and id is the stored run's. Non-finite metric values
+// are not stored (a series holds numbers only). Append sets rows.Run's ID and fills its UID,
+// Source, TestbedJSON and FinishedAt when empty.
+func (s *Store) Append(ctx context.Context, rows *Rows) (id int64, added bool, err error) {
+	if err := rows.Validate(); err != nil {
 		return 0, false, err
 	}
+	r := &rows.Run
 	if r.UID == "" {
-		r.UID = computeUID(r)
+		r.UID = computeUID(rows)
 	}
 	if r.Source == "" {
 		r.Source = SourceGate
@@ -318,7 +323,7 @@ func (s *Store) Append(ctx context.Context, r *Run) (id int64, added bool, err e
 		r.ID = id
 		return id, false, nil
 	}
-	for _, c := range r.Configs {
+	for _, c := range rows.Configs {
 		ej := c.EngineJSON
 		if ej == "" {
 			ej = "{}"
@@ -336,9 +341,9 @@ func (s *Store) Append(ctx context.Context, r *Run) (id int64, added bool, err e
 				return 0, false, s.unavailable("storing engine values of "+c.Name, err)
 			}
 		}
-		if err := s.insertTrials(ctx, tx, id, c); err != nil {
-			return 0, false, err
-		}
+	}
+	if err := s.insertTrials(ctx, tx, id, rows.Trials); err != nil {
+		return 0, false, err
 	}
 	if err := tx.Commit(); err != nil {
 		return 0, false, s.unavailable("committing the run", err)
@@ -347,8 +352,8 @@ func (s *Store) Append(ctx context.Context, r *Run) (id int64, added bool, err e
 	return id, true, nil
 }
 
-// insertTrials writes a config's trials in multi-row INSERTs.
-func (s *Store) insertTrials(ctx context.Context, tx *sql.Tx, id int64, c Config) error {
+// insertTrials writes the trials in multi-row INSERTs.
+func (s *Store) insertTrials(ctx context.Context, tx *sql.Tx, id int64, trials []TrialRow) error {
 	const perStmt = 150 // 6 parameters a row; well under both backends' parameter limits
 	var args []any
 	rows := 0
@@ -359,18 +364,18 @@ func (s *Store) insertTrials(ctx context.Context, tx *sql.Tx, id int64, c Config
 		q := "INSERT INTO trials (run_id, config, workload, trial_index, metric, value) VALUES " +
 			strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?, ?), ", rows), ", ")
 		if _, err := tx.ExecContext(ctx, s.q(q), args...); err != nil {
-			return s.unavailable("storing trials of "+c.Name, err)
+			return s.unavailable("storing trials", err)
 		}
 		args, rows = args[:0], 0
 		return nil
 	}
-	for _, t := range c.Trials {
+	for _, t := range trials {
 		for _, k := range sortedKeys(t.Metrics) {
 			v := t.Metrics[k]
 			if math.IsNaN(v) || math.IsInf(v, 0) {
 				continue
 			}
-			args = append(args, id, c.Name, t.Workload, t.Index, k, v)
+			args = append(args, id, t.Config, t.Workload, t.Index, k, v)
 			rows++
 			if rows == perStmt {
 				if err := flush(); err != nil {
@@ -389,9 +394,8 @@ type RunFilter struct {
 	CommitPrefix string
 }
 
-// Runs returns the runs that match f, in run order (time, then id), with provenance only
-// (Configs empty).
-func (s *Store) Runs(ctx context.Context, f RunFilter) ([]Run, error) {
+// Runs returns the run rows that match f, in run order (time, then id).
+func (s *Store) Runs(ctx context.Context, f RunFilter) ([]RunRow, error) {
 	ctx, cancel := s.deadline(ctx)
 	defer cancel()
 	where, args := []string{"1=1"}, []any{}
@@ -411,9 +415,9 @@ func (s *Store) Runs(ctx context.Context, f RunFilter) ([]Run, error) {
 		return nil, s.unavailable("listing runs", err)
 	}
 	defer rows.Close()
-	var out []Run
+	var out []RunRow
 	for rows.Next() {
-		var r Run
+		var r RunRow
 		var st, fin int64
 		if err := rows.Scan(&r.ID, &r.UID, &r.Source, &st, &fin, &r.GitCommit, &r.Engine, &r.EngineVersion, &r.ReckonVersion,
 			&r.TestbedKey, &r.TestbedJSON, &r.SpecName, &r.SpecHash, &r.LabelFilter, &r.Verdict); err != nil {
@@ -432,11 +436,12 @@ func escapeLike(s string) string {
 	return strings.NewReplacer("%", "", "_", "\\_").Replace(s)
 }
 
-// Run returns one stored run with its configs and trials.
-func (s *Store) Run(ctx context.Context, id int64) (*Run, error) {
+// Rows returns one stored run's rows: the run, its configs and its trials.
+func (s *Store) Rows(ctx context.Context, id int64) (*Rows, error) {
 	ctx, cancel := s.deadline(ctx)
 	defer cancel()
-	var r Run
+	out := &Rows{}
+	r := &out.Run
 	var st, fin int64
 	err := s.db.QueryRowContext(ctx, s.q(`SELECT id, uid, source, started_us, finished_us, git_commit, engine, engine_version,
 		reckon_version, testbed_key, testbed_json, spec_name, spec_hash, label_filter, verdict FROM runs WHERE id = ?`), id).
@@ -455,13 +460,13 @@ func (s *Store) Run(ctx context.Context, id int64) (*Run, error) {
 		return nil, s.unavailable("reading configs", err)
 	}
 	for crow.Next() {
-		var c Config
+		var c ConfigRow
 		if err := crow.Scan(&c.Name, &c.EngineVersion, &c.LaunchError, &c.EngineJSON); err != nil {
 			crow.Close()
 			return nil, s.unavailable("reading configs", err)
 		}
-		idx[c.Name] = len(r.Configs)
-		r.Configs = append(r.Configs, c)
+		idx[c.Name] = len(out.Configs)
+		out.Configs = append(out.Configs, c)
 	}
 	crow.Close()
 	erow, err := s.db.QueryContext(ctx, s.q("SELECT config, key, value FROM engine_values WHERE run_id = ?"), id)
@@ -476,10 +481,10 @@ func (s *Store) Run(ctx context.Context, id int64) (*Run, error) {
 			return nil, s.unavailable("reading engine values", err)
 		}
 		if i, ok := idx[cfg]; ok {
-			if r.Configs[i].EngineValues == nil {
-				r.Configs[i].EngineValues = map[string]float64{}
+			if out.Configs[i].EngineValues == nil {
+				out.Configs[i].EngineValues = map[string]float64{}
 			}
-			r.Configs[i].EngineValues[k] = v
+			out.Configs[i].EngineValues[k] = v
 		}
 	}
 	erow.Close()
@@ -495,20 +500,18 @@ func (s *Store) Run(ctx context.Context, id int64) (*Run, error) {
 		if err := trow.Scan(&cfg, &w, &ti, &m, &v); err != nil {
 			return nil, s.unavailable("reading trials", err)
 		}
-		i, ok := idx[cfg]
-		if !ok {
+		if _, ok := idx[cfg]; !ok {
 			continue
 		}
-		c := &r.Configs[i]
-		if n := len(c.Trials); n == 0 || c.Trials[n-1].Workload != w || c.Trials[n-1].Index != ti {
-			c.Trials = append(c.Trials, Trial{Workload: w, Index: ti, Metrics: map[string]float64{}})
+		if n := len(out.Trials); n == 0 || out.Trials[n-1].Config != cfg || out.Trials[n-1].Workload != w || out.Trials[n-1].Index != ti {
+			out.Trials = append(out.Trials, TrialRow{Config: cfg, Workload: w, Index: ti, Metrics: map[string]float64{}})
 		}
-		c.Trials[len(c.Trials)-1].Metrics[m] = v
+		out.Trials[len(out.Trials)-1].Metrics[m] = v
 	}
 	if err := trow.Err(); err != nil {
 		return nil, s.unavailable("reading trials", err)
 	}
-	return &r, nil
+	return out, nil
 }
 
 // Series returns every series that matches f, each in run order. A run's point is the median of

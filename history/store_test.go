@@ -76,20 +76,22 @@ func openT(t *testing.T, dsn string) *Store {
 }
 
 // sampleRun is a run of night i with output_throughput around tput.
-func sampleRun(i int, commit string, tput float64) *Run {
-	return &Run{
-		Source: SourceGate, StartedAt: time.Date(2026, 10, 1, 2, 0, 0, 0, time.UTC).Add(time.Duration(i) * 24 * time.Hour),
-		GitCommit: commit, Engine: "refengine", EngineVersion: "0.1", ReckonVersion: "test",
-		TestbedKey: "cpu-test", TestbedJSON: `{"gpus":0}`, SpecName: "default", SpecHash: "abc", Verdict: "PASS",
-		Configs: []Config{{
+func sampleRun(i int, commit string, tput float64) *Rows {
+	return &Rows{
+		Run: RunRow{
+			Source: SourceGate, StartedAt: time.Date(2026, 10, 1, 2, 0, 0, 0, time.UTC).Add(time.Duration(i) * 24 * time.Hour),
+			GitCommit: commit, Engine: "refengine", EngineVersion: "0.1", ReckonVersion: "test",
+			TestbedKey: "cpu-test", TestbedJSON: `{"gpus":0}`, SpecName: "default", SpecHash: "abc", Verdict: "PASS",
+		},
+		Configs: []ConfigRow{{
 			Name: "nccl", EngineJSON: `{"kv_cache_tokens":290400,"allreduce":"nccl"}`,
 			EngineValues: map[string]float64{"kv_cache_tokens": 290400, "kv_cache_gib": 0.14},
-			Trials: []Trial{
-				{Workload: "c8", Index: 0, Metrics: map[string]float64{"output_throughput": tput, "median_ttft_ms": 20}},
-				{Workload: "c8", Index: 1, Metrics: map[string]float64{"output_throughput": tput * 1.01, "median_ttft_ms": 21}},
-				{Workload: "c8", Index: 2, Metrics: map[string]float64{"output_throughput": tput * 0.99, "median_ttft_ms": 19}},
-			},
 		}},
+		Trials: []TrialRow{
+			{Config: "nccl", Workload: "c8", Index: 0, Metrics: map[string]float64{"output_throughput": tput, "median_ttft_ms": 20}},
+			{Config: "nccl", Workload: "c8", Index: 1, Metrics: map[string]float64{"output_throughput": tput * 1.01, "median_ttft_ms": 21}},
+			{Config: "nccl", Workload: "c8", Index: 2, Metrics: map[string]float64{"output_throughput": tput * 0.99, "median_ttft_ms": 19}},
+		},
 	}
 }
 
@@ -152,13 +154,13 @@ func TestStoreRoundTrip(t *testing.T) {
 		if err != nil || added || id2 != id {
 			t.Fatalf("second Append: id %d (first %d) added %v err %v", id2, id, added, err)
 		}
-		got, err := s.Run(ctx, id)
+		got, err := s.Rows(ctx, id)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.GitCommit != "aaa111" || got.TestbedKey != "cpu-test" || !got.StartedAt.Equal(r.StartedAt) || got.SpecHash != "abc" ||
-			len(got.Configs) != 1 || len(got.Configs[0].Trials) != 3 || got.Configs[0].EngineValues["kv_cache_tokens"] != 290400 ||
-			got.Configs[0].Trials[1].Metrics["output_throughput"] != 180*1.01 || !strings.Contains(got.Configs[0].EngineJSON, "allreduce") {
+		if got.Run.GitCommit != "aaa111" || got.Run.TestbedKey != "cpu-test" || !got.Run.StartedAt.Equal(r.Run.StartedAt) || got.Run.SpecHash != "abc" ||
+			got.Run.UID != r.Run.UID || len(got.Configs) != 1 || len(got.TrialsOf("nccl")) != 3 || got.Configs[0].EngineValues["kv_cache_tokens"] != 290400 ||
+			got.Trials[1].Metrics["output_throughput"] != 180*1.01 || !strings.Contains(got.Configs[0].EngineJSON, "allreduce") {
 			t.Fatalf("round trip lost something: %+v", got)
 		}
 		// Reopening applies no migration twice.
@@ -192,7 +194,7 @@ func TestStoreRoundTrip(t *testing.T) {
 		if err != nil || len(runs) != 1 || runs[0].GitCommit != "c3" {
 			t.Fatalf("Runs(c3) = %+v, %v", runs, err)
 		}
-		if _, err := s.Run(ctx, 9999); err == nil || !strings.Contains(err.Error(), "no run with id 9999") {
+		if _, err := s.Rows(ctx, 9999); err == nil || !strings.Contains(err.Error(), "no run with id 9999") {
 			t.Fatalf("missing run: %v", err)
 		}
 	})
@@ -200,7 +202,7 @@ func TestStoreRoundTrip(t *testing.T) {
 
 func TestAppendRejectsIncompleteRun(t *testing.T) {
 	s := openT(t, filepath.Join(t.TempDir(), "h.db"))
-	_, _, err := s.Append(ctxT(t), &Run{SpecName: "x"})
+	_, _, err := s.Append(ctxT(t), &Rows{Run: RunRow{SpecName: "x"}})
 	if err == nil || !strings.Contains(err.Error(), "started_at") || !strings.Contains(err.Error(), "testbed_key") {
 		t.Fatalf("err %v", err)
 	}

@@ -1,6 +1,7 @@
 package suites
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -156,4 +157,74 @@ func relativeToBaseline(s *spec.Spec) bool {
 		}
 	}
 	return false
+}
+
+// measurementErrors is the config's failed measurements as its results record them (numerics
+// probe first, then workloads by name): the evidence reckon merge reads back (restoreMeasurements).
+func (cs *configState) measurementErrors() []gate.MeasurementError {
+	var out []gate.MeasurementError
+	if cs.probeErr != nil {
+		out = append(out, gate.MeasurementError{Error: cs.probeErr.Error()})
+	}
+	ws := make([]string, 0, len(cs.measErr))
+	for w, err := range cs.measErr {
+		if err != nil {
+			ws = append(ws, w)
+		}
+	}
+	sort.Strings(ws)
+	for _, w := range ws {
+		out = append(out, gate.MeasurementError{Workload: w, Error: cs.measErr[w].Error()})
+	}
+	return out
+}
+
+// restoreMeasurements sets a replayed config's measurement errors from its shard's results: the
+// errors the config recorded (gate.Config.MeasurementErrors), found by workload. Results written
+// before those were recorded say only that a measurement check of the config (kind measurement,
+// category measurement) did not pass: its error then goes to the measurements that left no
+// evidence (the probe without a numerics file, a workload without trials), or, when every one
+// left some, to each workload of the config, so that no check is judged on trials its shard
+// said were incomplete.
+func restoreMeasurements(cs *configState, c *gate.Config, checks []gate.Check, s *spec.Spec) {
+	for _, m := range c.MeasurementErrors {
+		err := errors.New(m.Error)
+		if m.Workload == "" {
+			cs.probeErr = err
+			continue
+		}
+		cs.measErr[m.Workload] = err
+	}
+	if len(c.MeasurementErrors) > 0 {
+		return
+	}
+	var failed error
+	for _, e := range checks {
+		v := e.Classified()
+		if e.Config == cs.name && e.Kind == gate.KindMeasurement && v.Category == gate.CategoryMeasurement && e.Status != gate.StatusPassed {
+			failed = errors.New(e.Message)
+			break
+		}
+	}
+	if failed == nil {
+		return
+	}
+	var ws []string
+	for _, w := range s.WorkloadsFor(cs.name) {
+		ws = append(ws, w.Name)
+	}
+	attributed := false
+	if s.NeedsNumerics(cs.name) && c.NumericsFile == "" {
+		cs.probeErr, attributed = failed, true
+	}
+	for _, w := range ws {
+		if len(cs.trials[w]) == 0 {
+			cs.measErr[w], attributed = failed, true
+		}
+	}
+	if !attributed {
+		for _, w := range ws {
+			cs.measErr[w] = failed
+		}
+	}
 }

@@ -227,7 +227,7 @@ func (fw *framework) mergeCheck(c *spec.Check, entries []*gate.Check, shardOf ma
 			parts = append(parts, fmt.Sprintf("%s on %s", strings.Join(cfgs, ", "), k))
 		}
 		sort.Strings(parts)
-		v := gate.Verdict{Name: c.Name, Kind: string(c.Kind), Config: e.Config, Outcome: gate.Error,
+		v := gate.Verdict{Name: c.Name, Kind: string(c.Kind), Config: e.Config, Outcome: gate.Error, Category: gate.CategoryInfrastructure,
 			Message: fmt.Sprintf("%s: not judged: its configs ran on different testbeds (%s); reckon merge compares configs only within one testbed key (run them on identical runners, or keep them in one shard with --shard-by group)", e.Config, strings.Join(parts, "; "))}
 		out := fw.entryOf(e, v, false, "")
 		return out, ""
@@ -365,7 +365,8 @@ func mergedRun(s *spec.Spec, shards []shardRun, strict bool, version string) gat
 }
 
 // replay fills a config's state from its shard's results: the engine report, the trials with
-// their launches, the numerics probe and the errors of its measurements.
+// their launches, the numerics probe and the errors of its measurements (the evidence the
+// config recorded, never the names of its checks).
 func replay(cs *configState, sh *shardRun, s *spec.Spec) {
 	cs.replayed = true
 	var c *gate.Config
@@ -387,20 +388,7 @@ func replay(cs *configState, sh *shardRun, s *spec.Spec) {
 		cs.trials[t.Workload] = append(cs.trials[t.Workload], t.Metrics)
 		cs.trialLaunch[t.Workload] = append(cs.trialLaunch[t.Workload], max(1, t.Launch))
 	}
-	for _, e := range sh.run.Checks {
-		if e.Config != cs.name || e.Kind != gate.KindMeasurement || e.Status == gate.StatusPassed {
-			continue
-		}
-		err := errors.New(e.Message)
-		if e.Name == probeSpecName(cs.name) {
-			cs.probeErr = err
-		}
-		for _, w := range s.Workloads {
-			if e.Name == trialsSpecName(cs.name, w.Name) || strings.HasPrefix(e.Name, trialsSpecName(cs.name, w.Name)+", launch ") {
-				cs.measErr[w.Name] = err
-			}
-		}
-	}
+	restoreMeasurements(cs, c, sh.run.Checks, s)
 	if c.NumericsFile != "" {
 		// Only the shard's own numerics/CONFIG.json, never the path the results name (a shard's
 		// results are data, not instructions: readShardFile).

@@ -398,3 +398,62 @@ func TestMergeRefusesImpossibleShardNumbers(t *testing.T) {
 		}
 	}
 }
+
+// Merge rebuilds a config's measurement errors from the evidence its shard recorded
+// (configs[].measurement_errors), not from the names of its measurement checks: a failed
+// measurement under a name that no name pattern of the suites produces still reaches the checks
+// that use the measurement, and the merged results record it again.
+func TestMergeMeasurementErrorFromStructuredFields(t *testing.T) {
+	const throughput = "throughput pr decode output_throughput vs main"
+	failMeasurement := func(t *testing.T, sh [2]rawShard) {
+		c := checkOf(t, sh[1], "pr: throughput trials (decode), launch 3 of 3")
+		c["name"] = "pr: the third go at it"
+		c["outcome"], c["status"], c["message"] = "error", "error", "pr: trial 1 of launch 3: engine exited with status 137"
+	}
+	t.Run("recorded", func(t *testing.T) {
+		sh := abShards(t)
+		failMeasurement(t, sh)
+		configOf(t, sh[1], "pr")["measurement_errors"] = []any{map[string]any{"workload": "decode", "error": "pr: trial 1 of launch 3: engine exited with status 137"}}
+		run, _, err := mergeShards(t, sh, MergeOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := findCheck(run, throughput)
+		if c == nil || c.Status != gate.StatusError || !strings.Contains(c.Message, "status 137") {
+			t.Fatalf("%s: %+v, want the measurement's error", throughput, c)
+		}
+		var pr *gate.Config
+		for i := range run.Configs {
+			if run.Configs[i].Name == "pr" {
+				pr = &run.Configs[i]
+			}
+		}
+		if pr == nil || len(pr.MeasurementErrors) != 1 || pr.MeasurementErrors[0].Workload != "decode" {
+			t.Fatalf("merged config pr: %+v, want its measurement error recorded", pr)
+		}
+	})
+	t.Run("only the check says it (results of an earlier reckon)", func(t *testing.T) {
+		sh := abShards(t)
+		failMeasurement(t, sh)
+		run, _, err := mergeShards(t, sh, MergeOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Every launch left trials, so the error cannot be placed: it goes to each workload of
+		// the config rather than letting the check judge trials its shard called incomplete.
+		if c := findCheck(run, throughput); c == nil || c.Status != gate.StatusError || !strings.Contains(c.Message, "status 137") {
+			t.Fatalf("%s: %+v, want the measurement's error", throughput, c)
+		}
+	})
+	t.Run("a recorded error names another workload", func(t *testing.T) {
+		sh := abShards(t)
+		configOf(t, sh[1], "pr")["measurement_errors"] = []any{map[string]any{"workload": "prefill", "error": "pr: prefill failed"}}
+		run, _, err := mergeShards(t, sh, MergeOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := findCheck(run, throughput); c == nil || c.Status != gate.StatusFailed {
+			t.Fatalf("%s: %+v, want it judged on decode's trials (failed: pr is slower)", throughput, c)
+		}
+	})
+}

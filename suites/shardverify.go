@@ -261,7 +261,7 @@ func (fw *framework) evidenceVerdict(cs *configState, e gate.Check) *gate.Verdic
 	switch {
 	case name == cs.name+": launch and readiness" && suffix == "":
 		if cs.launchEr != nil && e.Outcome != gate.Error {
-			return &gate.Verdict{Name: e.Name, Kind: e.Kind, Config: cs.name, Outcome: gate.Error, Message: cs.name + ": " + cs.launchEr.Error()}
+			return &gate.Verdict{Name: e.Name, Kind: e.Kind, Config: cs.name, Outcome: gate.Error, Category: gate.CategoryInfrastructure, Message: cs.name + ": " + cs.launchEr.Error()}
 		}
 	case e.Kind == gate.KindMeasurement && e.Outcome == gate.Pass:
 		for _, w := range fw.spec.Workloads {
@@ -274,7 +274,7 @@ func (fw *framework) evidenceVerdict(cs *configState, e gate.Check) *gate.Verdic
 				continue
 			}
 			if !slices.Contains(cs.trialLaunch[w.Name], launch) {
-				return &gate.Verdict{Name: e.Name, Kind: e.Kind, Config: cs.name, Outcome: gate.Error,
+				return &gate.Verdict{Name: e.Name, Kind: e.Kind, Config: cs.name, Outcome: gate.Error, Category: gate.CategoryMeasurement,
 					Message: fmt.Sprintf("%s: no trials of %s from launch %d in the results, but the shard recorded the measurement as passed", cs.name, w.Name, launch)}
 			}
 		}
@@ -285,7 +285,7 @@ func (fw *framework) evidenceVerdict(cs *configState, e gate.Check) *gate.Verdic
 // mergeProblemCheck is a red check reckon merge adds about the shards themselves.
 func mergeProblemCheck(name string, lines []string) gate.Check {
 	return gate.Check{
-		Verdict: gate.Verdict{Name: name, Kind: mergeKind, Outcome: gate.Fail,
+		Verdict: gate.Verdict{Name: name, Kind: mergeKind, Outcome: gate.Fail, Category: gate.CategoryBrokenInvariant,
 			Message: name + ": " + lines[0] + more(len(lines)-1), Details: strings.Join(lines, "\n")},
 		Status: gate.StatusFailed,
 	}

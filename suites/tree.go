@@ -242,7 +242,7 @@ func errVerdict(c *spec.Check, config string, err error) gate.Verdict {
 func healthVerdict(cs *configState) gate.Verdict {
 	v := gate.Verdict{Name: cs.name + ": launch and readiness", Kind: gate.KindHealth, Config: cs.name}
 	if err := cs.infraError(); err != nil {
-		v.Outcome, v.Message = gate.Error, err.Error()
+		v.Outcome, v.Category, v.Message = gate.Error, gate.CategoryInfrastructure, err.Error()
 		return v
 	}
 	v.Outcome = gate.Pass
@@ -295,7 +295,7 @@ func reportValue(cs *configState, metric string) (*float64, error) {
 
 func measureVerdict(name string, cs *configState, err error, ok func() string) gate.Verdict {
 	if err != nil {
-		return gate.Verdict{Name: name, Kind: gate.KindMeasurement, Config: cs.name, Outcome: gate.Error, Message: err.Error()}
+		return gate.Verdict{Name: name, Kind: gate.KindMeasurement, Config: cs.name, Outcome: gate.Error, Category: gate.CategoryMeasurement, Message: err.Error()}
 	}
 	return gate.Verdict{Name: name, Kind: gate.KindMeasurement, Config: cs.name, Outcome: gate.Pass, Message: ok()}
 }
@@ -305,7 +305,7 @@ func logVerdict(name string, cs *configState) gate.Verdict {
 	if err := cs.infraError(); err != nil {
 		// An engine that did not start or that died is an infrastructure error, not a verdict
 		// on its log: the log's error records (often the crash itself) go into the details.
-		v.Outcome, v.Message = gate.Error, err.Error()
+		v.Outcome, v.Category, v.Message = gate.Error, gate.CategoryInfrastructure, err.Error()
 		if cs.report != nil {
 			for _, e := range cs.report.Errors {
 				v.Details += fmt.Sprintf("line %d [%s]: %s\n", e.Line, e.Kind, e.Text)
@@ -314,7 +314,7 @@ func logVerdict(name string, cs *configState) gate.Verdict {
 		return v
 	}
 	if cs.report == nil {
-		v.Outcome, v.Message = gate.Error, fmt.Sprintf("%s: engine log %s could not be read", cs.name, cs.logPath)
+		v.Outcome, v.Category, v.Message = gate.Error, gate.CategoryInfrastructure, fmt.Sprintf("%s: engine log %s could not be read", cs.name, cs.logPath)
 		return v
 	}
 	if len(cs.report.Errors) == 0 {
@@ -328,7 +328,7 @@ func logVerdict(name string, cs *configState) gate.Verdict {
 		lines = append(lines, fmt.Sprintf("line %d [%s]: %s", e.Line, e.Kind, e.Text))
 	}
 	first := cs.report.Errors[0]
-	v.Outcome = gate.Fail
+	v.Outcome, v.Category = gate.Fail, gate.CategoryBrokenInvariant
 	v.Message = fmt.Sprintf("%s: engine log shows %d error record(s), first %s at line %d: %s", cs.name, len(cs.report.Errors), first.Kind, first.Line, first.Text)
 	v.Details = strings.Join(lines, "\n")
 	return v

@@ -2,18 +2,12 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"html/template"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
-	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -22,7 +16,6 @@ import (
 	"github.com/reckon-ci/reckon/gate"
 	"github.com/reckon-ci/reckon/history"
 	"github.com/reckon-ci/reckon/internal/atomicfile"
-	"github.com/reckon-ci/reckon/internal/sanitize"
 	"github.com/reckon-ci/reckon/reporters"
 	"github.com/reckon-ci/reckon/suites"
 	"github.com/reckon-ci/reckon/workload"
@@ -58,60 +51,6 @@ func openHistory(ctx context.Context, flag string) (*history.Store, error) {
 	return s, nil
 }
 
-// fileHash is the sha256 of a file ("" when it cannot be read).
-func fileHash(path string) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return ""
-	}
-	h := sha256.Sum256(b)
-	return hex.EncodeToString(h[:])
-}
-
-// runFromResults converts a gate's results into a stored run.
-func runFromResults(r *gate.Run, specHash string) *history.Run {
-	tb := "{}"
-	if len(r.Testbed) > 0 {
-		if b, err := json.Marshal(r.Testbed); err == nil {
-			tb = string(b)
-		}
-	}
-	h := &history.Run{
-		Source: history.SourceGate, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, GitCommit: r.GitCommit,
-		Engine: r.Engine, EngineVersion: r.EngineVersion, ReckonVersion: r.ReckonVersion, TestbedKey: r.TestbedKey,
-		TestbedJSON: tb, SpecName: r.SpecName, SpecHash: specHash, LabelFilter: r.LabelFilter, Verdict: r.Verdict(),
-	}
-	for _, c := range r.Configs {
-		hc := history.Config{Name: c.Name, EngineVersion: c.EngineVersion, LaunchError: c.LaunchError, EngineJSON: "{}"}
-		if len(c.Engine) > 0 {
-			if b, err := json.Marshal(c.Engine); err == nil {
-				hc.EngineJSON = string(b)
-			}
-			hc.EngineValues = map[string]float64{}
-			for k, v := range c.Engine {
-				if f, ok := v.(float64); ok && !math.IsNaN(f) && !math.IsInf(f, 0) {
-					hc.EngineValues[k] = f
-				}
-			}
-		}
-		if len(c.GPUPeakMiB) > 0 {
-			if hc.EngineValues == nil {
-				hc.EngineValues = map[string]float64{}
-			}
-			peak := 0.0
-			for _, p := range c.GPUPeakMiB {
-				peak = math.Max(peak, p)
-			}
-			hc.EngineValues["peak_gpu_mem_mib"] = peak
-		}
-		for _, t := range c.Trials {
-			hc.Trials = append(hc.Trials, history.Trial{Workload: t.Workload, Index: t.Index, Metrics: t.Metrics})
-		}
-		h.Configs = append(h.Configs, hc)
-	}
-	return h
-}
-
 // isResultsFile reports whether data is a gate's results.json (this schema or the previous one,
 // which gate.ReadResults still reads).
 func isResultsFile(data []byte) bool {
@@ -121,70 +60,11 @@ func isResultsFile(data []byte) bool {
 	return json.Unmarshal(data, &head) == nil && (head.Schema == gate.ResultsSchema || head.Schema == gate.ResultsSchemaV1)
 }
 
-// importMeta is what `history add` needs for a result file that does not say it.
-type importMeta struct {
-	commit, when, testbed, spec, config, workload string
-}
-
-// runFromImport converts one imported result (vLLM, SGLang, AIPerf, reckon bench) into a
-// stored run of one trial.
-func runFromImport(path string, res *workload.Result, idx int, m importMeta) (*history.Run, error) {
+// importedResult is an imported result as history stores it: what its file says.
+func importedResult(path string, res *workload.Result, idx int) history.Imported {
 	md := res.Metadata
-	pick := func(flag, fromFile string) string {
-		if flag != "" {
-			return flag
-		}
-		return fromFile
-	}
-	r := &history.Run{Source: history.SourceImport, GitCommit: m.commit, Engine: md.Engine, ReckonVersion: version,
-		TestbedKey: pick(m.testbed, md.Testbed), SpecName: m.spec, TestbedJSON: "{}"}
-	when := pick(m.when, md.Date)
-	var missing []string
-	if when == "" {
-		missing = append(missing, "--time (the file has no date)")
-	} else {
-		t, err := parseWhen(when)
-		if err != nil {
-			return nil, fmt.Errorf("%s: time %q: %v", path, when, err)
-		}
-		r.StartedAt, r.FinishedAt = t, t
-	}
-	if r.TestbedKey == "" {
-		missing = append(missing, "--testbed")
-	}
-	if r.SpecName == "" {
-		missing = append(missing, "--spec")
-	}
-	cfg := pick(m.config, md.Config)
-	if cfg == "" {
-		missing = append(missing, "--config")
-	}
-	wl := pick(m.workload, md.Workload.Name)
-	if wl == "" {
-		missing = append(missing, "--workload")
-	}
-	if len(missing) > 0 {
-		return nil, fmt.Errorf("%s: the file does not say %s; pass them", path, strings.Join(missing, ", "))
-	}
-	if r.GitCommit == "" {
-		r.GitCommit = md.Labels["commit"]
-	}
-	metrics := res.Metrics()
-	if len(metrics) == 0 {
-		return nil, fmt.Errorf("%s: no metrics to store", path)
-	}
-	r.Configs = []history.Config{{Name: cfg, EngineJSON: "{}", Trials: []history.Trial{{Workload: wl, Index: idx, Metrics: metrics}}}}
-	return r, nil
-}
-
-// parseWhen reads RFC 3339, a date-time without zone (UTC), or a date.
-func parseWhen(s string) (time.Time, error) {
-	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02 15:04:05", "20060102-150405", "2006-01-02"} {
-		if t, err := time.Parse(layout, s); err == nil {
-			return t.UTC(), nil
-		}
-	}
-	return time.Time{}, errors.New("expected RFC 3339 (2026-11-28T02:00:00Z), 2006-01-02 15:04:05 or 2006-01-02")
+	return history.Imported{Path: path, Index: idx, Engine: md.Engine, Date: md.Date, Testbed: md.Testbed,
+		Config: md.Config, Workload: md.Workload.Name, Commit: md.Labels["commit"], Metrics: res.Metrics()}
 }
 
 // appendGateRun appends a finished gate run to the history, then adds each statistical check's
@@ -199,7 +79,7 @@ func appendGateRun(ctx context.Context, dsn string, run *gate.Run, specPath, out
 		return "", err
 	}
 	defer s.Close()
-	id, added, err := s.Append(ctx, runFromResults(run, fileHash(specPath)))
+	id, added, err := s.Append(ctx, history.RowsFromRun(run, history.SpecHash(specPath)))
 	if err != nil {
 		return "", err
 	}
@@ -208,7 +88,7 @@ func appendGateRun(ctx context.Context, dsn string, run *gate.Run, specPath, out
 		msg = fmt.Sprintf("history: run already in %s (id %d)", s.Where(), id)
 	}
 	if outDir != "" {
-		n, err := addTrends(ctx, s, run)
+		n, err := s.AddTrends(ctx, run)
 		if err != nil {
 			return "", err
 		}
@@ -222,43 +102,6 @@ func appendGateRun(ctx context.Context, dsn string, run *gate.Run, specPath, out
 		}
 	}
 	return msg, nil
-}
-
-// trendRuns is how many runs a check's sparkline shows.
-const trendRuns = 30
-
-// addTrends sets Trend on each statistical check of run from its series in the store, and
-// returns how many it set. The check's workload is the series' workload named in its name.
-func addTrends(ctx context.Context, s *history.Store, run *gate.Run) (int, error) {
-	n := 0
-	for i := range run.Checks {
-		c := &run.Checks[i]
-		if c.Metric() == "" || c.Config == "" || (c.Kind != gate.KindThroughput && c.Kind != gate.KindLatency) {
-			continue
-		}
-		ser, err := s.Series(ctx, history.Filter{Testbed: run.TestbedKey, Spec: run.SpecName, Config: c.Config, Metric: c.Metric()})
-		if err != nil {
-			return n, err
-		}
-		var pick *history.Series
-		words := strings.Fields(c.Name)
-		for j := range ser {
-			if len(ser) == 1 || slices.Contains(words, ser[j].Key.Workload) {
-				pick = &ser[j]
-				break
-			}
-		}
-		if pick == nil {
-			continue
-		}
-		v := pick.Values()
-		if len(v) > trendRuns {
-			v = v[len(v)-trendRuns:]
-		}
-		c.Trend = v
-		n++
-	}
-	return n, nil
 }
 
 // historySource serves `against: history` checks from a store opened on first use.
@@ -311,7 +154,7 @@ means and a t-test significance (docs/history.md).`,
 }
 
 func newHistoryAddCmd(dsn *string) *cobra.Command {
-	var m importMeta
+	m := history.ImportMeta{ReckonVersion: version}
 	cmd := &cobra.Command{
 		Use:   "add FILE... [--commit SHA] [--time T] [--testbed K] [--spec S] [--config C] [--workload W]",
 		Short: "Append a gate's results.json, or another tool's result files (one trial each)",
@@ -324,7 +167,7 @@ becomes one run of one trial per result; --commit, --time, --testbed, --spec, --
   reckon history add archive/*.jsonl --spec nightly --testbed h100x8-nvlink --config nccl --workload c16 --commit abc123`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var runs []*history.Run
+			var runs []*history.Rows
 			for _, path := range args {
 				data, err := os.ReadFile(path)
 				if err != nil {
@@ -335,12 +178,12 @@ becomes one run of one trial per result; --commit, --time, --testbed, --spec, --
 					if err != nil {
 						return withExitCode(2, err)
 					}
-					h := runFromResults(r, fileHash(r.SpecPath))
-					if m.commit != "" {
-						h.GitCommit = m.commit
+					h := history.RowsFromRun(r, history.SpecHash(r.SpecPath))
+					if m.Commit != "" {
+						h.Run.GitCommit = m.Commit
 					}
-					if m.testbed != "" {
-						h.TestbedKey = m.testbed
+					if m.Testbed != "" {
+						h.Run.TestbedKey = m.Testbed
 					}
 					if err := h.Validate(); err != nil {
 						return withExitCode(2, fmt.Errorf("%s: %v", path, err))
@@ -353,7 +196,7 @@ becomes one run of one trial per result; --commit, --time, --testbed, --spec, --
 					return withExitCode(2, err)
 				}
 				for i, res := range rs {
-					h, err := runFromImport(path, res, i, m)
+					h, err := history.RowsFromImport(importedResult(path, res, i), m)
 					if err != nil {
 						return withExitCode(2, err)
 					}
@@ -380,19 +223,19 @@ becomes one run of one trial per result; --commit, --time, --testbed, --spec, --
 				if !ok {
 					state = "already stored"
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "%s run %d: %s %s %s commit %s\n", state, id, r.StartedAt.Format(time.RFC3339), r.TestbedKey, r.SpecName, shortSHA(r.GitCommit))
+				fmt.Fprintf(cmd.OutOrStdout(), "%s run %d: %s %s %s commit %s\n", state, id, r.Run.StartedAt.Format(time.RFC3339), r.Run.TestbedKey, r.Run.SpecName, shortSHA(r.Run.GitCommit))
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%d of %d runs appended to %s\n", added, len(runs), s.Where())
 			return nil
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&m.commit, "commit", "", "git commit the results are of")
-	f.StringVar(&m.when, "time", "", "when the results were measured (RFC 3339 or 2006-01-02), for files without a date")
-	f.StringVar(&m.testbed, "testbed", "", "testbed key (see reckon doctor)")
-	f.StringVar(&m.spec, "spec", "", "spec name the series belongs to")
-	f.StringVar(&m.config, "config", "", "config name")
-	f.StringVar(&m.workload, "workload", "", "workload name")
+	f.StringVar(&m.Commit, "commit", "", "git commit the results are of")
+	f.StringVar(&m.When, "time", "", "when the results were measured (RFC 3339 or 2006-01-02), for files without a date")
+	f.StringVar(&m.Testbed, "testbed", "", "testbed key (see reckon doctor)")
+	f.StringVar(&m.Spec, "spec", "", "spec name the series belongs to")
+	f.StringVar(&m.Config, "config", "", "config name")
+	f.StringVar(&m.Workload, "workload", "", "workload name")
 	return cmd
 }
 
@@ -516,19 +359,11 @@ func newHistoryReportCmd(dsn *string) *cobra.Command {
 				return withExitCode(3, err)
 			}
 			page := filepath.Join(out, "history.html")
-			if err := writeHistoryPages(out, ser, fs, last, time.Now()); err != nil {
+			if err := history.WritePages(out, ser, fs, last, time.Now()); err != nil {
 				return withExitCode(3, err)
 			}
 			md := filepath.Join(out, "history.md")
-			if err := atomicfile.Write(md, func(w io.Writer) error {
-				fmt.Fprintf(w, "## History: %d change point(s) in %d series\n\n", len(fs), len(ser))
-				for _, f := range fs {
-					// Names, metrics and commits come from results files: Markdown escaped
-					// (mentions, links, bidi), as in summary.md.
-					fmt.Fprintf(w, "- %s\n", sanitize.Markdown(f.Line()))
-				}
-				return nil
-			}); err != nil {
+			if err := atomicfile.Write(md, func(w io.Writer) error { return history.WriteSummary(w, len(ser), fs) }); err != nil {
 				return withExitCode(3, err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s and %s: %d series, %d change point(s)\n", page, md, len(ser), len(fs))
@@ -608,81 +443,3 @@ func appendToHistory(ctx context.Context, cmd *cobra.Command, dsn string, run *g
 	fmt.Fprintln(cmd.OutOrStdout(), msg)
 	return nil
 }
-
-// writeHistoryPages writes history.html into out: the trend page of the store's one spec, or,
-// when it holds several, one page per spec (history-SPEC.html) and history.html as their index.
-func writeHistoryPages(out string, ser []history.Series, fs []history.Finding, last int, now time.Time) error {
-	bySpec := map[string][]history.Series{}
-	var specs []string
-	for _, s := range ser {
-		if bySpec[s.Key.Spec] == nil {
-			specs = append(specs, s.Key.Spec)
-		}
-		bySpec[s.Key.Spec] = append(bySpec[s.Key.Spec], s)
-	}
-	sort.Strings(specs)
-	write := func(name string, ss []history.Series, title string) error {
-		var own []history.Finding
-		for _, f := range fs {
-			for _, s := range ss {
-				if f.Series == s.Key {
-					own = append(own, f)
-					break
-				}
-			}
-		}
-		return atomicfile.Write(filepath.Join(out, name), func(w io.Writer) error {
-			return history.WriteReport(w, ss, own, history.ReportOptions{LastN: last, Generated: now, Title: title})
-		})
-	}
-	if len(specs) <= 1 {
-		title := "reckon history"
-		if len(specs) == 1 {
-			title += ": " + specs[0]
-		}
-		return write("history.html", ser, title)
-	}
-	type entry struct {
-		Spec, File           string
-		Series, ChangePoints int
-	}
-	var index []entry
-	for _, sp := range specs {
-		name := "history-" + fileSlug(sp) + ".html"
-		if err := write(name, bySpec[sp], "reckon history: "+sp); err != nil {
-			return err
-		}
-		n := 0
-		for _, f := range fs {
-			if f.Series.Spec == sp {
-				n++
-			}
-		}
-		index = append(index, entry{sp, name, len(bySpec[sp]), n})
-	}
-	return atomicfile.Write(filepath.Join(out, "history.html"), func(w io.Writer) error {
-		return historyIndex.Execute(w, map[string]any{"Specs": index, "Generated": now.UTC().Format(time.RFC3339)})
-	})
-}
-
-// fileSlug makes a spec name safe as part of a file name.
-func fileSlug(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.' {
-			b.WriteRune(r)
-		} else {
-			b.WriteByte('_')
-		}
-	}
-	return b.String()
-}
-
-var historyIndex = template.Must(template.New("index").Parse(`<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>reckon history</title>
-<style>body{font:14px/1.45 system-ui,sans-serif;margin:20px;color:#1b1b1b}td,th{padding:3px 10px;text-align:left}</style></head>
-<body><h1>reckon history</h1><p>One page per spec:</p>
-<table><tr><th>spec</th><th>series</th><th>change points</th></tr>
-{{range .Specs}}<tr><td><a href="{{.File}}">{{.Spec}}</a></td><td>{{.Series}}</td><td>{{.ChangePoints}}</td></tr>
-{{end}}</table><p>Generated by reckon history report at {{.Generated}}.</p></body></html>
-`))
