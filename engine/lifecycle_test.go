@@ -440,8 +440,11 @@ func TestReadyByHTTP(t *testing.T) {
 		"nomodels":  "GET /health: 200 OK; GET /v1/models: 500 Internal Server Error; ready line seen: true",
 	} {
 		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
 			o := opts(t, mode)
-			o.ReadyTimeout = 1500 * time.Millisecond
+			// Long enough for the fake engine to be listening on a loaded machine (at 1.5 s a
+			// load average of 29 on 2 cores left it unbound: "connection refused", not its 503).
+			o.ReadyTimeout = 5 * time.Second
 			_, err := engine.Launch(context.Background(), sglangAdapter(), o)
 			var le *engine.LaunchError
 			if !errors.As(err, &le) || le.Op != "ready timeout" || !strings.Contains(err.Error(), want) {
