@@ -155,7 +155,7 @@ func TestLaunchReadyAndStopKillsWholeGroup(t *testing.T) {
 
 func TestLaunchReadyTimeoutKillsGroup(t *testing.T) {
 	o := opts(t, "hang")
-	o.ReadyTimeout = 700 * time.Millisecond
+	o.ReadyTimeout = 3 * time.Second // the fake must have printed its children first, also under load
 	_, err := engine.Launch(context.Background(), sglangAdapter(), o)
 	var le *engine.LaunchError
 	if !errors.As(err, &le) || le.Op != "ready timeout" {
@@ -381,7 +381,7 @@ func TestReadinessModes(t *testing.T) {
 
 	o = opts(t, "noline")
 	o.Ready = engine.ReadyBoth
-	o.ReadyTimeout = 1500 * time.Millisecond
+	o.ReadyTimeout = 5 * time.Second // the fake must be serving /health within it, also under load
 	_, err = engine.Launch(context.Background(), sglangAdapter(), o)
 	var le *engine.LaunchError
 	if !errors.As(err, &le) || le.Op != "ready timeout" || !strings.Contains(err.Error(), "GET /health: 200 OK; ready line seen: false") {
