@@ -357,6 +357,29 @@ func TestSevenPercentSlowerStepsFailAtThreePercent(t *testing.T) {
 	}
 }
 
+// TestDeviceClockOverrunIsSaid: a workload that asks more of the small model's CPU than the
+// modelled step allows (64 in flight at tp 8) is measured, but both the measurement and the
+// throughput verdict say that the machine's CPU set the pace (the trial files keep it too).
+func TestDeviceClockOverrunIsSaid(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration")
+	}
+	r := gateSpec(t, "device-clock-overrun.yaml")
+	tp := r.check(t, "throughput custom-ar crowded output_throughput vs nccl")
+	if !strings.Contains(tp.Message, "device clock was overrun") || !strings.Contains(tp.Details, "overran its device clock") {
+		t.Errorf("throughput verdict does not say the device clock was overrun: %q\n%s", tp.Message, tp.Details)
+	}
+	said := 0
+	for _, c := range r.results.Checks {
+		if c.Kind == gate.KindMeasurement && strings.Contains(c.Message, "overran its device clock") {
+			said++
+		}
+	}
+	if said != 2 {
+		t.Errorf("%d measurement checks say the device clock was overrun, want 2 (nccl, custom-ar)", said)
+	}
+}
+
 func TestMemoryLeakFails(t *testing.T) {
 	r := redGate(t, "memory-leak.yaml")
 	c := r.check(t, "leaking: engine log shows no errors")

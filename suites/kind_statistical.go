@@ -93,6 +93,7 @@ func (fw *framework) statVerdict(c *spec.Check) gate.Verdict {
 	if n := fw.launchNotes[c.Name]; n != nil {
 		n.apply(&v, st)
 	}
+	fw.noteClockOverruns(c, &v)
 	return v
 }
 func (fw *framework) computeStats() {

@@ -68,9 +68,17 @@ func (fw *framework) runTrial(ctx context.Context, cs *configState, w *spec.Work
 			Workload: workload.Workload{Name: w.Name},
 		},
 	}
+	clockBefore, clocked := fw.readDeviceClock(ctx, cs)
 	res, err := workload.Run(ctx, fw.client(cs), opts)
 	if err != nil {
 		return fmt.Errorf("config %s workload %s trial %d: %w", cs.name, w.Name, i+1, err)
+	}
+	if clocked {
+		if after, ok := fw.readDeviceClock(ctx, cs); ok {
+			if wn := overrunWarning(clockBefore, after); wn != "" {
+				res.Warnings = append(res.Warnings, wn)
+			}
+		}
 	}
 	if err := cs.infraError(); err != nil {
 		return err
