@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"strconv"
 	"strings"
 
 	"gonum.org/v1/gonum/stat/distuv"
@@ -536,15 +535,11 @@ func TestbedPrior(cv float64) (LaunchNoise, error) {
 	if s == "" {
 		return PriorLaunchNoise(0, ""), nil
 	}
-	scale := 1.0
-	if strings.HasSuffix(s, "%") {
-		s, scale = strings.TrimSuffix(s, "%"), 0.01
+	x, err := ParseBetweenLaunchCV("$"+BetweenLaunchEnv, s)
+	if err != nil {
+		return PriorLaunchNoise(0, ""), err
 	}
-	x, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
-	if err != nil || !(x*scale > 0 && x*scale < 1) {
-		return PriorLaunchNoise(0, ""), fmt.Errorf("$%s=%q: expected a CV such as 3%% or 0.03 (between 0 and 100%%)", BetweenLaunchEnv, os.Getenv(BetweenLaunchEnv))
-	}
-	return PriorLaunchNoise(x*scale, "$"+BetweenLaunchEnv+" of this testbed"), nil
+	return PriorLaunchNoise(x, "$"+BetweenLaunchEnv+" of this testbed"), nil
 }
 
 // PoolNoise combines measured between-launch estimates (each with its df) into one, weighting
