@@ -56,9 +56,11 @@ type e2eConfig struct {
 	Model     string                  `json:"modelled_model"`
 	Warmup    int                     `json:"warmup"`
 	OutDir    string                  `json:"out"`
-	Reckon    string                  `json:"-"`
-	Refengine string                  `json:"-"`
-	TinyModel string                  `json:"-"`
+	// Budget stops starting runs after this long (0: none); the runs under way finish.
+	Budget    time.Duration `json:"budget,omitempty"`
+	Reckon    string        `json:"-"`
+	Refengine string        `json:"-"`
+	TinyModel string        `json:"-"`
 }
 
 // e2eCell is one (noise level, design) of the table with its counts.
@@ -70,6 +72,45 @@ type e2eCell struct {
 	Slow e2eCount `json:"slow"`
 	// Sim is the simulation's row for the same cell (gate.CalibrateLaunches).
 	Sim *gate.LaunchCalibrationRow `json:"simulation,omitempty"`
+	// SimReps is the simulated no-change comparisons behind Sim.
+	SimReps int `json:"simulation_null_reps,omitempty"`
+}
+
+// e2eSaved is an --out directory's cells.json.
+type e2eSaved struct {
+	Config      e2eConfig `json:"config"`
+	Cells       []e2eCell `json:"cells"`
+	WallS       float64   `json:"wall_s"`
+	Interrupted bool      `json:"interrupted"`
+}
+
+// mergeE2E joins the cells of earlier runs (each dir's cells.json) into one table's input: the
+// first run's settings, its cells then every later run's, the sum of their wall times.
+func mergeE2E(dirs []string) (e2eConfig, []e2eCell, time.Duration, bool, error) {
+	var cfg e2eConfig
+	var cells []e2eCell
+	var wall float64
+	interrupted := false
+	for i, d := range dirs {
+		data, err := os.ReadFile(filepath.Join(d, "cells.json"))
+		if err != nil {
+			return cfg, nil, 0, false, fmt.Errorf("--merge: %w", err)
+		}
+		var s e2eSaved
+		if err := json.Unmarshal(data, &s); err != nil {
+			return cfg, nil, 0, false, fmt.Errorf("--merge: %s: %w", d, err)
+		}
+		if i == 0 {
+			cfg = s.Config
+		} else if s.Config.Effect != cfg.Effect || s.Config.Alpha != cfg.Alpha || s.Config.MinEffect != cfg.MinEffect || s.Config.Prior != cfg.Prior || s.Config.Model != cfg.Model {
+			return cfg, nil, 0, false, fmt.Errorf("--merge: %s was run with other settings (effect, alpha, min effect, prior or model) than %s", d, dirs[0])
+		}
+		cfg.Parallel = max(cfg.Parallel, s.Config.Parallel)
+		cells = append(cells, s.Cells...)
+		wall += s.WallS
+		interrupted = interrupted || s.Interrupted
+	}
+	return cfg, cells, time.Duration(wall * float64(time.Second)), interrupted, nil
 }
 
 type e2eCount struct {
@@ -101,6 +142,7 @@ func newCalibrateE2ECmd() *cobra.Command {
 		simReps               int
 		asJSON                bool
 		writeDocs             string
+		merge                 []string
 	)
 	cmd := &cobra.Command{
 		Use:   "e2e [--runs R] [--cvs LIST] [--designs LIST] [--effect PCT] [--parallel N] [--out DIR] [--write-docs FILE]",
@@ -124,6 +166,17 @@ engine and still prints (and with --write-docs writes) the partial table.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
+			if len(merge) > 0 {
+				start := time.Now()
+				mc, cells, wall, interrupted, err := mergeE2E(merge)
+				if err != nil {
+					return withExitCode(2, err)
+				}
+				if asJSON {
+					return printJSON(cmd.OutOrStdout(), map[string]any{"config": mc, "cells": cells, "wall_s": wall.Seconds(), "interrupted": interrupted})
+				}
+				return publishCalibration(cmd, e2eMarkdown(mc, cells, wall, simReps, interrupted), start, writeDocs, e2eCalBegin, e2eCalEnd)
+			}
 			if cfg.Noise, err = noiseLevels(cvs); err != nil {
 				return withExitCode(2, errors.New(strings.Replace(err.Error(), "--cv", "--cvs", 1)))
 			}
@@ -181,7 +234,7 @@ engine and still prints (and with --write-docs writes) the partial table.`,
 			}
 			text := e2eMarkdown(cfg, cells, wall, simReps, interrupted)
 			_ = atomicfile.WriteFile(filepath.Join(cfg.OutDir, "table.md"), []byte(text))
-			if data, err := json.MarshalIndent(map[string]any{"config": cfg, "cells": cells, "wall_s": wall.Seconds(), "interrupted": interrupted}, "", "  "); err == nil {
+			if data, err := json.MarshalIndent(e2eSaved{cfg, cells, wall.Seconds(), interrupted}, "", "  "); err == nil {
 				_ = atomicfile.WriteFile(filepath.Join(cfg.OutDir, "cells.json"), data)
 			}
 			if err := publishCalibration(cmd, text, start, writeDocs, e2eCalBegin, e2eCalEnd); err != nil {
@@ -212,6 +265,8 @@ engine and still prints (and with --write-docs writes) the partial table.`,
 	f.IntVar(&simReps, "sim-reps", 4000, "simulated no-change comparisons per cell for the simulation column (a quarter as many slowed; 0: none)")
 	f.BoolVar(&asJSON, "json", false, "print JSON")
 	f.StringVar(&writeDocs, "write-docs", "", "replace the e2e-calibration table between its markers in this markdown file")
+	f.DurationVar(&cfg.Budget, "budget", 0, "start no run after this long (the runs under way finish; the table holds what finished); 0: no bound")
+	f.StringSliceVar(&merge, "merge", nil, "run nothing: render one table from the cells.json of earlier --out directories (comma-separated)")
 	return cmd
 }
 
@@ -258,6 +313,10 @@ func runE2E(ctx context.Context, cfg e2eConfig, log io.Writer) []e2eCell {
 			}
 		}()
 	}
+	var budget <-chan time.Time
+	if cfg.Budget > 0 {
+		budget = time.After(cfg.Budget)
+	}
 feed:
 	for rep := 0; rep < cfg.Runs; rep++ {
 		for i := range cells {
@@ -265,6 +324,9 @@ feed:
 				select {
 				case jobs <- e2eJob{cell: i, rep: rep, slow: slow}:
 				case <-ctx.Done():
+					break feed
+				case <-budget:
+					fmt.Fprintf(log, "--budget %s spent: no further runs are started\n", cfg.Budget)
 					break feed
 				}
 			}
@@ -354,6 +416,10 @@ func runE2EJob(ctx context.Context, cfg e2eConfig, cell e2eCell, j e2eJob) (e2eV
 	if ctx.Err() != nil {
 		return e2eVerdict{}, ctx.Err()
 	}
+	// results.json holds the verdict and every trial; the HTML and JUnit renderings of it are
+	// dropped to keep thousands of runs small.
+	_ = os.Remove(filepath.Join(out, "report.html"))
+	_ = os.Remove(filepath.Join(out, "junit.xml"))
 	v, err := readE2EVerdict(filepath.Join(out, "results.json"))
 	if err != nil {
 		if runErr != nil {
@@ -489,7 +555,7 @@ func simulateE2ECells(ctx context.Context, cfg e2eConfig, cells []e2eCell, nullR
 	for i := range cells {
 		for k := range rows {
 			if rows[k].Noise == cells[i].Noise && rows[k].Design == cells[i].Design {
-				cells[i].Sim = &rows[k]
+				cells[i].Sim, cells[i].SimReps = &rows[k], nullReps
 			}
 		}
 	}
@@ -506,18 +572,24 @@ func rms(sq float64, n int) string {
 // reached the aims in the runs made.
 func e2eMarkdown(cfg e2eConfig, cells []e2eCell, wall time.Duration, simReps int, interrupted bool) string {
 	var b strings.Builder
-	runs, errs := 0, 0
+	runs, errs, perCell := 0, 0, 0
 	for _, c := range cells {
 		runs += c.Null.Runs + c.Slow.Runs
 		errs += c.Null.Errors + c.Slow.Errors
+		perCell = max(perCell, c.Null.Runs+c.Null.Errors, c.Slow.Runs+c.Slow.Errors)
 	}
-	fmt.Fprintf(&b, "End-to-end calibration: `reckon gate` on the reference engine (device clock: modelled %s at tp 1 on an H100, seeded noise), %d no-change and %d slowed (head %g%% slower: `--fault-slowdown %.5g`) runs per cell; a trial is %d requests x %d output tokens, each launch after %d warm-up request(s); throughput check alpha %g, min_effect %g%%, one-launch designs use the between-launch prior %g%%. %d gate runs (%d without a verdict) in %s wall, %d at a time.",
-		cfg.Model, cfg.Runs, cfg.Runs, 100*cfg.Effect, 1/(1-cfg.Effect), e2ePrompts, e2eOutputLen, cfg.Warmup, cfg.Alpha, 100*cfg.MinEffect, 100*cfg.Prior,
+	fmt.Fprintf(&b, "End-to-end calibration: `reckon gate` on the reference engine (device clock: modelled %s at tp 1 on an H100, seeded noise), up to %d no-change and %d slowed (head %g%% slower: `--fault-slowdown %.5g`) runs per cell; a trial is %d requests x %d output tokens, each launch after %d warm-up request(s); throughput check alpha %g, min_effect %g%%, one-launch designs use the between-launch prior %g%%. %d gate runs (%d without a verdict) in %s wall, %d at a time.",
+		cfg.Model, perCell, perCell, 100*cfg.Effect, 1/(1-cfg.Effect), e2ePrompts, e2eOutputLen, cfg.Warmup, cfg.Alpha, 100*cfg.MinEffect, 100*cfg.Prior,
 		runs, errs, wall.Round(time.Second), cfg.Parallel)
 	if interrupted {
 		b.WriteString(" **Interrupted: partial counts.**")
 	}
 	b.WriteString("\nRates: count, then the 95% Wilson interval; `sim` is `reckon calibrate launches`' rate for the same cell")
+	for _, c := range cells {
+		if c.SimReps > 0 {
+			simReps = c.SimReps
+		}
+	}
 	if simReps > 0 {
 		fmt.Fprintf(&b, " (%d no-change, %d slowed simulated comparisons)", simReps, max(1, simReps/4))
 	}
