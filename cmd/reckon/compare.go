@@ -34,6 +34,9 @@ type compareOptions struct {
 	gate                     string
 	twoSided                 bool
 	strict                   bool
+	// baseConfig, headConfig and workload pick the trials of a reckon results.json; betweenCV
+	// is --between-launch-cv (compare_launch.go).
+	baseConfig, headConfig, workload, betweenCV string
 }
 
 func newCompareCmd() *cobra.Command {
@@ -103,6 +106,12 @@ type compareRow struct {
 	NHead      int      `json:"n_head"`
 	Reason     string   `json:"reason"`
 	MoreTrials int      `json:"more_trials,omitempty"`
+	// Unit is the replicate: "launch" (reckon results.json on both sides) or "trial";
+	// LaunchesBase/LaunchesHead count the launches, Decide says what design would decide.
+	Unit         string `json:"unit"`
+	LaunchesBase int    `json:"launches_base,omitempty"`
+	LaunchesHead int    `json:"launches_head,omitempty"`
+	Decide       string `json:"decide,omitempty"`
 }
 
 func numPtr(x float64) *float64 {
@@ -113,11 +122,15 @@ func numPtr(x float64) *float64 {
 }
 
 func runCompare(w, errw io.Writer, o compareOptions) error {
-	baseSet, err := loadTrialsWith(o.base, workload.ImportOptions{ToolVersion: o.baseVersion})
+	prior, err := comparePrior(o.betweenCV)
+	if err != nil {
+		return withExitCode(2, err)
+	}
+	baseSet, err := loadSide(o.base, workload.ImportOptions{ToolVersion: o.baseVersion}, o.baseConfig, o.workload)
 	if err != nil {
 		return withExitCode(2, fmt.Errorf("--base: %w", err))
 	}
-	headSet, err := loadTrialsWith(o.head, workload.ImportOptions{ToolVersion: o.headVersion})
+	headSet, err := loadSide(o.head, workload.ImportOptions{ToolVersion: o.headVersion}, o.headConfig, o.workload)
 	if err != nil {
 		return withExitCode(2, fmt.Errorf("--head: %w", err))
 	}
@@ -159,12 +172,18 @@ func runCompare(w, errw io.Writer, o compareOptions) error {
 	if len(names) == 0 {
 		return withExitCode(2, errors.New("the base and head trials share no metric with a known direction"))
 	}
+	byLaunch := baseSet.byLaunch() && headSet.byLaunch()
 	results := make([]*gate.StatResult, len(names))
 	var family []*gate.StatResult
 	isGated := make([]bool, len(names))
 	for i, name := range names {
 		m, _ := gate.MetricFor(name)
-		r := gate.Compare(column(base, name), column(head, name), m, opts)
+		var r gate.StatResult
+		if byLaunch {
+			r = gate.CompareLaunches(baseSet.launchGroups(name), headSet.launchGroups(name), m, opts, prior)
+		} else {
+			r = gate.Compare(column(base, name), column(head, name), m, opts)
+		}
 		results[i] = &r
 		isGated[i] = gateAll || gated[name]
 		if isGated[i] {
@@ -182,7 +201,10 @@ func runCompare(w, errw io.Writer, o compareOptions) error {
 	for i, r := range results {
 		rows[i] = compareRow{Metric: r.Metric, Direction: string(r.Direction), BaseMedian: numPtr(r.BaseMedian), HeadMedian: numPtr(r.HeadMedian),
 			Ratio: numPtr(r.Ratio), CILow: numPtr(r.CILow), CIHigh: numPtr(r.CIHigh), PValue: numPtr(r.PValue), Verdict: rowVerdict(r, isGated[i]),
-			Gated: isGated[i], NBase: r.NBase, NHead: r.NHead, Reason: r.Reason, MoreTrials: r.MoreTrials}
+			Gated: isGated[i], NBase: r.NBase, NHead: r.NHead, Reason: r.Reason, MoreTrials: r.MoreTrials, Unit: "trial"}
+		if r.Launch != nil {
+			rows[i].Unit, rows[i].LaunchesBase, rows[i].LaunchesHead, rows[i].Decide = "launch", r.Launch.LaunchesBase, r.Launch.LaunchesHead, r.Launch.Decide
+		}
 		if isGated[i] && r.Outcome == gate.Regression {
 			regressions++
 		}
@@ -197,6 +219,9 @@ func runCompare(w, errw io.Writer, o compareOptions) error {
 		}
 	} else {
 		printCompareTable(w, results, isGated, len(base), len(head), o)
+		if note := compareUnitNote(baseSet, headSet, results, prior); note != "" {
+			fmt.Fprintln(w, note)
+		}
 	}
 	if regressions > 0 {
 		return withExitCode(1, nil)

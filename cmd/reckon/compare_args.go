@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/reckon-ci/reckon/gate"
 	"github.com/reckon-ci/reckon/internal/textutil"
 )
 
@@ -26,6 +27,10 @@ func defineCompareFlags(fs *pflag.FlagSet, o *compareOptions) {
 	fs.BoolVar(&o.strict, "strict", false, "an error, not a warning, when the two sides' workloads differ")
 	fs.StringVar(&o.baseVersion, "base-tool-version", "", "version of the tool that wrote the base files, where the files do not say (vLLM: e.g. 0.25.1); see reckon import --help")
 	fs.StringVar(&o.headVersion, "head-tool-version", "", "the same for the head files")
+	fs.StringVar(&o.baseConfig, "base-config", "", "with a reckon results.json as --base: the config whose trials are the base (default: its only config with trials)")
+	fs.StringVar(&o.headConfig, "head-config", "", "the same for --head")
+	fs.StringVar(&o.workload, "workload", "", "with reckon results.json files: the workload whose trials are compared (default: the config's only one)")
+	fs.StringVar(&o.betweenCV, "between-launch-cv", "", "between-launch CV prior (e.g. 3%) for launch-unit comparisons that measure none (one launch per side); default $"+gate.BetweenLaunchEnv+", else the gate's default")
 }
 
 // parseMinEffect reads a minimum effect as the spec writes it: "5%" or a fraction below 1

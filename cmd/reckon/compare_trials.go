@@ -17,6 +17,8 @@ type trialSet struct {
 	workloads []workloadKey
 	semantics []*workload.Semantics
 	files     []string
+	// launches is each trial's launch (compare_launch.go), 0 when its file does not say.
+	launches []int
 }
 
 // workloadKey is what must match for two trials to be comparable, each field as printed; ""
