@@ -112,7 +112,7 @@ func TestCompareResultsJSONConfigs(t *testing.T) {
 		t.Errorf("bad prior: exit %d: %s", code, errs)
 	}
 	vllm := writeVLLMTrials(t, t.TempDir(), 5, 1000, 50, 3)
-	out, errs, code = execCmd(t, newCompareCmd(), append(append([]string{"--head", run, "--head-config", "nccl", "--base"}, vllm...))...)
+	out, errs, code = execCmd(t, newCompareCmd(), append([]string{"--head", run, "--head-config", "nccl", "--base"}, vllm...)...)
 	if !strings.Contains(out, "unit: trial (one side's files carry no launch indices") {
 		t.Errorf("mixed: exit %d\n%s\n%s", code, out, errs)
 	}
