@@ -71,10 +71,18 @@ as a difference. When the two sides were measured with different definitions (to
 source, ITL chunking, E2E end point, peak concurrency: see docs/metrics.md), a note names each
 difference and the metrics it touches.
 
+Launches as the unit: when both sides are reckon results.json files (a gate run's; the config by
+--base-config / --head-config when a file has several, the workload by --workload), every trial
+carries its launch and compare judges each metric as the gate does (gate.CompareLaunches: launch
+means as the replicates, the between-launch CV measured in the launches or, with one launch per
+side, the prior of --between-launch-cv / $RECKON_BETWEEN_LAUNCH_CV / 3%). Other files carry no
+launch: each trial then counts as a replicate, and a line under the table says which unit was used.
+
 Exit code: 0 no gated regression, 1 a gated regression, 2 bad input.`,
 		Example: `  reckon compare --base main/run*.json --head pr/run*.json
   reckon compare --base a1.json a2.json a3.json --head b1.json b2.json b3.json --json
-  reckon compare --base=a1.json,a2.json --head=b1.json,b2.json --min-effect 5% --gate all`,
+  reckon compare --base=a1.json,a2.json --head=b1.json,b2.json --min-effect 5% --gate all
+  reckon compare --base out/results.json --base-config nccl --head out/results.json --head-config custom-ar`,
 		DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts, help, err := parseCompareArgs(cmd.Flags(), args)
