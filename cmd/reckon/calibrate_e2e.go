@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -74,6 +75,37 @@ type e2eCell struct {
 	Sim *gate.LaunchCalibrationRow `json:"simulation,omitempty"`
 	// SimReps is the simulated no-change comparisons behind Sim.
 	SimReps int `json:"simulation_null_reps,omitempty"`
+	// SimMeasured is the simulation at the noise the gate measured in this cell's runs (the
+	// within-launch CV measured, the between-launch CV measured where the design has launches
+	// to measure it, else the seeded one): what the statistics predict for the noise the
+	// engine, the machine and the load really produced.
+	SimMeasured *gate.LaunchCalibrationRow `json:"simulation_measured,omitempty"`
+}
+
+// measuredNoise is the cell's noise as the gate measured it (RMS over its runs), falling back
+// to the seeded level for a component not measured.
+func (c *e2eCell) measuredNoise() gate.LaunchNoiseLevel {
+	n := c.Noise
+	if k := c.Null.WithinN + c.Slow.WithinN; k > 0 {
+		n.Within = math.Sqrt((c.Null.WithinSq + c.Slow.WithinSq) / float64(k))
+	}
+	if k := c.Null.BetweenN + c.Slow.BetweenN; k > 0 {
+		n.Between = math.Sqrt((c.Null.BetweenSq + c.Slow.BetweenSq) / float64(k))
+	}
+	return n
+}
+
+// addCount adds o's counts to c.
+func (c *e2eCount) addCount(o e2eCount) {
+	c.Runs += o.Runs
+	c.Red += o.Red
+	c.Inconclusive += o.Inconclusive
+	c.Errors += o.Errors
+	c.WithinSq += o.WithinSq
+	c.WithinN += o.WithinN
+	c.BetweenSq += o.BetweenSq
+	c.BetweenN += o.BetweenN
+	c.Seconds += o.Seconds
 }
 
 // e2eSaved is an --out directory's cells.json.
@@ -106,10 +138,27 @@ func mergeE2E(dirs []string) (e2eConfig, []e2eCell, time.Duration, bool, error) 
 			return cfg, nil, 0, false, fmt.Errorf("--merge: %s was run with other settings (effect, alpha, min effect, prior or model) than %s", d, dirs[0])
 		}
 		cfg.Parallel = max(cfg.Parallel, s.Config.Parallel)
-		cells = append(cells, s.Cells...)
+	next:
+		for _, c := range s.Cells {
+			for j := range cells {
+				if cells[j].Noise == c.Noise && cells[j].Design == c.Design {
+					cells[j].Null.addCount(c.Null)
+					cells[j].Slow.addCount(c.Slow)
+					continue next
+				}
+			}
+			cells = append(cells, c)
+		}
 		wall += s.WallS
 		interrupted = interrupted || s.Interrupted
 	}
+	sort.SliceStable(cells, func(i, j int) bool {
+		a, b := cells[i], cells[j]
+		if a.Noise != b.Noise {
+			return a.Noise.Between < b.Noise.Between || a.Noise.Between == b.Noise.Between && a.Noise.Within < b.Noise.Within
+		}
+		return a.Design.Launches*a.Design.Trials < b.Design.Launches*b.Design.Trials
+	})
 	return cfg, cells, time.Duration(wall * float64(time.Second)), interrupted, nil
 }
 
@@ -171,6 +220,9 @@ engine and still prints (and with --write-docs writes) the partial table.`,
 				mc, cells, wall, interrupted, err := mergeE2E(merge)
 				if err != nil {
 					return withExitCode(2, err)
+				}
+				if simReps > 0 {
+					simulateE2ECells(context.Background(), mc, cells, simReps)
 				}
 				if asJSON {
 					return printJSON(cmd.OutOrStdout(), map[string]any{"config": mc, "cells": cells, "wall_s": wall.Seconds(), "interrupted": interrupted})
@@ -544,7 +596,11 @@ func readE2EVerdict(path string) (e2eVerdict, error) {
 // effect and prior, judged by gate.CompareLaunches on simulated launches.
 func simulateE2ECells(ctx context.Context, cfg e2eConfig, cells []e2eCell, nullReps int) {
 	sc := gate.DefaultLaunchCalibrationConfig()
-	sc.Noise, sc.Designs = cfg.Noise, cfg.Designs
+	sc.Noise, sc.Designs = nil, nil
+	for _, c := range cells {
+		sc.Noise = appendNew(sc.Noise, c.Noise)
+		sc.Designs = appendNew(sc.Designs, c.Design)
+	}
 	sc.Effect, sc.NullReps, sc.Reps, sc.Seed = cfg.Effect, nullReps, max(1, nullReps/4), cfg.Seed
 	sc.Opts.Alpha, sc.Opts.MinEffect = cfg.Alpha, cfg.MinEffect
 	sc.Prior = gate.PriorLaunchNoise(cfg.Prior, "--prior")
@@ -558,7 +614,24 @@ func simulateE2ECells(ctx context.Context, cfg e2eConfig, cells []e2eCell, nullR
 				cells[i].Sim, cells[i].SimReps = &rows[k], nullReps
 			}
 		}
+		if cells[i].Null.Runs+cells[i].Slow.Runs == 0 {
+			continue
+		}
+		mc := sc
+		mc.Noise, mc.Designs = []gate.LaunchNoiseLevel{cells[i].measuredNoise()}, []gate.LaunchDesign{cells[i].Design}
+		if r, err := gate.CalibrateLaunches(ctx, mc); err == nil && len(r) == 1 {
+			cells[i].SimMeasured = &r[0]
+		}
 	}
+}
+
+func appendNew[T comparable](xs []T, x T) []T {
+	for _, y := range xs {
+		if y == x {
+			return xs
+		}
+	}
+	return append(xs, x)
 }
 
 func rms(sq float64, n int) string {
@@ -593,21 +666,24 @@ func e2eMarkdown(cfg e2eConfig, cells []e2eCell, wall time.Duration, simReps int
 	if simReps > 0 {
 		fmt.Fprintf(&b, " (%d no-change, %d slowed simulated comparisons)", simReps, max(1, simReps/4))
 	}
-	b.WriteString("; measured CVs are the gate's estimates (RMS over runs).\n\n")
-	b.WriteString("| between / within CV | measured within / between | launches x trials per side | false alarms | sim | no-change inconclusive | detect | sim | slowed inconclusive |\n|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("; measured CVs are the gate's estimates (RMS over runs; between-launch only where a side has launches to measure it); `sim @ measured` is the simulation at the measured noise (the seeded between-launch CV where none was measured).\n\n")
+	b.WriteString("| between / within CV | measured within / between | launches x trials per side | false alarms | sim | sim @ measured | no-change inconclusive | detect | sim | sim @ measured | slowed inconclusive |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, c := range cells {
-		simFA, simDet := "", ""
+		simFA, simDet, mFA, mDet := "", "", "", ""
 		if c.Sim != nil {
 			simFA, simDet = fmt.Sprintf("%.2f%%", 100*c.Sim.FalseAlarm), fmt.Sprintf("%.1f%%", 100*c.Sim.Detect)
+		}
+		if c.SimMeasured != nil {
+			mFA, mDet = fmt.Sprintf("%.2f%%", 100*c.SimMeasured.FalseAlarm), fmt.Sprintf("%.1f%%", 100*c.SimMeasured.Detect)
 		}
 		d := c.Design.String()
 		if c.Design.Launches == 1 {
 			d += fmt.Sprintf(" (prior %g%%)", 100*cfg.Prior)
 		}
-		fmt.Fprintf(&b, "| %g%% / %g%% | %s / %s | %s | %s | %s | %s | %s | %s | %s |\n", 100*c.Noise.Between, 100*c.Noise.Within,
+		fmt.Fprintf(&b, "| %.4g%% / %.4g%% | %s / %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", 100*c.Noise.Between, 100*c.Noise.Within,
 			rms(c.Null.WithinSq+c.Slow.WithinSq, c.Null.WithinN+c.Slow.WithinN), rms(c.Null.BetweenSq+c.Slow.BetweenSq, c.Null.BetweenN+c.Slow.BetweenN),
-			d, gate.RateWithInterval(c.Null.Red, c.Null.Runs), simFA, gate.RateWithInterval(c.Null.Inconclusive, c.Null.Runs),
-			gate.RateWithInterval(c.Slow.Red, c.Slow.Runs), simDet, gate.RateWithInterval(c.Slow.Inconclusive, c.Slow.Runs))
+			d, gate.RateWithInterval(c.Null.Red, c.Null.Runs), simFA, mFA, gate.RateWithInterval(c.Null.Inconclusive, c.Null.Runs),
+			gate.RateWithInterval(c.Slow.Red, c.Slow.Runs), simDet, mDet, gate.RateWithInterval(c.Slow.Inconclusive, c.Slow.Runs))
 	}
 	b.WriteString("\n")
 	seen := map[gate.LaunchNoiseLevel]bool{}
@@ -631,7 +707,7 @@ func e2eMarkdown(cfg e2eConfig, cells []e2eCell, wall time.Duration, simReps int
 				simBest = o
 			}
 		}
-		fmt.Fprintf(&b, "- between %g%% / within %g%%: ", 100*c.Noise.Between, 100*c.Noise.Within)
+		fmt.Fprintf(&b, "- between %.4g%% / within %.4g%%: ", 100*c.Noise.Between, 100*c.Noise.Within)
 		if best != nil {
 			_, faHi := gate.Wilson(best.Null.Red, best.Null.Runs)
 			detLo, _ := gate.Wilson(best.Slow.Red, best.Slow.Runs)

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -67,12 +70,32 @@ func TestE2EVerdictAndTable(t *testing.T) {
 	cfg := e2eConfig{Runs: 60, Effect: 0.05, Alpha: 0.01, MinEffect: 0.02, Prior: 0.03, Model: "llama-3.1-70b", Warmup: 1, Parallel: 4}
 	md := e2eMarkdown(cfg, []e2eCell{cell}, 90*time.Second, 4000, false)
 	for _, want := range []string{
-		"| 1% / 1% | 1.0% / 2.0% | 4 x 3 | 0/60 (0.0–6.0%) | 0.23% | 0/60 (0.0–6.0%) | 60/61 (91.3–99.7%) | 97.8% | 1/61 (0.3–8.7%) |",
+		"| 1% / 1% | 1.0% / 2.0% | 4 x 3 | 0/60 (0.0–6.0%) | 0.23% |  | 0/60 (0.0–6.0%) | 60/61 (91.3–99.7%) | 97.8% |  | 1/61 (0.3–8.7%) |",
 		"**4 x 3** reached false alarms <= 1% and detection >= 95% in the runs made (false alarms 0/60, detection 60/61); with 60 runs that bounds false alarms by 6.0%",
 		"the simulation's cheapest design of those run that meets the aims: 4 x 3",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("table lacks %q:\n%s", want, md)
 		}
+	}
+	// The simulation at the measured noise: within 1.0% (both sides' RMS), between 2.0%.
+	cells := []e2eCell{cell}
+	simulateE2ECells(context.Background(), cfg, cells, 200)
+	if m := cells[0].SimMeasured; m == nil || math.Abs(m.Noise.Within-0.01) > 1e-3 || math.Abs(m.Noise.Between-0.02) > 1e-9 || cells[0].Sim == nil {
+		t.Errorf("simulation at the measured noise: %+v", m)
+	}
+	// --merge sums the runs of the same cell from several directories.
+	for i, d := range []string{filepath.Join(dir, "a"), filepath.Join(dir, "b")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		data, _ := json.Marshal(e2eSaved{Config: cfg, Cells: []e2eCell{cell}, WallS: float64(10 * (i + 1))})
+		if err := os.WriteFile(filepath.Join(d, "cells.json"), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, merged, wall, _, err := mergeE2E([]string{filepath.Join(dir, "a"), filepath.Join(dir, "b")})
+	if err != nil || len(merged) != 1 || merged[0].Null.Runs != 120 || merged[0].Slow.Red != 120 || wall != 30*time.Second {
+		t.Errorf("merge: %v, %+v, %s", err, merged, wall)
 	}
 }
