@@ -180,7 +180,7 @@ func LaunchCalibrationMarkdown(rows []LaunchCalibrationRow, effect float64, prio
 		if r.Meets() {
 			meets = "yes"
 		}
-		fmt.Fprintf(&b, "| %g%% / %g%% | %s | %.2f%% (%.2f%%) | %s | %s | %s |\n", 100*r.Noise.Between, 100*r.Noise.Within, d,
+		fmt.Fprintf(&b, "| %.4g%% / %.4g%% | %s | %.2f%% (%.2f%%) | %s | %s | %s |\n", 100*r.Noise.Between, 100*r.Noise.Within, d,
 			100*r.FalseAlarm, 100*r.FalseAlarmHigh, pct(r.NullInconclusive), pct(r.Detect), meets)
 	}
 	b.WriteString("\n")

@@ -190,6 +190,9 @@ type LaunchStats struct {
 	Decide       string `json:"decide,omitempty"`
 	NeedLaunches int    `json:"need_launches,omitempty"`
 	NeedTrials   int    `json:"need_trials,omitempty"`
+	// Plan is what this testbed needs to decide the check's min_effect (NeedForMinEffect), from
+	// the noise the comparison used; set with Decide.
+	Plan *DesignNeed `json:"plan,omitempty"`
 }
 
 // MaxLaunchesAdvised bounds the launches per side a "would decide" estimate proposes.
@@ -358,6 +361,24 @@ func CompareLaunches(base, head [][]float64, m Metric, opts StatOptions, ext Lau
 // observed effect and the variance components at face value. It sets NeedLaunches/NeedTrials.
 func (r *StatResult) launchMoreText(alpha float64) string {
 	ls := r.Launch
+	ls.Decide = r.launchDecide(alpha)
+	// What this testbed needs to decide the check's min_effect at all, from the noise the
+	// comparison used (measured in its launches, a baseline's, the history's, or the prior).
+	ls.Plan = nil
+	if r.MinEffect > 0 {
+		k := max(1, min(ls.LaunchesBase, ls.LaunchesHead))
+		n := max(1, int(math.Round(float64(r.NHead)/float64(max(1, ls.LaunchesHead)))))
+		between := LaunchNoise{CV: ls.BetweenCV, Source: ls.BetweenSource, Prior: ls.BetweenPrior}
+		p := NeedForMinEffect(between, ls.WithinCV, k, n, StatOptions{Alpha: alpha, MinEffect: r.MinEffect, NoChangeMargin: r.Margin, Confidence: r.CIConfidence})
+		ls.Plan = &p
+		ls.Decide += "; " + p.String()
+	}
+	return ls.Decide
+}
+
+// launchDecide is launchMoreText's design that would likely decide at the observed effect.
+func (r *StatResult) launchDecide(alpha float64) string {
+	ls := r.Launch
 	ls.NeedLaunches, ls.NeedTrials, ls.Decide = 0, 0, ""
 	sb2 := math.Log1p(ls.BetweenCV * ls.BetweenCV)
 	sw2 := 0.0
@@ -376,27 +397,17 @@ func (r *StatResult) launchMoreText(alpha float64) string {
 	}
 	k := max(1, min(ls.LaunchesBase, ls.LaunchesHead))
 	n := max(1, int(math.Round(float64(r.NHead)/float64(max(1, ls.LaunchesHead)))))
-	// Symmetric design per side: Var = 2 (sb2 + sw2/n) / k.
-	v := func(k, n int) float64 { return 2 * (sb2 + sw2/float64(n)) / float64(k) }
-	// More trials per launch at the current launches?
-	if 2*sb2/float64(k) < needVar {
-		for nn := n + 1; nn <= 4*r.MaxTrials; nn++ {
-			if v(k, nn) <= needVar {
-				ls.NeedLaunches, ls.NeedTrials = k, nn
-				ls.Decide = fmt.Sprintf("about %d trials per launch (now %d) with %d launch(es) per side would decide", nn, n, k)
-				return ls.Decide
-			}
-		}
-	}
-	for kk := k + 1; kk <= MaxLaunchesAdvised; kk++ {
-		if v(kk, n) <= needVar {
-			ls.NeedLaunches, ls.NeedTrials = kk, n
+	if kk, nn, ok := searchDesign(sb2, sw2, needVar, k, n, 4*r.MaxTrials, true); ok {
+		ls.NeedLaunches, ls.NeedTrials = kk, nn
+		if kk == k {
+			ls.Decide = fmt.Sprintf("about %d trials per launch (now %d) with %d launch(es) per side would decide", nn, n, k)
+		} else {
 			ls.Decide = fmt.Sprintf("about %d launches per side of %d trials (now %d) would decide", kk, n, k)
 			if ls.BetweenPrior {
 				ls.Decide += " if the assumed between-launch CV holds"
 			}
-			return ls.Decide
 		}
+		return ls.Decide
 	}
 	ls.NeedLaunches, ls.NeedTrials = -1, -1
 	ls.Decide = fmt.Sprintf("more than %d launches per side of %d trials would be needed to decide (between-launch CV %s, within %s)", MaxLaunchesAdvised, n, fmtCV(ls.BetweenCV), fmtCV(ls.WithinCV))
@@ -501,13 +512,14 @@ type launchStatsJSON struct {
 	Decide        string        `json:"decide,omitempty"`
 	NeedLaunches  int           `json:"need_launches,omitempty"`
 	NeedTrials    int           `json:"need_trials,omitempty"`
+	Plan          *DesignNeed   `json:"plan,omitempty"`
 }
 
 // MarshalJSON writes non-finite numbers (an unmeasured CV, the infinite df of a known
 // variance) as strings.
 func (l LaunchStats) MarshalJSON() ([]byte, error) {
 	return json.Marshal(launchStatsJSON{l.LaunchesBase, l.LaunchesHead, l.Base, l.Head, jsonFloat(l.BetweenCV), l.BetweenSource,
-		l.BetweenPrior, jsonFloat(l.WithinCV), jsonFloat(l.SE), jsonFloat(l.DF), l.Decide, l.NeedLaunches, l.NeedTrials})
+		l.BetweenPrior, jsonFloat(l.WithinCV), jsonFloat(l.SE), jsonFloat(l.DF), l.Decide, l.NeedLaunches, l.NeedTrials, l.Plan})
 }
 
 // UnmarshalJSON implements json.Unmarshaler.
@@ -517,7 +529,7 @@ func (l *LaunchStats) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	*l = LaunchStats{j.LaunchesBase, j.LaunchesHead, j.Base, j.Head, float64(j.BetweenCV), j.BetweenSource, j.BetweenPrior,
-		float64(j.WithinCV), float64(j.SE), float64(j.DF), j.Decide, j.NeedLaunches, j.NeedTrials}
+		float64(j.WithinCV), float64(j.SE), float64(j.DF), j.Decide, j.NeedLaunches, j.NeedTrials, j.Plan}
 	return nil
 }
 
@@ -535,9 +547,9 @@ func TestbedPrior(cv float64) (LaunchNoise, error) {
 	if s == "" {
 		return PriorLaunchNoise(0, ""), nil
 	}
-	x, _, err := num.ParseFraction(s)
-	if err != nil || !(x > 0 && x < 1) {
-		return PriorLaunchNoise(0, ""), fmt.Errorf("$%s=%q: expected a CV such as 3%% or 0.03 (between 0 and 100%%)", BetweenLaunchEnv, os.Getenv(BetweenLaunchEnv))
+	x, err := ParseBetweenLaunchCV("$"+BetweenLaunchEnv, s)
+	if err != nil {
+		return PriorLaunchNoise(0, ""), err
 	}
 	return PriorLaunchNoise(x, "$"+BetweenLaunchEnv+" of this testbed"), nil
 }

@@ -18,7 +18,7 @@ import (
 
 func init() {
 	c := newCalibrateCmd()
-	c.AddCommand(newCalibrateNumericsCmd(), newCalibrateLaunchesCmd())
+	c.AddCommand(newCalibrateNumericsCmd(), newCalibrateLaunchesCmd(), newCalibrateE2ECmd())
 	rootCmd.AddCommand(c)
 }
 

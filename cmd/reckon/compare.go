@@ -12,11 +12,8 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
 	"github.com/reckon-ci/reckon/gate"
-	"github.com/reckon-ci/reckon/internal/num"
-	"github.com/reckon-ci/reckon/internal/textutil"
 	"github.com/reckon-ci/reckon/workload"
 )
 
@@ -37,6 +34,9 @@ type compareOptions struct {
 	gate                     string
 	twoSided                 bool
 	strict                   bool
+	// baseConfig, headConfig and workload pick the trials of a reckon results.json; betweenCV
+	// is --between-launch-cv (compare_launch.go).
+	baseConfig, headConfig, workload, betweenCV string
 }
 
 func newCompareCmd() *cobra.Command {
@@ -71,10 +71,18 @@ as a difference. When the two sides were measured with different definitions (to
 source, ITL chunking, E2E end point, peak concurrency: see docs/metrics.md), a note names each
 difference and the metrics it touches.
 
+Launches as the unit: when both sides are reckon results.json files (a gate run's; the config by
+--base-config / --head-config when a file has several, the workload by --workload), every trial
+carries its launch and compare judges each metric as the gate does (gate.CompareLaunches: launch
+means as the replicates, the between-launch CV measured in the launches or, with one launch per
+side, the prior of --between-launch-cv / $RECKON_BETWEEN_LAUNCH_CV / 3%). Other files carry no
+launch: each trial then counts as a replicate, and a line under the table says which unit was used.
+
 Exit code: 0 no gated regression, 1 a gated regression, 2 bad input.`,
 		Example: `  reckon compare --base main/run*.json --head pr/run*.json
   reckon compare --base a1.json a2.json a3.json --head b1.json b2.json b3.json --json
-  reckon compare --base=a1.json,a2.json --head=b1.json,b2.json --min-effect 5% --gate all`,
+  reckon compare --base=a1.json,a2.json --head=b1.json,b2.json --min-effect 5% --gate all
+  reckon compare --base out/results.json --base-config nccl --head out/results.json --head-config custom-ar`,
 		DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts, help, err := parseCompareArgs(cmd.Flags(), args)
@@ -91,135 +99,6 @@ Exit code: 0 no gated regression, 1 a gated regression, 2 bad input.`,
 	return cmd
 }
 
-// defineCompareFlags defines compare's flags on fs (help lists them; parseCompareArgs parses
-// them) with o's fields as their values.
-func defineCompareFlags(fs *pflag.FlagSet, o *compareOptions) {
-	fs.StringSliceVar(&o.base, "base", nil, "base trial files (every argument up to the next flag; or --base=a,b)")
-	fs.StringSliceVar(&o.head, "head", nil, "head trial files (every argument up to the next flag; or --head=a,b)")
-	fs.BoolVar(&o.json, "json", false, "print JSON instead of a table")
-	fs.Float64Var(&o.alpha, "alpha", 0.01, "one-sided significance level of a regression (before Holm), in (0, 0.5)")
-	fs.String("min-effect", "2%", "minimum change of the median that counts: a percentage (5%) or a fraction below 1 (0.05)")
-	fs.StringVar(&o.gate, "gate", strings.Join(defaultGated, ","), `comma-separated metrics that decide the exit code, or "all"`)
-	fs.BoolVar(&o.twoSided, "two-sided", false, "test both directions at alpha/2 each")
-	fs.BoolVar(&o.strict, "strict", false, "an error, not a warning, when the two sides' workloads differ")
-	fs.StringVar(&o.baseVersion, "base-tool-version", "", "version of the tool that wrote the base files, where the files do not say (vLLM: e.g. 0.25.1); see reckon import --help")
-	fs.StringVar(&o.headVersion, "head-tool-version", "", "the same for the head files")
-}
-
-// parseMinEffect reads a minimum effect as the spec writes it: "5%" or a fraction below 1
-// ("0.05"); it returns the fraction.
-func parseMinEffect(s string) (float64, error) {
-	v, _, err := num.ParseFraction(s)
-	switch {
-	case errors.Is(err, num.ErrBareWhole):
-		t := strings.TrimSpace(s)
-		return 0, fmt.Errorf("--min-effect %q: a bare number is a fraction and must be below 1; write %s%% for %s percent", s, t, t)
-	case err != nil:
-		return 0, fmt.Errorf("--min-effect %q: expected a percentage such as 5%% or a fraction below 1 such as 0.05", s)
-	case v < 0 || v >= 1:
-		return 0, fmt.Errorf("--min-effect %q: expected an effect in [0%%, 100%%)", s)
-	}
-	return v, nil
-}
-
-// parseCompareArgs parses compare's arguments by hand: --base and --head take every following
-// argument up to the next flag, so that shell globs work (--base main/*.json --head pr/*.json).
-// help is the FlagSet the command defines (for the flag names and for suggestions).
-func parseCompareArgs(help *pflag.FlagSet, args []string) (compareOptions, bool, error) {
-	var o compareOptions
-	fs := pflag.NewFlagSet("compare", pflag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	defineCompareFlags(fs, &o)
-	fs.String("log-format", "text", "log format")
-	fs.String("log-level", "info", "log level")
-	wantHelp := fs.BoolP("help", "h", false, "help")
-	var names []string
-	fs.VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
-	_ = help
-	var rest []string
-	var into *[]string
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		switch {
-		case a == "--base" || a == "--head":
-			into = &o.base
-			if a == "--head" {
-				into = &o.head
-			}
-		case strings.HasPrefix(a, "--base=") || strings.HasPrefix(a, "--head="):
-			into = nil
-			list := &o.base
-			if strings.HasPrefix(a, "--head=") {
-				list = &o.head
-			}
-			for _, p := range strings.Split(a[len("--base="):], ",") {
-				if p != "" {
-					*list = append(*list, p)
-				}
-			}
-		case strings.HasPrefix(a, "-") && a != "-":
-			into = nil
-			name := strings.TrimLeft(strings.SplitN(a, "=", 2)[0], "-")
-			f := fs.Lookup(name)
-			if f == nil && len(name) == 1 {
-				f = fs.ShorthandLookup(name)
-			}
-			if f == nil {
-				msg := fmt.Sprintf("unknown flag %s", strings.SplitN(a, "=", 2)[0])
-				if near := closestName(name, names); near != "" {
-					msg += fmt.Sprintf(" (did you mean --%s?)", near)
-				}
-				return o, false, errors.New(msg + "; see reckon compare --help")
-			}
-			rest = append(rest, a)
-			// Flags with a separate value consume it.
-			if f.Value.Type() != "bool" && !strings.Contains(a, "=") {
-				if i+1 >= len(args) {
-					return o, false, fmt.Errorf("flag %s needs a value", a)
-				}
-				i++
-				rest = append(rest, args[i])
-			}
-		case into != nil:
-			*into = append(*into, a)
-		default:
-			return o, false, fmt.Errorf("unexpected argument %q: trial files follow --base or --head", a)
-		}
-	}
-	base, head := o.base, o.head
-	if err := fs.Parse(rest); err != nil {
-		return o, false, err
-	}
-	o.base, o.head = base, head
-	if *wantHelp {
-		return o, true, nil
-	}
-	me, err := parseMinEffect(fs.Lookup("min-effect").Value.String())
-	if err != nil {
-		return o, false, err
-	}
-	o.minEffect = me
-	if len(o.base) == 0 || len(o.head) == 0 {
-		return o, false, errors.New("compare needs trial files for both --base and --head")
-	}
-	if !(o.alpha > 0 && o.alpha < 0.5) {
-		return o, false, fmt.Errorf("--alpha %v: expected 0 < alpha < 0.5", o.alpha)
-	}
-	return o, false, nil
-}
-
-// closestName is the name in names nearest to s (edit distance at most 2), or "".
-func closestName(s string, names []string) string {
-	best, bestD := "", 3
-	for _, n := range names {
-		if d := textutil.EditDistance(s, n, false); d < bestD {
-			best, bestD = n, d
-		}
-	}
-	return best
-}
-
-// compareRow is one metric of compare's --json output.
 type compareRow struct {
 	Metric     string   `json:"metric"`
 	Direction  string   `json:"direction"`
@@ -235,6 +114,12 @@ type compareRow struct {
 	NHead      int      `json:"n_head"`
 	Reason     string   `json:"reason"`
 	MoreTrials int      `json:"more_trials,omitempty"`
+	// Unit is the replicate: "launch" (reckon results.json on both sides) or "trial";
+	// LaunchesBase/LaunchesHead count the launches, Decide says what design would decide.
+	Unit         string `json:"unit"`
+	LaunchesBase int    `json:"launches_base,omitempty"`
+	LaunchesHead int    `json:"launches_head,omitempty"`
+	Decide       string `json:"decide,omitempty"`
 }
 
 func numPtr(x float64) *float64 {
@@ -245,11 +130,15 @@ func numPtr(x float64) *float64 {
 }
 
 func runCompare(w, errw io.Writer, o compareOptions) error {
-	baseSet, err := loadTrialsWith(o.base, workload.ImportOptions{ToolVersion: o.baseVersion})
+	prior, err := comparePrior(o.betweenCV)
+	if err != nil {
+		return withExitCode(2, err)
+	}
+	baseSet, err := loadSide(o.base, workload.ImportOptions{ToolVersion: o.baseVersion}, o.baseConfig, o.workload)
 	if err != nil {
 		return withExitCode(2, fmt.Errorf("--base: %w", err))
 	}
-	headSet, err := loadTrialsWith(o.head, workload.ImportOptions{ToolVersion: o.headVersion})
+	headSet, err := loadSide(o.head, workload.ImportOptions{ToolVersion: o.headVersion}, o.headConfig, o.workload)
 	if err != nil {
 		return withExitCode(2, fmt.Errorf("--head: %w", err))
 	}
@@ -291,12 +180,18 @@ func runCompare(w, errw io.Writer, o compareOptions) error {
 	if len(names) == 0 {
 		return withExitCode(2, errors.New("the base and head trials share no metric with a known direction"))
 	}
+	byLaunch := baseSet.byLaunch() && headSet.byLaunch()
 	results := make([]*gate.StatResult, len(names))
 	var family []*gate.StatResult
 	isGated := make([]bool, len(names))
 	for i, name := range names {
 		m, _ := gate.MetricFor(name)
-		r := gate.Compare(column(base, name), column(head, name), m, opts)
+		var r gate.StatResult
+		if byLaunch {
+			r = gate.CompareLaunches(baseSet.launchGroups(name), headSet.launchGroups(name), m, opts, prior)
+		} else {
+			r = gate.Compare(column(base, name), column(head, name), m, opts)
+		}
 		results[i] = &r
 		isGated[i] = gateAll || gated[name]
 		if isGated[i] {
@@ -314,7 +209,10 @@ func runCompare(w, errw io.Writer, o compareOptions) error {
 	for i, r := range results {
 		rows[i] = compareRow{Metric: r.Metric, Direction: string(r.Direction), BaseMedian: numPtr(r.BaseMedian), HeadMedian: numPtr(r.HeadMedian),
 			Ratio: numPtr(r.Ratio), CILow: numPtr(r.CILow), CIHigh: numPtr(r.CIHigh), PValue: numPtr(r.PValue), Verdict: rowVerdict(r, isGated[i]),
-			Gated: isGated[i], NBase: r.NBase, NHead: r.NHead, Reason: r.Reason, MoreTrials: r.MoreTrials}
+			Gated: isGated[i], NBase: r.NBase, NHead: r.NHead, Reason: r.Reason, MoreTrials: r.MoreTrials, Unit: "trial"}
+		if r.Launch != nil {
+			rows[i].Unit, rows[i].LaunchesBase, rows[i].LaunchesHead, rows[i].Decide = "launch", r.Launch.LaunchesBase, r.Launch.LaunchesHead, r.Launch.Decide
+		}
 		if isGated[i] && r.Outcome == gate.Regression {
 			regressions++
 		}
@@ -329,6 +227,9 @@ func runCompare(w, errw io.Writer, o compareOptions) error {
 		}
 	} else {
 		printCompareTable(w, results, isGated, len(base), len(head), o)
+		if note := compareUnitNote(baseSet, headSet, results, prior); note != "" {
+			fmt.Fprintln(w, note)
+		}
 	}
 	if regressions > 0 {
 		return withExitCode(1, nil)
@@ -470,246 +371,5 @@ func column(trials []map[string]float64, metric string) []float64 {
 	for _, t := range trials {
 		out = append(out, t[metric])
 	}
-	return out
-}
-
-// trialSet is the trials of one side: per trial its metrics, the workload that produced it and
-// the definitions it was measured with.
-type trialSet struct {
-	metrics   []map[string]float64
-	workloads []workloadKey
-	semantics []*workload.Semantics
-	files     []string
-}
-
-// workloadKey is what must match for two trials to be comparable, each field as printed; ""
-// is a setting the trial's file does not record (unknown).
-type workloadKey struct {
-	Model, Dataset, MaxConcurrency, RequestRate, InputLens, OutputLens, IgnoreEOS, Temperature string
-}
-
-// keyOf is a result's workloadKey: the dataset normalised across tools, lengths as the interval
-// they were drawn from, unrecorded settings "".
-func keyOf(r *workload.Result) workloadKey {
-	w := r.Metadata.Workload
-	k := workloadKey{Model: r.Metadata.Model, Dataset: workload.DatasetKind(w.Dataset), MaxConcurrency: "none", RequestRate: "inf"}
-	if w.MaxConcurrency > 0 {
-		k.MaxConcurrency = strconv.Itoa(w.MaxConcurrency)
-	}
-	if w.RequestRate > 0 {
-		k.RequestRate = strconv.FormatFloat(w.RequestRate, 'g', -1, 64)
-	}
-	if r.Metadata.Labels["request_rate"] == "trace" {
-		k.RequestRate = "trace"
-	}
-	lens := func(rg *workload.LenRange, l int) string {
-		if rg != nil {
-			return rg.String()
-		}
-		if l > 0 && w.RangeRatio == 0 {
-			return strconv.Itoa(l)
-		}
-		return ""
-	}
-	k.InputLens, k.OutputLens = lens(w.InputLens, w.InputLen), lens(w.OutputLens, w.OutputLen)
-	if w.IgnoreEOS != nil {
-		k.IgnoreEOS = strconv.FormatBool(*w.IgnoreEOS)
-	}
-	switch {
-	case w.Temperature != nil:
-		k.Temperature = strconv.FormatFloat(*w.Temperature, 'g', -1, 64)
-	case w.TemperatureServerDefault:
-		k.Temperature = "server default"
-	}
-	return k
-}
-
-// loadTrialSet reads every file and returns each trial's metrics (each result of a file is one
-// trial).
-func loadTrialSet(paths []string) ([]map[string]float64, error) {
-	ts, err := loadTrialsWith(paths, workload.ImportOptions{})
-	if err != nil {
-		return nil, err
-	}
-	return ts.metrics, nil
-}
-
-// loadTrialsWith reads every file; each result of a file is one trial.
-func loadTrialsWith(paths []string, opts workload.ImportOptions) (*trialSet, error) {
-	ts := &trialSet{}
-	for _, p := range paths {
-		rs, err := importTrials(p, opts)
-		if err != nil {
-			return nil, err
-		}
-		for i, r := range rs {
-			m := r.Metrics()
-			if len(m) == 0 {
-				return nil, fmt.Errorf("%s: result %d has no metrics", p, i+1)
-			}
-			ts.metrics = append(ts.metrics, m)
-			ts.workloads = append(ts.workloads, keyOf(r))
-			ts.semantics = append(ts.semantics, r.Metadata.Semantics)
-			ts.files = append(ts.files, p)
-		}
-	}
-	return ts, nil
-}
-
-// importTrials reads one result file in any format `reckon import` reads and returns its
-// results (vLLM key names). A file with several results (JSON lines: SGLang bench_serving, vLLM
-// --append-result) gives one trial per result.
-var importTrials = func(path string, opts workload.ImportOptions) ([]*workload.Result, error) {
-	return workload.ImportAllWith(path, opts)
-}
-
-// workloadDiffs names every workload setting whose recorded values differ between or within the
-// two sides (e.g. "max_concurrency: base 4, head 8"), and, apart, every setting one side does
-// not record while the other does (e.g. "input_lens: base unknown, head 32"): an unknown is
-// not a difference, and never printed as 0.
-func workloadDiffs(base, head *trialSet) (diffs, unrecorded []string) {
-	type field struct {
-		name string
-		get  func(workloadKey) string
-	}
-	fields := []field{
-		{"model", func(k workloadKey) string { return k.Model }},
-		{"max_concurrency", func(k workloadKey) string { return k.MaxConcurrency }},
-		{"request_rate", func(k workloadKey) string { return k.RequestRate }},
-		{"input_lens", func(k workloadKey) string { return k.InputLens }},
-		{"output_lens", func(k workloadKey) string { return k.OutputLens }},
-		{"dataset", func(k workloadKey) string { return k.Dataset }},
-		{"ignore_eos", func(k workloadKey) string { return k.IgnoreEOS }},
-		{"temperature", func(k workloadKey) string { return k.Temperature }},
-	}
-	values := func(ts *trialSet, f field) (known []string, unknown int) {
-		set := map[string]bool{}
-		for _, k := range ts.workloads {
-			if v := f.get(k); v != "" {
-				set[v] = true
-			} else {
-				unknown++
-			}
-		}
-		for v := range set {
-			known = append(known, v)
-		}
-		sort.Strings(known)
-		return known, unknown
-	}
-	show := func(known []string, unknown int) string {
-		out := strings.Join(known, "|")
-		if unknown > 0 {
-			if out != "" {
-				out += "|"
-			}
-			out += "unknown"
-		}
-		return out
-	}
-	for _, f := range fields {
-		b, bu := values(base, f)
-		h, hu := values(head, f)
-		line := fmt.Sprintf("%s: base %s, head %s", f.name, show(b, bu), show(h, hu))
-		switch {
-		case len(b) > 1 || len(h) > 1 || (len(b) == 1 && len(h) == 1 && b[0] != h[0]):
-			diffs = append(diffs, line)
-		case bu > 0 || hu > 0:
-			if len(b)+len(h) > 0 {
-				unrecorded = append(unrecorded, line)
-			}
-		}
-	}
-	return diffs, unrecorded
-}
-
-// semanticsReport is what compare says about the definitions of the two sides.
-type semanticsReport struct {
-	sides map[string][]*workload.Semantics
-	diffs []string
-	notes []string
-}
-
-// sideSemantics collects each side's distinct definitions and names those that differ between
-// the two sides (or within one).
-func sideSemantics(base, head *trialSet) semanticsReport {
-	distinct := func(ss []*workload.Semantics) []*workload.Semantics {
-		var out []*workload.Semantics
-		seen := map[string]bool{}
-		for _, s := range ss {
-			k := "<nil>"
-			if s != nil {
-				k = fmt.Sprintf("%+v", *s)
-			}
-			if !seen[k] {
-				seen[k] = true
-				out = append(out, s)
-			}
-		}
-		return out
-	}
-	b, h := distinct(base.semantics), distinct(head.semantics)
-	rep := semanticsReport{sides: map[string][]*workload.Semantics{"base": b, "head": h}}
-	for _, side := range []struct {
-		name string
-		ss   []*workload.Semantics
-	}{{"base", b}, {"head", h}} {
-		var read []string
-		for _, s := range side.ss {
-			if s == nil {
-				read = append(read, "unknown definitions")
-				continue
-			}
-			read = append(read, fmt.Sprintf("%s, version %s: %s", s.Tool, s.Version, s.Basis))
-		}
-		rep.notes = append(rep.notes, fmt.Sprintf("%s read with %s", side.name, strings.Join(read, "; ")))
-	}
-	seen := map[string]bool{}
-	for _, x := range b {
-		for _, y := range h {
-			for _, d := range workload.DefinitionDiffs(x, y) {
-				if !seen[d] {
-					seen[d] = true
-					rep.diffs = append(rep.diffs, d)
-				}
-			}
-		}
-	}
-	if len(b) > 1 || len(h) > 1 {
-		rep.notes = append(rep.notes, "warning: one side mixes results measured with different definitions")
-	}
-	for _, d := range rep.diffs {
-		rep.notes = append(rep.notes, "definitions differ: "+d)
-	}
-	return rep
-}
-
-func nonNil(s []string) []string {
-	if s == nil {
-		return []string{}
-	}
-	return s
-}
-
-// partialMetrics returns the metrics with a known direction that some trials have and others
-// (of either side) lack: they are not compared.
-func partialMetrics(sets ...[]map[string]float64) []string {
-	count := map[string]int{}
-	total := 0
-	for _, set := range sets {
-		for _, t := range set {
-			total++
-			for k := range t {
-				count[k]++
-			}
-		}
-	}
-	var out []string
-	for k, c := range count {
-		if _, ok := gate.MetricFor(k); ok && c < total {
-			out = append(out, k)
-		}
-	}
-	sort.Strings(out)
 	return out
 }

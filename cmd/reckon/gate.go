@@ -25,6 +25,7 @@ func newGateCmd() *cobra.Command {
 	var quiet bool
 	var commit, historyFlag string
 	var shard, shardBy string
+	var betweenCV string
 	cmd := &cobra.Command{
 		Use:   "gate --spec FILE [--label-filter EXPR] [--out DIR] [--require-baseline] [--strict] [--allow-partial]",
 		Short: "Launch every config of a spec, measure it, judge every check, write the reports",
@@ -69,6 +70,13 @@ the shards' output directories into one results.json, junit.xml, summary.md and 
 			}
 			if opts.Timeout < 0 {
 				return withExitCode(2, fmt.Errorf("--timeout %s: expected a positive duration (e.g. 3h), or 0 for no bound", opts.Timeout))
+			}
+			if cmd.Flags().Changed("between-launch-cv") {
+				cv, err := gate.ParseBetweenLaunchCV("--between-launch-cv", betweenCV)
+				if err != nil {
+					return withExitCode(2, err)
+				}
+				opts.BetweenLaunchCV = cv
 			}
 			if shard != "" {
 				sh, err := suites.ParseShard(shard)
@@ -149,6 +157,7 @@ the shards' output directories into one results.json, junit.xml, summary.md and 
 	f.StringVar(&shard, "shard", "", "run shard I of N (I/N, 1-based) of the spec's configs; join the shards with reckon merge")
 	f.StringVar(&shardBy, "shard-by", suites.ShardByGroup, "with --shard: group (configs tied by a cross-config check stay together) or config (every config alone; reckon merge judges the split checks, same testbed key only)")
 	f.DurationVar(&opts.Timeout, "timeout", 0, "bound on the whole run; when it elapses the run is interrupted and red (0: only each step's own timeouts)")
+	f.StringVar(&betweenCV, "between-launch-cv", "", "this testbed's between-launch CV prior, e.g. 5% or 0.05, for statistical checks that nothing measures it for (wins over $"+gate.BetweenLaunchEnv+"; default "+fmt.Sprintf("%g%%", 100*gate.DefaultBetweenLaunchCV)+")")
 	f.BoolVarP(&opts.Verbose, "verbose", "v", false, "print every spec as it runs")
 	f.BoolVar(&quiet, "quiet", false, "print only the report paths and the closing line, not the terminal report")
 	f.StringVar(&historyFlag, "history", "", "results history (a file path, sqlite://PATH or postgres://...; default $RECKON_HISTORY): checks against: history are judged with it and the run is appended to it")

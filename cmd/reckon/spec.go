@@ -35,8 +35,9 @@ func newSpecCmd() *cobra.Command {
 
 func newSpecCheckCmd() *cobra.Command {
 	var asJSON bool
+	var needs specNeedOptions
 	cmd := &cobra.Command{
-		Use:   "check FILE|DIR... [--json]",
+		Use:   "check FILE|DIR... [--json] [--baselines DIR [--testbed KEY]]",
 		Short: "Validate gate specs: every problem with its file:line:col, or OK",
 		Long: `check loads each spec the way "reckon gate" does and reports every problem at once, one per line,
 as file:line:col: field: what was expected (docs/spec.md is the format's reference). It then builds
@@ -59,10 +60,14 @@ Exit code 0 when every file is valid, 2 when any file is invalid or unreadable.`
   reckon spec check --json my-spec.yaml | jq '.launches[] | {config, argv}'`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			specNeedsFor = needs
+			defer func() { specNeedsFor = specNeedOptions{} }()
 			return runSpecCheck(cmd.OutOrStdout(), asJSON, args)
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the resolved spec as JSON (one object per file, an array for several)")
+	cmd.Flags().StringVar(&needs.dir, "baselines", "", "directory of stored baselines: say, per statistical check and testbed with a baseline of the spec, how many launches and trials it needs to decide its min_effect")
+	cmd.Flags().StringVar(&needs.testbed, "testbed", "", "with --baselines: only this testbed key (default: every testbed with a baseline of the spec)")
 	return cmd
 }
 
@@ -83,6 +88,10 @@ type specCheckResult struct {
 	Warnings    spec.ErrorList `json:"warnings,omitempty"`
 	Spec        *spec.Spec     `json:"spec,omitempty"`
 	Launches    []specLaunch   `json:"launches,omitempty"`
+	// Needs (spec check --baselines) is what each statistical check needs on each testbed with
+	// a baseline of the spec to decide its min_effect; NeedNotes why some could not be planned.
+	Needs     []specNeed `json:"needs,omitempty"`
+	NeedNotes []string   `json:"need_notes,omitempty"`
 }
 
 // runSpecCheck validates every file and prints the results; any invalid file makes it return
@@ -96,6 +105,9 @@ func runSpecCheck(w io.Writer, asJSON bool, args []string) error {
 	invalid := 0
 	for _, f := range files {
 		r := checkSpecFile(f)
+		if r.Valid && specNeedsFor.dir != "" {
+			r.Needs, r.NeedNotes = specNeeds(r.Spec, specNeedsFor)
+		}
 		if !r.Valid {
 			invalid++
 		}
@@ -184,6 +196,7 @@ func printSpecCheck(w io.Writer, r specCheckResult) {
 		}
 		fmt.Fprintf(w, "  %s: %s\n", l.Config, commandLine(l.Env, l.Argv))
 	}
+	printSpecNeeds(w, r)
 }
 
 // commandLine renders an environment and argv as one shell-quoted line, e.g.
