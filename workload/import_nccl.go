@@ -355,47 +355,11 @@ func parseNCCLRow(toks []string, l ncclLayout, order []bool) (NCCLRow, bool, err
 		if gi > 1 {
 			break
 		}
-		var m NCCLMeasure
-		fields := []struct {
-			idx  int
-			name string
-			dst  *float64
-		}{{g.time, "time", &m.TimeUs}, {g.algbw, "algbw", &m.AlgBWGBps}, {g.busbw, "busbw", &m.BusBWGBps}}
-		for _, f := range fields {
-			if f.idx < 0 || f.idx >= len(toks) {
-				continue
-			}
-			v, err := strconv.ParseFloat(toks[f.idx], 64)
-			if err != nil {
-				if low := strings.ToLower(toks[f.idx]); strings.Contains(low, "nan") || strings.Contains(low, "inf") {
-					return row, false, fmt.Errorf("%s is %q: %w", f.name, toks[f.idx], errNonFinite)
-				}
-				return row, false, fmt.Errorf("%s %q: expected a number", f.name, toks[f.idx])
-			}
-			if math.IsNaN(v) || math.IsInf(v, 0) {
-				return row, false, fmt.Errorf("%s is %q: %w", f.name, toks[f.idx], errNonFinite)
-			}
-			*f.dst = v
+		m, groupChecked, err := parseNCCLMeasure(toks, g, l.wrongIsErrorColumn)
+		if err != nil {
+			return row, false, err
 		}
-		if g.wrong >= 0 && g.wrong < len(toks) {
-			w := toks[g.wrong]
-			switch {
-			case w == "N/A":
-			case l.wrongIsErrorColumn:
-				v, err := strconv.ParseFloat(w, 64)
-				if err != nil {
-					return row, false, fmt.Errorf("error %q: expected a number or N/A", w)
-				}
-				m.Error = &v
-			default:
-				v, err := strconv.ParseInt(w, 10, 64)
-				if err != nil {
-					return row, false, fmt.Errorf("#wrong %q: expected an integer or N/A", w)
-				}
-				m.Wrong = &v
-				checked = true
-			}
-		}
+		checked = checked || groupChecked
 		inPlace := gi == 1
 		if gi < len(order) {
 			inPlace = order[gi]
@@ -408,4 +372,52 @@ func parseNCCLRow(toks []string, l ncclLayout, order []bool) (NCCLRow, bool, err
 		}
 	}
 	return row, checked, nil
+}
+
+// parseNCCLMeasure reads one measurement group of a row: time, algbw and busbw, and #wrong (or,
+// with errorColumn, the older max relative error). It reports whether #wrong was checked.
+func parseNCCLMeasure(toks []string, g ncclGroup, errorColumn bool) (NCCLMeasure, bool, error) {
+	var m NCCLMeasure
+	fields := []struct {
+		idx  int
+		name string
+		dst  *float64
+	}{{g.time, "time", &m.TimeUs}, {g.algbw, "algbw", &m.AlgBWGBps}, {g.busbw, "busbw", &m.BusBWGBps}}
+	for _, f := range fields {
+		if f.idx < 0 || f.idx >= len(toks) {
+			continue
+		}
+		v, err := strconv.ParseFloat(toks[f.idx], 64)
+		if err != nil {
+			if low := strings.ToLower(toks[f.idx]); strings.Contains(low, "nan") || strings.Contains(low, "inf") {
+				return m, false, fmt.Errorf("%s is %q: %w", f.name, toks[f.idx], errNonFinite)
+			}
+			return m, false, fmt.Errorf("%s %q: expected a number", f.name, toks[f.idx])
+		}
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return m, false, fmt.Errorf("%s is %q: %w", f.name, toks[f.idx], errNonFinite)
+		}
+		*f.dst = v
+	}
+	if g.wrong < 0 || g.wrong >= len(toks) {
+		return m, false, nil
+	}
+	w := toks[g.wrong]
+	switch {
+	case w == "N/A":
+	case errorColumn:
+		v, err := strconv.ParseFloat(w, 64)
+		if err != nil {
+			return m, false, fmt.Errorf("error %q: expected a number or N/A", w)
+		}
+		m.Error = &v
+	default:
+		v, err := strconv.ParseInt(w, 10, 64)
+		if err != nil {
+			return m, false, fmt.Errorf("#wrong %q: expected an integer or N/A", w)
+		}
+		m.Wrong = &v
+		return m, true, nil
+	}
+	return m, false, nil
 }
