@@ -325,6 +325,12 @@ func (o *Options) validateVLLM(specJSON string) error {
 	if strings.TrimSpace(specJSON) == "" {
 		return nil
 	}
+	return o.applyVLLMSpecConfig(specJSON)
+}
+
+// applyVLLMSpecConfig checks --speculative-config (a JSON object with vLLM's keys, a known
+// method and 1..16 speculative tokens) and sets the speculative decoding options from it.
+func (o *Options) applyVLLMSpecConfig(specJSON string) error {
 	dec := json.NewDecoder(strings.NewReader(specJSON))
 	dec.UseNumber()
 	var sc map[string]any
