@@ -93,121 +93,144 @@ func allReduceProbeFixed(p *wire.AllReduceProbe, tol map[string]Tolerance, algor
 		return v
 	}
 	defaults := DefaultAllReduceTolerances(p.WorldSize)
-	var only map[string]bool
-	if len(algorithms) > 0 {
-		only = map[string]bool{}
-		seen := map[string]bool{}
-		for _, c := range p.Results {
-			for _, a := range c.Algorithms {
-				seen[a.Name] = true
-			}
-		}
-		var absent []string
-		for _, a := range algorithms {
-			only[a] = true
-			if !seen[a] {
-				absent = append(absent, a)
-			}
-		}
-		if len(absent) > 0 {
-			ran := make([]string, 0, len(seen))
-			for a := range seen {
-				ran = append(ran, a)
-			}
-			sort.Strings(ran)
-			v.Outcome = Error
-			v.Message = fmt.Sprintf("%s: algorithms names %s, which the probe did not run; it ran %s", v.Name, strings.Join(absent, ", "), strings.Join(ran, ", "))
-			return v
-		}
+	only, msg := onlyAlgorithms(p, algorithms)
+	if msg != "" {
+		v.Outcome = Error
+		v.Message = v.Name + ": " + msg
+		return v
 	}
-	type failure struct {
-		sev  float64 // how far over (err/tol), or +Inf-like for exactness failures
-		text string
-	}
-	var fails []failure
-	var b strings.Builder
-	ran, skipped := 0, 0
-	worstRatio, worstText := -1.0, ""
+	t := fixedTally{only: only, worstRatio: -1}
 	for i, c := range p.Results {
-		where := fmt.Sprintf("%s %s inputs, %s (%d elements)", c.DType, nameOr(c.Inputs, "random"), fmtBytes(c.SizeBytes), c.Elements)
-		t, ok := tol[c.DType]
+		tl, ok := tol[c.DType]
 		if !ok {
-			t, ok = defaults[c.DType]
+			tl, ok = defaults[c.DType]
 		}
 		if !ok {
 			v.Outcome = Error
 			v.Message = fmt.Sprintf("%s: results[%d] has dtype %q with no tolerance; expected float32, float16 or bfloat16, or a tolerance for it", v.Name, i, c.DType)
 			return v
 		}
-		integer := c.Inputs == "integer"
-		for _, a := range c.Algorithms {
-			if only != nil && !only[a.Name] {
-				continue
-			}
-			if a.Skipped != "" {
-				skipped++
-				fmt.Fprintf(&b, "%s: %s skipped (%s)\n", where, a.Name, a.Skipped)
-				continue
-			}
-			ran++
-			if a.RanksIdentical != nil && !*a.RanksIdentical {
-				fails = append(fails, failure{sev: 1e300, text: fmt.Sprintf("%s: %s left the ranks holding different results", where, a.Name)})
-			}
-			ratio := a.MaxRelErr / t.MaxRelErr
-			fmt.Fprintf(&b, "%s: %s max_rel_err %.3g (limit %.3g), max_abs_err %.3g, exact %v\n", where, a.Name, a.MaxRelErr, t.MaxRelErr, a.MaxAbsErr, a.Exact)
-			if t.MaxAbsErr > 0 {
-				if r := a.MaxAbsErr / t.MaxAbsErr; !(a.MaxAbsErr <= t.MaxAbsErr) {
-					fails = append(fails, failure{sev: r, text: fmt.Sprintf("%s: %s max_abs_err %.3g > %.3g", where, a.Name, a.MaxAbsErr, t.MaxAbsErr)})
-				}
-			}
-			if integer {
-				if !a.Exact {
-					fails = append(fails, failure{sev: 1e300, text: fmt.Sprintf("%s: %s is not exact on integer inputs (max_abs_err %.3g)", where, a.Name, a.MaxAbsErr)})
-				}
-				continue
-			}
-			if ratio > worstRatio {
-				worstRatio = ratio
-				worstText = fmt.Sprintf("%s at %s: max_rel_err %.3g", a.Name, where, a.MaxRelErr)
-			}
-			if !(a.MaxRelErr <= t.MaxRelErr) {
-				fails = append(fails, failure{sev: ratio, text: fmt.Sprintf("%s: %s max_rel_err %.3g > %.3g", where, a.Name, a.MaxRelErr, t.MaxRelErr)})
-			}
-		}
-		if integer {
-			for _, pr := range c.Pairs {
-				if !pr.Identical {
-					fails = append(fails, failure{sev: 1e300, text: fmt.Sprintf("%s: %s and %s differ on integer inputs (max_abs_diff %.3g)", where, pr.A, pr.B, pr.MaxAbsDiff)})
-				}
-			}
-		}
+		t.judgeCase(c, tl)
 	}
 	v.Metrics["cases"] = float64(len(p.Results))
-	v.Metrics["algorithm_runs"] = float64(ran)
-	v.Metrics["skipped"] = float64(skipped)
-	if worstRatio >= 0 {
-		v.Metrics["worst_err_over_tolerance"] = worstRatio
+	v.Metrics["algorithm_runs"] = float64(t.ran)
+	v.Metrics["skipped"] = float64(t.skipped)
+	if t.worstRatio >= 0 {
+		v.Metrics["worst_err_over_tolerance"] = t.worstRatio
 	}
-	v.Details = strings.TrimRight(b.String(), "\n")
-	if ran == 0 {
+	v.Details = strings.TrimRight(t.details.String(), "\n")
+	if t.ran == 0 {
 		v.Outcome, v.Category, v.Message = Error, CategoryUnverified, v.Name+": every algorithm was skipped; nothing was checked"
 		return v
 	}
-	if len(fails) > 0 {
-		sort.SliceStable(fails, func(i, j int) bool { return fails[i].sev > fails[j].sev })
+	if len(t.fails) > 0 {
+		bySeverity(t.fails)
 		v.Outcome = Fail
-		v.Message = fmt.Sprintf("%s: %s", v.Name, fails[0].text)
-		if len(fails) > 1 {
-			v.Message += fmt.Sprintf(" (and %d more)", len(fails)-1)
-		}
+		v.Message = fmt.Sprintf("%s: %s%s", v.Name, t.fails[0].text, moreSuffix(len(t.fails)))
 		return v
 	}
 	v.Outcome = Pass
-	v.Message = fmt.Sprintf("%s: %d algorithm runs within tolerance over %d cases", v.Name, ran, len(p.Results))
-	if worstText != "" {
-		v.Message += fmt.Sprintf("; worst %s (%.0f%% of its limit)", worstText, 100*worstRatio)
+	v.Message = fmt.Sprintf("%s: %d algorithm runs within tolerance over %d cases", v.Name, t.ran, len(p.Results))
+	if t.worstText != "" {
+		v.Message += fmt.Sprintf("; worst %s (%.0f%% of its limit)", t.worstText, 100*t.worstRatio)
 	}
 	return v
+}
+
+// onlyAlgorithms returns the set of algorithms to judge (nil: every one) and, when algorithms
+// names one the probe never ran, the message that says so.
+func onlyAlgorithms(p *wire.AllReduceProbe, algorithms []string) (map[string]bool, string) {
+	if len(algorithms) == 0 {
+		return nil, ""
+	}
+	only := map[string]bool{}
+	seen := map[string]bool{}
+	for _, c := range p.Results {
+		for _, a := range c.Algorithms {
+			seen[a.Name] = true
+		}
+	}
+	var absent []string
+	for _, a := range algorithms {
+		only[a] = true
+		if !seen[a] {
+			absent = append(absent, a)
+		}
+	}
+	if len(absent) == 0 {
+		return only, ""
+	}
+	ran := make([]string, 0, len(seen))
+	for a := range seen {
+		ran = append(ran, a)
+	}
+	sort.Strings(ran)
+	return nil, fmt.Sprintf("algorithms names %s, which the probe did not run; it ran %s", strings.Join(absent, ", "), strings.Join(ran, ", "))
+}
+
+// fixedTally accumulates what the fixed rule finds over the cases of one probe. A finding's
+// severity is how far over its bound it is (err/tol), or 1e300 for an exactness failure.
+type fixedTally struct {
+	only         map[string]bool // the algorithms judged; nil: all
+	fails        []finding
+	details      strings.Builder
+	ran, skipped int
+	worstRatio   float64
+	worstText    string
+}
+
+// judgeCase judges every selected algorithm of case c against the rounding bound tl of its
+// dtype; on integer inputs every algorithm must be exact and every pair identical.
+func (t *fixedTally) judgeCase(c wire.AllReduceProbeCase, tl Tolerance) {
+	where := fmt.Sprintf("%s %s inputs, %s (%d elements)", c.DType, nameOr(c.Inputs, "random"), fmtBytes(c.SizeBytes), c.Elements)
+	integer := c.Inputs == "integer"
+	for _, a := range c.Algorithms {
+		if t.only != nil && !t.only[a.Name] {
+			continue
+		}
+		if a.Skipped != "" {
+			t.skipped++
+			fmt.Fprintf(&t.details, "%s: %s skipped (%s)\n", where, a.Name, a.Skipped)
+			continue
+		}
+		t.ran++
+		t.judgeAlgorithm(a, where, tl, integer)
+	}
+	if integer {
+		for _, pr := range c.Pairs {
+			if !pr.Identical {
+				t.fails = append(t.fails, finding{sev: 1e300, text: fmt.Sprintf("%s: %s and %s differ on integer inputs (max_abs_diff %.3g)", where, pr.A, pr.B, pr.MaxAbsDiff)})
+			}
+		}
+	}
+}
+
+// judgeAlgorithm judges one algorithm that ran in a case: identical across ranks, within the
+// absolute bound, and exact on integer inputs or else within the relative bound.
+func (t *fixedTally) judgeAlgorithm(a wire.AllReduceProbeAlgorithm, where string, tl Tolerance, integer bool) {
+	if a.RanksIdentical != nil && !*a.RanksIdentical {
+		t.fails = append(t.fails, finding{sev: 1e300, text: fmt.Sprintf("%s: %s left the ranks holding different results", where, a.Name)})
+	}
+	ratio := a.MaxRelErr / tl.MaxRelErr
+	fmt.Fprintf(&t.details, "%s: %s max_rel_err %.3g (limit %.3g), max_abs_err %.3g, exact %v\n", where, a.Name, a.MaxRelErr, tl.MaxRelErr, a.MaxAbsErr, a.Exact)
+	if tl.MaxAbsErr > 0 {
+		if r := a.MaxAbsErr / tl.MaxAbsErr; !(a.MaxAbsErr <= tl.MaxAbsErr) {
+			t.fails = append(t.fails, finding{sev: r, text: fmt.Sprintf("%s: %s max_abs_err %.3g > %.3g", where, a.Name, a.MaxAbsErr, tl.MaxAbsErr)})
+		}
+	}
+	if integer {
+		if !a.Exact {
+			t.fails = append(t.fails, finding{sev: 1e300, text: fmt.Sprintf("%s: %s is not exact on integer inputs (max_abs_err %.3g)", where, a.Name, a.MaxAbsErr)})
+		}
+		return
+	}
+	if ratio > t.worstRatio {
+		t.worstRatio = ratio
+		t.worstText = fmt.Sprintf("%s at %s: max_rel_err %.3g", a.Name, where, a.MaxRelErr)
+	}
+	if !(a.MaxRelErr <= tl.MaxRelErr) {
+		t.fails = append(t.fails, finding{sev: ratio, text: fmt.Sprintf("%s: %s max_rel_err %.3g > %.3g", where, a.Name, a.MaxRelErr, tl.MaxRelErr)})
+	}
 }
 
 func fmtBytes(n int64) string {

@@ -79,262 +79,385 @@ func AllReduceProbeCheckCalibrated(p *wire.AllReduceProbe, tol map[string]Tolera
 	if len(p.Results) == 0 {
 		return errorf("the probe has no results")
 	}
-	roles := map[string]wire.AllReduceProbeRole{}
-	var candidates, twins, positives []string
-	for _, r := range p.Calibration.Roles {
-		roles[r.Algorithm] = r
-		switch r.Role {
-		case wire.RoleCandidate:
-			candidates = append(candidates, r.Algorithm)
-		case wire.RoleTwin:
-			twins = append(twins, r.Algorithm)
-		case wire.RolePositiveControl:
-			positives = append(positives, r.Algorithm)
-		}
+	pr := splitProbeRoles(p.Calibration.Roles)
+	if msg := pr.missingControls(); msg != "" {
+		return errorf("%s", msg)
 	}
-	var missing []string
-	if len(candidates) == 0 {
-		missing = append(missing, "no candidate")
+	judged, msg := pr.judgedCandidates(algorithms)
+	if msg != "" {
+		return errorf("%s", msg)
 	}
-	if len(twins) == 0 {
-		missing = append(missing, "no negative controls (twins: a correct algorithm in another summation order, e.g. NCCL_ALGO=Tree)")
-	}
-	if len(positives) == 0 {
-		missing = append(missing, "no positive controls (a fault injected around a candidate, e.g. its output x 1.01)")
-	}
-	if len(missing) > 0 {
-		return errorf("the calibrated rule rejects this probe: %s; without both kinds of control it cannot show that it passes correct algorithms and fails broken ones (rerun the probe with its controls)", strings.Join(missing, "; "))
-	}
-	judged := map[string]bool{}
-	if len(algorithms) > 0 {
-		var absent []string
-		for _, a := range algorithms {
-			if roles[a].Role != wire.RoleCandidate {
-				absent = append(absent, a)
-			}
-			judged[a] = true
-		}
-		if len(absent) > 0 {
-			return errorf("algorithms names %s, which is not a candidate of the probe; its candidates are %s", strings.Join(absent, ", "), strings.Join(candidates, ", "))
-		}
-	} else {
-		for _, c := range candidates {
-			judged[c] = true
-		}
-	}
+	t := newCalibratedTally(pr, judged, cal)
 	defaults := DefaultAllReduceTolerances(p.WorldSize)
-
-	type finding struct {
-		sev  float64
-		text string
-	}
-	var fails, negFails []finding
-	var b strings.Builder
-	candCases := map[string]int{}
-	posFailed := map[string]int{}
-	posFirst := map[string]string{}
-	posCases := map[string]int{}
-	posFaulted := map[string]int64{}
-	ran := 0
-	worstCand, worstCandText := -1.0, ""
-	worstNeg := -1.0
-	maxCandULPFloor := 0.0
 	for i, c := range p.Results {
-		where := fmt.Sprintf("%s %s inputs, %s (%d elements), %s x%d", c.DType, c.Inputs, fmtBytes(c.SizeBytes), c.Elements, nameOr(c.Mode, "eager"), c.Calls)
-		t, ok := tol[c.DType]
+		tl, ok := tol[c.DType]
 		if !ok {
-			t, ok = defaults[c.DType]
+			tl, ok = defaults[c.DType]
 		}
 		if !ok {
 			return errorf("results[%d] has dtype %q with no tolerance; expected float32, float16 or bfloat16, or a tolerance for it", i, c.DType)
 		}
-		var correct []wire.AllReduceProbeAlgorithm
-		for _, a := range c.Algorithms {
-			if a.Skipped == "" {
-				ran++
-				if r := roles[a.Name].Role; r == wire.RoleReference || r == wire.RoleTwin {
-					correct = append(correct, a)
-				}
+		t.judgeCase(c, tl)
+	}
+	t.unjudgedCandidates()
+	posBlind := t.positiveControls()
+	t.setMetrics(&v, len(p.Results), len(posBlind))
+	v.Details = strings.TrimRight(t.details.String(), "\n")
+	t.conclude(&v, len(p.Results), posBlind)
+	return v
+}
+
+// probeRoles is a probe's calibration roles, indexed by algorithm and split by kind.
+type probeRoles struct {
+	byName                       map[string]wire.AllReduceProbeRole
+	candidates, twins, positives []string
+}
+
+// splitProbeRoles indexes roles by algorithm and lists the candidates, the twins and the
+// positive controls in the order the probe gives them.
+func splitProbeRoles(roles []wire.AllReduceProbeRole) probeRoles {
+	pr := probeRoles{byName: map[string]wire.AllReduceProbeRole{}}
+	for _, r := range roles {
+		pr.byName[r.Algorithm] = r
+		switch r.Role {
+		case wire.RoleCandidate:
+			pr.candidates = append(pr.candidates, r.Algorithm)
+		case wire.RoleTwin:
+			pr.twins = append(pr.twins, r.Algorithm)
+		case wire.RolePositiveControl:
+			pr.positives = append(pr.positives, r.Algorithm)
+		}
+	}
+	return pr
+}
+
+// missingControls says why the calibrated rule rejects a probe that lacks a candidate, negative
+// controls or positive controls; "" when it has all three.
+func (pr probeRoles) missingControls() string {
+	var missing []string
+	if len(pr.candidates) == 0 {
+		missing = append(missing, "no candidate")
+	}
+	if len(pr.twins) == 0 {
+		missing = append(missing, "no negative controls (twins: a correct algorithm in another summation order, e.g. NCCL_ALGO=Tree)")
+	}
+	if len(pr.positives) == 0 {
+		missing = append(missing, "no positive controls (a fault injected around a candidate, e.g. its output x 1.01)")
+	}
+	if len(missing) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("the calibrated rule rejects this probe: %s; without both kinds of control it cannot show that it passes correct algorithms and fails broken ones (rerun the probe with its controls)", strings.Join(missing, "; "))
+}
+
+// judgedCandidates returns the set of candidates to judge: those algorithms names, or every
+// candidate when it is empty. The message is non-empty when algorithms names a non-candidate.
+func (pr probeRoles) judgedCandidates(algorithms []string) (map[string]bool, string) {
+	judged := map[string]bool{}
+	if len(algorithms) == 0 {
+		for _, c := range pr.candidates {
+			judged[c] = true
+		}
+		return judged, ""
+	}
+	var absent []string
+	for _, a := range algorithms {
+		if pr.byName[a].Role != wire.RoleCandidate {
+			absent = append(absent, a)
+		}
+		judged[a] = true
+	}
+	if len(absent) > 0 {
+		return nil, fmt.Sprintf("algorithms names %s, which is not a candidate of the probe; its candidates are %s", strings.Join(absent, ", "), strings.Join(pr.candidates, ", "))
+	}
+	return judged, ""
+}
+
+// finding is one failure the calibrated rule found, with the severity that orders it in the
+// verdict's message (the most severe first).
+type finding struct {
+	sev  float64
+	text string
+}
+
+// calibratedTally accumulates what the calibrated rule finds over the cases of one probe: the
+// failures, the per-control counts, the worst ratios and the details text.
+type calibratedTally struct {
+	probeRoles
+	judged          map[string]bool
+	cal             AllReduceCalibration
+	fails, negFails []finding
+	details         strings.Builder
+	candCases       map[string]int
+	posFailed       map[string]int
+	posFirst        map[string]string
+	posCases        map[string]int
+	posFaulted      map[string]int64
+	ran             int
+	worstCand       float64
+	worstCandText   string
+	worstNeg        float64
+	maxCandULPFloor float64
+}
+
+// newCalibratedTally starts an empty tally for the given roles, judged candidates and bounds.
+func newCalibratedTally(pr probeRoles, judged map[string]bool, cal AllReduceCalibration) *calibratedTally {
+	return &calibratedTally{
+		probeRoles: pr,
+		judged:     judged,
+		cal:        cal,
+		candCases:  map[string]int{},
+		posFailed:  map[string]int{},
+		posFirst:   map[string]string{},
+		posCases:   map[string]int{},
+		posFaulted: map[string]int64{},
+		worstCand:  -1,
+		worstNeg:   -1,
+	}
+}
+
+// judgeCase judges every algorithm that ran in case c, under the rounding bound tl of its dtype.
+func (t *calibratedTally) judgeCase(c wire.AllReduceProbeCase, tl Tolerance) {
+	where := fmt.Sprintf("%s %s inputs, %s (%d elements), %s x%d", c.DType, c.Inputs, fmtBytes(c.SizeBytes), c.Elements, nameOr(c.Mode, "eager"), c.Calls)
+	var correct []wire.AllReduceProbeAlgorithm
+	for _, a := range c.Algorithms {
+		if a.Skipped == "" {
+			t.ran++
+			if r := t.byName[a.Name].Role; r == wire.RoleReference || r == wire.RoleTwin {
+				correct = append(correct, a)
 			}
 		}
-		judge := func(x wire.AllReduceProbeAlgorithm) judgement {
-			return judgeCalibrated(x, correct, c, t, cal)
+	}
+	judge := func(x wire.AllReduceProbeAlgorithm) judgement {
+		return judgeCalibrated(x, correct, c, tl, t.cal)
+	}
+	for _, a := range c.Algorithms {
+		if a.Skipped != "" {
+			fmt.Fprintf(&t.details, "%s: %s skipped (%s)\n", where, a.Name, a.Skipped)
+			continue
 		}
-		for _, a := range c.Algorithms {
-			if a.Skipped != "" {
-				fmt.Fprintf(&b, "%s: %s skipped (%s)\n", where, a.Name, a.Skipped)
+		role := t.byName[a.Name]
+		switch role.Role {
+		case wire.RoleReference, wire.RoleTwin:
+			if c.Inputs == "order_sensitive" {
+				// There the correct algorithms differ from the oracle by their summation
+				// order, not their precision: that spread is what the input shows, not a
+				// calibration to hold them to.
 				continue
 			}
-			role := roles[a.Name]
-			switch role.Role {
-			case wire.RoleReference, wire.RoleTwin:
-				if c.Inputs == "order_sensitive" {
-					// There the correct algorithms differ from the oracle by their summation
-					// order, not their precision: that spread is what the input shows, not a
-					// calibration to hold them to.
-					continue
-				}
-				j := judge(a)
-				if !j.decided {
-					continue
-				}
-				fmt.Fprintf(&b, "%s: %s (%s, negative control) %s\n", where, a.Name, role.Role, j.reason)
-				if !j.floor {
-					worstNeg = max(worstNeg, j.ratio)
-				}
-				if !j.ok {
-					negFails = append(negFails, finding{sev: j.ratio, text: fmt.Sprintf("negative control %s fails at %s: %s", a.Name, where, j.reason)})
-				}
-			case wire.RoleCandidate, wire.RolePositiveControl:
-				base := role
-				if role.Role == wire.RolePositiveControl {
-					base = roles[role.Of]
-				}
-				engaged := int64(-1)
-				if a.EngagedCalls != nil {
-					engaged = *a.EngagedCalls
-				}
-				above := base.MaxBytes > 0 && c.SizeBytes > base.MaxBytes
-				isCand := role.Role == wire.RoleCandidate
-				if isCand && !judged[a.Name] {
-					continue
-				}
-				switch {
-				case engaged < 0:
-					if isCand {
-						fails = append(fails, finding{sev: 1e300, text: fmt.Sprintf("%s: %s has no engaged_calls: the probe cannot show its custom path was taken", where, a.Name)})
-					}
-					continue
-				case above && engaged > 0:
-					if isCand {
-						fails = append(fails, finding{sev: 1e300, text: fmt.Sprintf("%s: %s took its custom path in %d calls of a message above its max_bytes %s", where, a.Name, engaged, fmtBytes(base.MaxBytes))})
-					}
-					continue
-				case above:
-					fmt.Fprintf(&b, "%s: %s not engaged above its max_bytes %s (NCCL carried it); not judged as the candidate\n", where, a.Name, fmtBytes(base.MaxBytes))
-					continue
-				case engaged < c.Calls:
-					if isCand {
-						fails = append(fails, finding{sev: 1e300, text: fmt.Sprintf("%s: %s took its custom path in only %d of %d calls (it fell back, so its numbers are another algorithm's)", where, a.Name, engaged, c.Calls)})
-						continue
-					}
-				}
-				j := judge(a)
-				if !j.decided {
-					fmt.Fprintf(&b, "%s: %s not judged: no correct algorithm ran in this case\n", where, a.Name)
-					continue
-				}
-				if isCand {
-					candCases[a.Name]++
-					fmt.Fprintf(&b, "%s: %s %s\n", where, a.Name, j.reason)
-					if j.floor {
-						if a.MaxULP != nil {
-							maxCandULPFloor = max(maxCandULPFloor, *a.MaxULP)
-						}
-					} else if j.ratio > worstCand {
-						worstCand = j.ratio
-						worstCandText = fmt.Sprintf("%s at %s", a.Name, where)
-					}
-					if !j.ok {
-						sev := j.ratio
-						if j.floor || math.IsInf(sev, 0) {
-							sev = 1e299
-						}
-						fails = append(fails, finding{sev: sev, text: fmt.Sprintf("%s: %s %s", where, a.Name, j.reason)})
-					}
-					continue
-				}
-				posCases[a.Name]++
-				if a.FaultedCalls != nil {
-					posFaulted[a.Name] += *a.FaultedCalls
-				}
-				if !j.ok {
-					if posFailed[a.Name] == 0 {
-						posFirst[a.Name] = fmt.Sprintf("%s: %s", where, j.reason)
-					}
-					posFailed[a.Name]++
-				}
-			}
+			t.negativeControl(a, role, where, judge)
+		case wire.RoleCandidate, wire.RolePositiveControl:
+			t.customPath(a, role, c, where, judge)
 		}
 	}
-	// Candidates never judged: the custom path was never taken where it should have been.
-	for _, c := range candidates {
-		if judged[c] && candCases[c] == 0 {
-			fails = append(fails, finding{sev: 1e300, text: fmt.Sprintf("%s was judged in no case (never engaged, skipped, or only above its max_bytes): the probe shows nothing about it", c)})
+}
+
+// negativeControl records how a correct algorithm (the reference or a twin) fares against the
+// other correct algorithms of its case.
+func (t *calibratedTally) negativeControl(a wire.AllReduceProbeAlgorithm, role wire.AllReduceProbeRole, where string, judge func(wire.AllReduceProbeAlgorithm) judgement) {
+	j := judge(a)
+	if !j.decided {
+		return
+	}
+	fmt.Fprintf(&t.details, "%s: %s (%s, negative control) %s\n", where, a.Name, role.Role, j.reason)
+	if !j.floor {
+		t.worstNeg = max(t.worstNeg, j.ratio)
+	}
+	if !j.ok {
+		t.negFails = append(t.negFails, finding{sev: j.ratio, text: fmt.Sprintf("negative control %s fails at %s: %s", a.Name, where, j.reason)})
+	}
+}
+
+// customPath judges a candidate or a positive control in case c: first whether its custom path
+// was taken as its max_bytes says it should be, then its numbers.
+func (t *calibratedTally) customPath(a wire.AllReduceProbeAlgorithm, role wire.AllReduceProbeRole, c wire.AllReduceProbeCase, where string, judge func(wire.AllReduceProbeAlgorithm) judgement) {
+	base := role
+	if role.Role == wire.RolePositiveControl {
+		base = t.byName[role.Of]
+	}
+	engaged := int64(-1)
+	if a.EngagedCalls != nil {
+		engaged = *a.EngagedCalls
+	}
+	above := base.MaxBytes > 0 && c.SizeBytes > base.MaxBytes
+	isCand := role.Role == wire.RoleCandidate
+	if isCand && !t.judged[a.Name] {
+		return
+	}
+	switch {
+	case engaged < 0:
+		if isCand {
+			t.fails = append(t.fails, finding{sev: 1e300, text: fmt.Sprintf("%s: %s has no engaged_calls: the probe cannot show its custom path was taken", where, a.Name)})
+		}
+		return
+	case above && engaged > 0:
+		if isCand {
+			t.fails = append(t.fails, finding{sev: 1e300, text: fmt.Sprintf("%s: %s took its custom path in %d calls of a message above its max_bytes %s", where, a.Name, engaged, fmtBytes(base.MaxBytes))})
+		}
+		return
+	case above:
+		fmt.Fprintf(&t.details, "%s: %s not engaged above its max_bytes %s (NCCL carried it); not judged as the candidate\n", where, a.Name, fmtBytes(base.MaxBytes))
+		return
+	case engaged < c.Calls:
+		if isCand {
+			t.fails = append(t.fails, finding{sev: 1e300, text: fmt.Sprintf("%s: %s took its custom path in only %d of %d calls (it fell back, so its numbers are another algorithm's)", where, a.Name, engaged, c.Calls)})
+			return
 		}
 	}
+	j := judge(a)
+	if !j.decided {
+		fmt.Fprintf(&t.details, "%s: %s not judged: no correct algorithm ran in this case\n", where, a.Name)
+		return
+	}
+	if isCand {
+		t.candidate(a, where, j)
+		return
+	}
+	t.positiveCase(a, where, j)
+}
+
+// candidate records a candidate's judgement in one case: its ratio or ULP distance, and a
+// failure when it does not pass.
+func (t *calibratedTally) candidate(a wire.AllReduceProbeAlgorithm, where string, j judgement) {
+	t.candCases[a.Name]++
+	fmt.Fprintf(&t.details, "%s: %s %s\n", where, a.Name, j.reason)
+	if j.floor {
+		if a.MaxULP != nil {
+			t.maxCandULPFloor = max(t.maxCandULPFloor, *a.MaxULP)
+		}
+	} else if j.ratio > t.worstCand {
+		t.worstCand = j.ratio
+		t.worstCandText = fmt.Sprintf("%s at %s", a.Name, where)
+	}
+	if !j.ok {
+		sev := j.ratio
+		if j.floor || math.IsInf(sev, 0) {
+			sev = 1e299
+		}
+		t.fails = append(t.fails, finding{sev: sev, text: fmt.Sprintf("%s: %s %s", where, a.Name, j.reason)})
+	}
+}
+
+// positiveCase records a positive control's judgement in one case: whether its fault was active
+// and whether the rule failed it (the first failure is kept as the example).
+func (t *calibratedTally) positiveCase(a wire.AllReduceProbeAlgorithm, where string, j judgement) {
+	t.posCases[a.Name]++
+	if a.FaultedCalls != nil {
+		t.posFaulted[a.Name] += *a.FaultedCalls
+	}
+	if !j.ok {
+		if t.posFailed[a.Name] == 0 {
+			t.posFirst[a.Name] = fmt.Sprintf("%s: %s", where, j.reason)
+		}
+		t.posFailed[a.Name]++
+	}
+}
+
+// unjudgedCandidates fails every judged candidate that was judged in no case: its custom path was
+// never taken where it should have been.
+func (t *calibratedTally) unjudgedCandidates() {
+	for _, c := range t.candidates {
+		if t.judged[c] && t.candCases[c] == 0 {
+			t.fails = append(t.fails, finding{sev: 1e300, text: fmt.Sprintf("%s was judged in no case (never engaged, skipped, or only above its max_bytes): the probe shows nothing about it", c)})
+		}
+	}
+}
+
+// positiveControls writes a detail line for each positive control the rule failed somewhere and
+// returns a description of each one it passed everywhere (the rule is blind to that fault).
+func (t *calibratedTally) positiveControls() []string {
 	var posBlind []string
-	for _, pc := range positives {
-		if posFailed[pc] > 0 {
-			fmt.Fprintf(&b, "positive control %s (%s): fails in %d of %d cases, e.g. %s\n", pc, roles[pc].Fault, posFailed[pc], posCases[pc], posFirst[pc])
+	for _, pc := range t.positives {
+		if t.posFailed[pc] > 0 {
+			fmt.Fprintf(&t.details, "positive control %s (%s): fails in %d of %d cases, e.g. %s\n", pc, t.byName[pc].Fault, t.posFailed[pc], t.posCases[pc], t.posFirst[pc])
 			continue
 		}
 		hint := ""
-		if posFaulted[pc] == 0 {
+		if t.posFaulted[pc] == 0 {
 			hint = "; its fault was never active (faulted_calls 0 everywhere: no size, mode or call reached it)"
 		}
-		posBlind = append(posBlind, fmt.Sprintf("positive control %s (%s) passes all %d cases it was judged in%s", pc, roles[pc].Fault, posCases[pc], hint))
+		posBlind = append(posBlind, fmt.Sprintf("positive control %s (%s) passes all %d cases it was judged in%s", pc, t.byName[pc].Fault, t.posCases[pc], hint))
 	}
-	v.Metrics["cases"] = float64(len(p.Results))
-	v.Metrics["algorithm_runs"] = float64(ran)
-	v.Metrics["max_nrmse_ratio"] = cal.MaxNRMSERatio
+	return posBlind
+}
+
+// setMetrics fills v's metrics from the tally of a probe with the given number of cases, of whose
+// positive controls blind passed everywhere.
+func (t *calibratedTally) setMetrics(v *Verdict, cases, blind int) {
+	v.Metrics["cases"] = float64(cases)
+	v.Metrics["algorithm_runs"] = float64(t.ran)
+	v.Metrics["max_nrmse_ratio"] = t.cal.MaxNRMSERatio
 	v.Metrics["calibrated"] = 1
-	v.Metrics["negative_controls"] = float64(len(twins) + 1)
-	v.Metrics["positive_controls"] = float64(len(positives))
-	v.Metrics["positive_controls_failing"] = float64(len(positives) - len(posBlind))
-	if worstCand >= 0 {
-		v.Metrics["candidate_worst_nrmse_ratio"] = worstCand
+	v.Metrics["negative_controls"] = float64(len(t.twins) + 1)
+	v.Metrics["positive_controls"] = float64(len(t.positives))
+	v.Metrics["positive_controls_failing"] = float64(len(t.positives) - blind)
+	if t.worstCand >= 0 {
+		v.Metrics["candidate_worst_nrmse_ratio"] = t.worstCand
 	}
-	if worstNeg >= 0 {
-		v.Metrics["negative_control_worst_nrmse_ratio"] = worstNeg
+	if t.worstNeg >= 0 {
+		v.Metrics["negative_control_worst_nrmse_ratio"] = t.worstNeg
 	}
-	v.Metrics["candidate_max_ulp_where_bitwise"] = maxCandULPFloor
-	v.Details = strings.TrimRight(b.String(), "\n")
-	bySev := func(f []finding) {
-		sort.SliceStable(f, func(i, j int) bool { return f[i].sev > f[j].sev })
+	v.Metrics["candidate_max_ulp_where_bitwise"] = t.maxCandULPFloor
+}
+
+// moreSuffix is " (and n-1 more)" when n findings stand behind the one a message names.
+func moreSuffix(n int) string {
+	if n > 1 {
+		return fmt.Sprintf(" (and %d more)", n-1)
 	}
-	more := func(n int) string {
-		if n > 1 {
-			return fmt.Sprintf(" (and %d more)", n-1)
-		}
-		return ""
-	}
+	return ""
+}
+
+// bySeverity orders findings most severe first, keeping the order of equals.
+func bySeverity(f []finding) {
+	sort.SliceStable(f, func(i, j int) bool { return f[i].sev > f[j].sev })
+}
+
+// conclude sets v's outcome and message: a failing negative control is an error, then a failing
+// candidate a failure, then a blind positive control an error; otherwise a pass.
+func (t *calibratedTally) conclude(v *Verdict, cases int, posBlind []string) {
 	switch {
-	case len(negFails) > 0:
-		bySev(negFails)
+	case len(t.negFails) > 0:
+		bySeverity(t.negFails)
 		v.Outcome = Error
-		v.Message = fmt.Sprintf("%s: calibration does not hold: %s%s; the bound %gx is inside this testbed's legitimate spread (recalibrate, numerics-equivalence.md §9.2)", v.Name, negFails[0].text, more(len(negFails)), cal.MaxNRMSERatio)
-	case len(fails) > 0:
-		bySev(fails)
+		v.Message = fmt.Sprintf("%s: calibration does not hold: %s%s; the bound %gx is inside this testbed's legitimate spread (recalibrate, numerics-equivalence.md §9.2)", v.Name, t.negFails[0].text, moreSuffix(len(t.negFails)), t.cal.MaxNRMSERatio)
+	case len(t.fails) > 0:
+		bySeverity(t.fails)
 		v.Outcome = Fail
-		v.Message = fmt.Sprintf("%s: %s%s", v.Name, fails[0].text, more(len(fails)))
+		v.Message = fmt.Sprintf("%s: %s%s", v.Name, t.fails[0].text, moreSuffix(len(t.fails)))
 		if len(posBlind) > 0 {
 			v.Message += "; also " + posBlind[0]
 		}
 	case len(posBlind) > 0:
 		v.Outcome = Error
-		v.Message = fmt.Sprintf("%s: calibration does not hold: %s%s, so a pass would not show a broken kernel fails", v.Name, posBlind[0], more(len(posBlind)))
+		v.Message = fmt.Sprintf("%s: calibration does not hold: %s%s, so a pass would not show a broken kernel fails", v.Name, posBlind[0], moreSuffix(len(posBlind)))
 	default:
 		v.Outcome = Pass
-		var judgedNames []string
-		for _, c := range candidates {
-			if judged[c] {
-				judgedNames = append(judgedNames, c)
-			}
-		}
-		sort.Strings(judgedNames)
-		v.Message = fmt.Sprintf("%s: calibrated rule holds over %d cases: %s within %gx of the best correct algorithm's NRMSE against the oracle",
-			v.Name, len(p.Results), strings.Join(judgedNames, ", "), cal.MaxNRMSERatio)
-		if worstCandText != "" {
-			v.Message += fmt.Sprintf(" (worst %.3gx, %s)", worstCand, worstCandText)
-		}
-		v.Message += fmt.Sprintf(", near-bitwise where the correct algorithms equal it (max %g ULP), exact on integer inputs, custom path taken in every call; %d negative controls pass", maxCandULPFloor, len(twins)+1)
-		if worstNeg >= 0 {
-			v.Message += fmt.Sprintf(" (worst %.3gx)", worstNeg)
-		}
-		v.Message += fmt.Sprintf(", %d positive controls fail", len(positives))
+		v.Message = t.passMessage(v.Name, cases)
 	}
-	return v
+}
+
+// passMessage is the message of a passing verdict named name over cases cases: what the judged
+// candidates scored and how the controls behaved.
+func (t *calibratedTally) passMessage(name string, cases int) string {
+	var judgedNames []string
+	for _, c := range t.candidates {
+		if t.judged[c] {
+			judgedNames = append(judgedNames, c)
+		}
+	}
+	sort.Strings(judgedNames)
+	msg := fmt.Sprintf("%s: calibrated rule holds over %d cases: %s within %gx of the best correct algorithm's NRMSE against the oracle",
+		name, cases, strings.Join(judgedNames, ", "), t.cal.MaxNRMSERatio)
+	if t.worstCandText != "" {
+		msg += fmt.Sprintf(" (worst %.3gx, %s)", t.worstCand, t.worstCandText)
+	}
+	msg += fmt.Sprintf(", near-bitwise where the correct algorithms equal it (max %g ULP), exact on integer inputs, custom path taken in every call; %d negative controls pass", t.maxCandULPFloor, len(t.twins)+1)
+	if t.worstNeg >= 0 {
+		msg += fmt.Sprintf(" (worst %.3gx)", t.worstNeg)
+	}
+	msg += fmt.Sprintf(", %d positive controls fail", len(t.positives))
+	return msg
 }
 
 // judgeCalibrated applies the calibrated rule to algorithm x of case c: against the best of the

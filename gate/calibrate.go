@@ -108,74 +108,18 @@ func Calibrate(ctx context.Context, cfg CalibrationConfig) ([]CalibrationRow, er
 	}
 	opts := cfg.Opts.withDefaults()
 	m, _ := MetricFor("output_throughput")
-	type noise struct {
-		label    string
-		cv       float64
-		measured bool
-	}
-	var noises []noise
-	for _, cv := range cfg.CVs {
-		noises = append(noises, noise{label: fmt.Sprintf("CV %g%%", cv*100), cv: cv})
-	}
-	if len(cfg.Samples) > 0 {
-		for i, s := range cfg.Samples {
-			if !(s > 0) || math.IsInf(s, 0) {
-				return nil, fmt.Errorf("calibrate: sample %d is %v; expected a positive number", i+1, s)
-			}
-		}
-		lbl := cfg.SamplesLabel
-		if lbl == "" {
-			lbl = "measured"
-		}
-		noises = append(noises, noise{label: lbl, cv: SampleCV(cfg.Samples), measured: true})
-	}
-	if len(noises) == 0 {
-		return nil, fmt.Errorf("calibrate: no noise to simulate; give CVs or measured samples")
+	noises, err := cfg.noises()
+	if err != nil {
+		return nil, err
 	}
 	var rows []CalibrationRow
 	for ni, nz := range noises {
-		rng := rand.New(rand.NewPCG(cfg.Seed, uint64(ni)+1))
-		draw := func(k int, scale float64) []float64 {
-			out := make([]float64, k)
-			for i := range out {
-				out[i] = scale * cfg.sample(rng, nz.cv, nz.measured)
-			}
-			return out
-		}
+		s := &calSim{cfg: &cfg, opts: opts, m: m, nz: nz, rng: rand.New(rand.NewPCG(cfg.Seed, uint64(ni)+1))}
 		for _, n := range cfg.Ns {
 			if err := ctx.Err(); err != nil {
 				return rows, err
 			}
-			row := CalibrationRow{Noise: nz.label, CV: nz.cv, Mode: "fixed", N: n, Reps: cfg.Reps, NullReps: cfg.NullReps,
-				Detect: map[float64]float64{}, TTestDetect: map[float64]float64{}}
-			for _, eff := range append([]float64{0}, cfg.Effects...) {
-				var reg, inc, tt int
-				reps := cfg.Reps
-				if eff == 0 {
-					reps = cfg.NullReps
-				}
-				for i := 0; i < reps; i++ {
-					r := Compare(draw(n, 1), draw(n, 1-eff), m, opts)
-					switch r.Outcome {
-					case Regression:
-						reg++
-					case Undecided:
-						inc++
-					}
-					if r.PWorse <= opts.Alpha {
-						tt++
-					}
-				}
-				if eff == 0 {
-					row.FalseAlarm, row.FalseAlarmHigh = frac(reg, reps), wilsonHigh(reg, reps)
-					row.NullInconclusive = frac(inc, reps)
-				} else {
-					row.Detect[eff] = frac(reg, reps)
-					row.TTestDetect[eff] = frac(tt, reps)
-				}
-			}
-			row.fillEffects(cfg.Effects)
-			rows = append(rows, row)
+			rows = append(rows, s.fixedRow(n))
 		}
 		if cfg.Sequential == nil {
 			continue
@@ -192,58 +136,166 @@ func Calibrate(ctx context.Context, cfg CalibrationConfig) ([]CalibrationRow, er
 			if err := ctx.Err(); err != nil {
 				return rows, err
 			}
-			mode := "sequential " + looksList(plan.Looks) + " per side"
-			if stored > 0 {
-				mode = fmt.Sprintf("sequential %s vs a stored baseline of %d", looksList(plan.Looks), stored)
+			row, err := s.sequentialRow(plan, stored)
+			if err != nil {
+				return rows, err
 			}
-			row := CalibrationRow{Noise: nz.label, CV: nz.cv, Mode: mode, N: plan.Max(), Reps: cfg.Reps, NullReps: cfg.NullReps,
-				Detect: map[float64]float64{}, MeanTrials: map[float64]float64{}}
-			for _, eff := range append([]float64{0}, cfg.Effects...) {
-				var reg, inc, trials int
-				reps := cfg.Reps
-				if eff == 0 {
-					reps = cfg.NullReps
-				}
-				for i := 0; i < reps; i++ {
-					base, head := draw(plan.Looks[0], 1), draw(plan.Looks[0], 1-eff)
-					if stored > 0 {
-						base = draw(stored, 1)
-					}
-					for {
-						d, err := plan.Decide(base, head, m, opts)
-						if err != nil {
-							return rows, err
-						}
-						if !d.NeedMore {
-							switch d.Result.Outcome {
-							case Regression:
-								reg++
-							case Undecided:
-								inc++
-							}
-							trials += len(head)
-							break
-						}
-						if stored == 0 {
-							base = append(base, draw(d.NextN-len(base), 1)...)
-						}
-						head = append(head, draw(d.NextN-len(head), 1-eff)...)
-					}
-				}
-				if eff == 0 {
-					row.FalseAlarm, row.FalseAlarmHigh = frac(reg, reps), wilsonHigh(reg, reps)
-					row.NullInconclusive = frac(inc, reps)
-					row.MeanTrialsNull = float64(trials) / float64(reps)
-				} else {
-					row.Detect[eff] = frac(reg, reps)
-					row.MeanTrials[eff] = float64(trials) / float64(reps)
-				}
-			}
-			row.fillEffects(cfg.Effects)
 			rows = append(rows, row)
 		}
 	}
 	return rows, nil
+}
+
+// calNoise is one noise level a calibration simulates: a log-normal CV, or the measured samples.
+type calNoise struct {
+	label    string
+	cv       float64
+	measured bool
+}
+
+// noises lists the noise levels to simulate: each of cfg.CVs, then the measured samples if any.
+func (cfg *CalibrationConfig) noises() ([]calNoise, error) {
+	var noises []calNoise
+	for _, cv := range cfg.CVs {
+		noises = append(noises, calNoise{label: fmt.Sprintf("CV %g%%", cv*100), cv: cv})
+	}
+	if len(cfg.Samples) > 0 {
+		for i, s := range cfg.Samples {
+			if !(s > 0) || math.IsInf(s, 0) {
+				return nil, fmt.Errorf("calibrate: sample %d is %v; expected a positive number", i+1, s)
+			}
+		}
+		lbl := cfg.SamplesLabel
+		if lbl == "" {
+			lbl = "measured"
+		}
+		noises = append(noises, calNoise{label: lbl, cv: SampleCV(cfg.Samples), measured: true})
+	}
+	if len(noises) == 0 {
+		return nil, fmt.Errorf("calibrate: no noise to simulate; give CVs or measured samples")
+	}
+	return noises, nil
+}
+
+// calSim simulates comparisons at one noise level, drawing every trial from one seeded source so
+// that a calibration is deterministic.
+type calSim struct {
+	cfg  *CalibrationConfig
+	opts StatOptions
+	m    Metric
+	nz   calNoise
+	rng  *rand.Rand
+}
+
+// draw returns k trial values at the noise level, scaled by scale (1 - the true regression).
+func (s *calSim) draw(k int, scale float64) []float64 {
+	out := make([]float64, k)
+	for i := range out {
+		out[i] = scale * s.cfg.sample(s.rng, s.nz.cv, s.nz.measured)
+	}
+	return out
+}
+
+// reps is the number of repetitions for a true regression eff: NullReps under no change.
+func (s *calSim) reps(eff float64) int {
+	if eff == 0 {
+		return s.cfg.NullReps
+	}
+	return s.cfg.Reps
+}
+
+// fixedRow simulates fixed-size comparisons of n trials per side under no change and under each
+// regression of cfg.Effects.
+func (s *calSim) fixedRow(n int) CalibrationRow {
+	cfg := s.cfg
+	row := CalibrationRow{Noise: s.nz.label, CV: s.nz.cv, Mode: "fixed", N: n, Reps: cfg.Reps, NullReps: cfg.NullReps,
+		Detect: map[float64]float64{}, TTestDetect: map[float64]float64{}}
+	for _, eff := range append([]float64{0}, cfg.Effects...) {
+		var reg, inc, tt int
+		reps := s.reps(eff)
+		for i := 0; i < reps; i++ {
+			r := Compare(s.draw(n, 1), s.draw(n, 1-eff), s.m, s.opts)
+			switch r.Outcome {
+			case Regression:
+				reg++
+			case Undecided:
+				inc++
+			}
+			if r.PWorse <= s.opts.Alpha {
+				tt++
+			}
+		}
+		if eff == 0 {
+			row.FalseAlarm, row.FalseAlarmHigh = frac(reg, reps), wilsonHigh(reg, reps)
+			row.NullInconclusive = frac(inc, reps)
+		} else {
+			row.Detect[eff] = frac(reg, reps)
+			row.TTestDetect[eff] = frac(tt, reps)
+		}
+	}
+	row.fillEffects(cfg.Effects)
+	return row
+}
+
+// sequentialRow simulates sequential comparisons by plan, against a fresh base side or (stored >
+// 0) a stored baseline of that many trials, under no change and under each regression.
+func (s *calSim) sequentialRow(plan SequentialPlan, stored int) (CalibrationRow, error) {
+	cfg := s.cfg
+	mode := "sequential " + looksList(plan.Looks) + " per side"
+	if stored > 0 {
+		mode = fmt.Sprintf("sequential %s vs a stored baseline of %d", looksList(plan.Looks), stored)
+	}
+	row := CalibrationRow{Noise: s.nz.label, CV: s.nz.cv, Mode: mode, N: plan.Max(), Reps: cfg.Reps, NullReps: cfg.NullReps,
+		Detect: map[float64]float64{}, MeanTrials: map[float64]float64{}}
+	for _, eff := range append([]float64{0}, cfg.Effects...) {
+		var reg, inc, trials int
+		reps := s.reps(eff)
+		for i := 0; i < reps; i++ {
+			outcome, n, err := s.sequentialRun(plan, stored, eff)
+			if err != nil {
+				return row, err
+			}
+			switch outcome {
+			case Regression:
+				reg++
+			case Undecided:
+				inc++
+			}
+			trials += n
+		}
+		if eff == 0 {
+			row.FalseAlarm, row.FalseAlarmHigh = frac(reg, reps), wilsonHigh(reg, reps)
+			row.NullInconclusive = frac(inc, reps)
+			row.MeanTrialsNull = float64(trials) / float64(reps)
+		} else {
+			row.Detect[eff] = frac(reg, reps)
+			row.MeanTrials[eff] = float64(trials) / float64(reps)
+		}
+	}
+	row.fillEffects(cfg.Effects)
+	return row, nil
+}
+
+// sequentialRun runs one sequential comparison by plan under true regression eff until it
+// decides, and returns its outcome and the trials the head side used.
+func (s *calSim) sequentialRun(plan SequentialPlan, stored int, eff float64) (StatOutcome, int, error) {
+	base, head := s.draw(plan.Looks[0], 1), s.draw(plan.Looks[0], 1-eff)
+	if stored > 0 {
+		base = s.draw(stored, 1)
+	}
+	for {
+		d, err := plan.Decide(base, head, s.m, s.opts)
+		if err != nil {
+			return "", 0, err
+		}
+		if !d.NeedMore {
+			return d.Result.Outcome, len(head), nil
+		}
+		if stored == 0 {
+			base = append(base, s.draw(d.NextN-len(base), 1)...)
+		}
+		head = append(head, s.draw(d.NextN-len(head), 1-eff)...)
+	}
 }
 
 // sample draws one trial value with median 1: log-normal with the given CV, or a resample of the

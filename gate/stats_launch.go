@@ -227,10 +227,27 @@ func CompareLaunches(base, head [][]float64, m Metric, opts StatOptions, ext Lau
 		sign = -1
 	}
 	gb, gh := groupStats(logGroups(base, sign)), groupStats(logGroups(head, sign))
-	kb, kh := float64(len(gb.means)), float64(len(gh.means))
 	mb, _ := meanVar(gb.means)
 	mh, _ := meanVar(gh.means)
 	d := mh - mb // positive = worse
+	terms := launchVarianceTerms(gb, gh, ext, ls)
+	se, df := satterthwaite(terms)
+	ls.SE, ls.DF = se, df
+	r.launchEffect(d, se, df, sign, m, o.Confidence)
+	r.decide()
+	return r
+}
+
+// varTerm is one term of a Satterthwaite combination: its coefficient, its mean square and its
+// degrees of freedom (0: known, not estimated).
+type varTerm struct{ a, ms, df float64 }
+
+// launchVarianceTerms splits Var(d), the variance of the difference of mean log launch means,
+// into its between-launch and within-launch terms: the between-launch component measured in the
+// compared launches when either side has two or more, else taken from ext. It records the
+// within- and between-launch CVs and the between-launch source in ls.
+func launchVarianceTerms(gb, gh groupSummary, ext LaunchNoise, ls *LaunchStats) []varTerm {
+	kb, kh := float64(len(gb.means)), float64(len(gh.means))
 	dfW := gb.dfW + gh.dfW
 	msW := 0.0
 	if dfW > 0 {
@@ -243,57 +260,66 @@ func CompareLaunches(base, head [][]float64, m Metric, opts StatOptions, ext Lau
 	// Var(d) = cB sigma_b^2 + cW sigma_w^2.
 	cB := 1/kb + 1/kh
 	cW := gb.invN/kb + gh.invN/kh
-	// Terms of the Satterthwaite combination: coefficient, mean square, df (0 df: known).
-	type term struct{ a, ms, df float64 }
-	var terms []term
+	var terms []varTerm
 	var sb2 float64
 	dfB := 0
 	for _, g := range []groupSummary{gb, gh} {
 		dfB += max(0, len(g.means)-1)
 	}
 	if dfB > 0 {
-		// Measured: pool each multi-launch side's estimate, weighted by its df. With w_s =
-		// (k_s-1)/dfB and h_s the side's mean of 1/n_i, sigma_b^2 = sum w_s var_s - (sum w_s h_s)
-		// msW, so Var(d) = sum (cB w_s) var_s + (cW - cB sum w_s h_s) msW.
-		var pooled, hW float64
-		for _, g := range []groupSummary{gb, gh} {
-			k := len(g.means)
-			if k < 2 {
-				continue
-			}
-			_, v := meanVar(g.means)
-			w := float64(k-1) / float64(dfB)
-			terms = append(terms, term{cB * w, v, float64(k - 1)})
-			pooled += w * v
-			hW += w * g.invN
-		}
+		terms, sb2 = measuredBetweenTerms(gb, gh, dfB, dfW, msW, cB, cW)
 		ls.BetweenSource = fmt.Sprintf("measured in the compared launches (%d base, %d head)", len(gb.means), len(gh.means))
-		switch {
-		case dfW == 0:
-			// One trial per launch: the launch means hold all the noise (cW = cB).
-			sb2 = pooled
-		case pooled-hW*msW <= 0:
-			// Launch means agree as well as the trials predict: the between-launch component
-			// is estimated as 0 and the within-launch noise alone remains.
-			sb2 = 0
-			terms = []term{{cW, msW, float64(dfW)}}
-		default:
-			sb2 = pooled - hW*msW
-			terms = append(terms, term{cW - cB*hW, msW, float64(dfW)})
-		}
 	} else {
 		sb2 = math.Log1p(ext.CV * ext.CV)
 		dfE := ext.DF
 		if ext.Prior {
 			dfE = 0
 		}
-		terms = append(terms, term{cB, sb2, dfE})
+		terms = append(terms, varTerm{cB, sb2, dfE})
 		if dfW > 0 {
-			terms = append(terms, term{cW, msW, float64(dfW)})
+			terms = append(terms, varTerm{cW, msW, float64(dfW)})
 		}
 		ls.BetweenSource, ls.BetweenPrior = ext.Source, ext.Prior
 	}
 	ls.BetweenCV = math.Sqrt(math.Expm1(sb2))
+	return terms
+}
+
+// measuredBetweenTerms is launchVarianceTerms for a between-launch component measured in the
+// compared launches (dfB > 0): the terms of Var(d) and the estimate of sigma_b^2.
+func measuredBetweenTerms(gb, gh groupSummary, dfB, dfW int, msW, cB, cW float64) ([]varTerm, float64) {
+	// Measured: pool each multi-launch side's estimate, weighted by its df. With w_s =
+	// (k_s-1)/dfB and h_s the side's mean of 1/n_i, sigma_b^2 = sum w_s var_s - (sum w_s h_s)
+	// msW, so Var(d) = sum (cB w_s) var_s + (cW - cB sum w_s h_s) msW.
+	var terms []varTerm
+	var pooled, hW float64
+	for _, g := range []groupSummary{gb, gh} {
+		k := len(g.means)
+		if k < 2 {
+			continue
+		}
+		_, v := meanVar(g.means)
+		w := float64(k-1) / float64(dfB)
+		terms = append(terms, varTerm{cB * w, v, float64(k - 1)})
+		pooled += w * v
+		hW += w * g.invN
+	}
+	switch {
+	case dfW == 0:
+		// One trial per launch: the launch means hold all the noise (cW = cB).
+		return terms, pooled
+	case pooled-hW*msW <= 0:
+		// Launch means agree as well as the trials predict: the between-launch component
+		// is estimated as 0 and the within-launch noise alone remains.
+		return []varTerm{{cW, msW, float64(dfW)}}, 0
+	default:
+		return append(terms, varTerm{cW - cB*hW, msW, float64(dfW)}), pooled - hW*msW
+	}
+}
+
+// satterthwaite combines the terms into a standard error and its Welch-Satterthwaite degrees of
+// freedom (+Inf when every term is known).
+func satterthwaite(terms []varTerm) (se, df float64) {
 	var se2, den float64
 	for _, t := range terms {
 		se2 += t.a * t.ms
@@ -301,16 +327,19 @@ func CompareLaunches(base, head [][]float64, m Metric, opts StatOptions, ext Lau
 			den += (t.a * t.ms) * (t.a * t.ms) / t.df
 		}
 	}
-	df := math.Inf(1)
+	df = math.Inf(1)
 	if den > 0 {
 		df = se2 * se2 / den
 	}
 	if se2 < 0 {
 		se2 = 0
 	}
-	se := math.Sqrt(se2)
-	ls.SE, ls.DF = se, df
+	return math.Sqrt(se2), df
+}
 
+// launchEffect sets r's effect, one-sided p-values and confidence interval from the difference d
+// of mean log launch means (positive = worse), its standard error se and degrees of freedom df.
+func (r *StatResult) launchEffect(d, se, df, sign float64, m Metric, confidence float64) {
 	// The effect: exp of the difference of mean log launch means, head over base.
 	logRatio := d * sign
 	r.Ratio = math.Exp(logRatio)
@@ -337,23 +366,21 @@ func CompareLaunches(base, head [][]float64, m Metric, opts StatOptions, ext Lau
 		var q float64
 		if math.IsInf(df, 1) {
 			r.PWorse, r.PBetter = clamp01(distuv.UnitNormal.Survival(t)), clamp01(distuv.UnitNormal.CDF(t))
-			q = distuv.UnitNormal.Quantile(1 - (1-o.Confidence)/2)
+			q = distuv.UnitNormal.Quantile(1 - (1-confidence)/2)
 		} else {
 			dist := distuv.StudentsT{Mu: 0, Sigma: 1, Nu: df}
 			r.PWorse, r.PBetter = clamp01(dist.Survival(t)), clamp01(dist.CDF(t))
-			q = dist.Quantile(1 - (1-o.Confidence)/2)
+			q = dist.Quantile(1 - (1-confidence)/2)
 		}
 		r.CILow, r.CIHigh = math.Exp(logRatio-q*se), math.Exp(logRatio+q*se)
 	}
-	r.CIConfidence = o.Confidence
+	r.CIConfidence = confidence
 	if m.Direction == HigherIsBetter {
 		r.worseHi, r.betterHi = 1-r.CILow, r.CIHigh-1
 	} else {
 		r.worseHi, r.betterHi = r.CIHigh-1, 1-r.CILow
 	}
 	r.AdjPWorse, r.AdjPBetter = r.PWorse, r.PBetter
-	r.decide()
-	return r
 }
 
 // launchMoreText is decide's "what would decide" for a launch-unit comparison: the design per

@@ -304,7 +304,6 @@ func dateLabel(t, first, last time.Time, firstTick bool) string {
 }
 
 func trendSVG(s *Series, fs []Finding, lastN int) trendChart {
-	const W, H, left, right, top, bottom = 860.0, 220.0, 64.0, 16.0, 14.0, 34.0
 	pts := s.Points
 	offset := 0
 	if lastN > 0 && len(pts) > lastN {
@@ -312,7 +311,7 @@ func trendSVG(s *Series, fs []Finding, lastN int) trendChart {
 		pts = pts[offset:]
 	}
 	unit := metricUnit(s.Key.Metric)
-	c := trendChart{ID: chartID(s.Key), Title: seriesTitle(s.Key), Width: W, Height: H}
+	c := trendChart{ID: chartID(s.Key), Title: seriesTitle(s.Key), Width: trendW, Height: trendH}
 	if unit != "" {
 		c.Subtitle = unit
 	}
@@ -320,13 +319,29 @@ func trendSVG(s *Series, fs []Finding, lastN int) trendChart {
 		c.Note = "no runs"
 		return c
 	}
-	lo, hi := math.Inf(1), math.Inf(-1)
+	lo, hi, step := trendRange(pts, isCount(s.Key.Metric))
+	pl := trendPlot{n: len(pts), lo: lo, hi: hi}
+	c.axes(pl, pts, step, unit)
+	c.changePoints(pl, fs, offset)
+	c.points(pl, pts, unit)
+	first, last := pts[0].StartedAt, pts[len(pts)-1].StartedAt
+	c.Note = fmt.Sprintf("%d of %d runs shown, %s to %s; latest commit %s", len(pts), len(s.Points), first.Format("2006-01-02 15:04"), last.Format("2006-01-02 15:04"), short(pts[len(pts)-1].Commit))
+	return c
+}
+
+// The trend chart's size and margins, in SVG units.
+const trendW, trendH, trendLeft, trendRight, trendTop, trendBottom = 860.0, 220.0, 64.0, 16.0, 14.0, 34.0
+
+// trendRange is the y range of a chart of pts (medians and trials) and its tick step: padded,
+// widened when flat, rounded out to whole steps, and not below 0 for a count (nonNegMetric).
+func trendRange(pts []Point, nonNegMetric bool) (lo, hi, step float64) {
+	lo, hi = math.Inf(1), math.Inf(-1)
 	for _, p := range pts {
 		for _, v := range append([]float64{p.Value}, p.Samples...) {
 			lo, hi = math.Min(lo, v), math.Max(hi, v)
 		}
 	}
-	nonNeg := isCount(s.Key.Metric) && lo >= 0
+	nonNeg := nonNegMetric && lo >= 0
 	if hi-lo < 1e-9*math.Max(1, math.Abs(hi)) {
 		d := math.Max(math.Abs(hi)*0.05, 1)
 		lo, hi = lo-d, hi+d
@@ -336,24 +351,42 @@ func trendSVG(s *Series, fs []Finding, lastN int) trendChart {
 	if nonNeg && lo < 0 {
 		lo = 0 // counts, sizes and rates are never negative
 	}
-	step := niceStep((hi - lo) / 4)
+	step = niceStep((hi - lo) / 4)
 	lo, hi = math.Floor(lo/step)*step, math.Ceil(hi/step)*step
 	if nonNeg && lo < 0 {
 		lo = 0
 	}
-	x := func(i int) float64 {
-		if len(pts) == 1 {
-			return left + (W-left-right)/2
-		}
-		return left + float64(i)*(W-left-right)/float64(len(pts)-1)
+	return lo, hi, step
+}
+
+// trendPlot maps a chart's n runs and its y range [lo, hi] to SVG coordinates.
+type trendPlot struct {
+	n      int
+	lo, hi float64
+}
+
+// x is the horizontal position of run i (the middle when there is only one).
+func (pl trendPlot) x(i int) float64 {
+	if pl.n == 1 {
+		return trendLeft + (trendW-trendLeft-trendRight)/2
 	}
-	y := func(v float64) float64 { return top + (hi-v)/(hi-lo)*(H-top-bottom) }
-	// Axes and ticks.
+	return trendLeft + float64(i)*(trendW-trendLeft-trendRight)/float64(pl.n-1)
+}
+
+// y is the vertical position of value v.
+func (pl trendPlot) y(v float64) float64 {
+	return trendTop + (pl.hi-v)/(pl.hi-pl.lo)*(trendH-trendTop-trendBottom)
+}
+
+// axes draws the axes, the horizontal grid with its tick labels every step, the unit and the
+// date labels of (at most about seven of) the runs pts.
+func (c *trendChart) axes(pl trendPlot, pts []Point, step float64, unit string) {
+	const W, H, left, right, top, bottom = trendW, trendH, trendLeft, trendRight, trendTop, trendBottom
 	c.Lines = append(c.Lines, trendLine{X1: left, Y1: top, X2: left, Y2: H - bottom, W: 1, Stroke: "#999"},
 		trendLine{X1: left, Y1: H - bottom, X2: W - right, Y2: H - bottom, W: 1, Stroke: "#999"})
-	for v, k := lo, 0; v <= hi+step*1e-6 && k < 12; v, k = v+step, k+1 {
-		c.Lines = append(c.Lines, trendLine{X1: left, Y1: y(v), X2: W - right, Y2: y(v), W: 0.5, Stroke: "#e3e6ea"})
-		c.Texts = append(c.Texts, trendText{X: left - 4, Y: y(v) + 3, Anchor: "end", Text: tickLabel(v, step), Class: "tick"})
+	for v, k := pl.lo, 0; v <= pl.hi+step*1e-6 && k < 12; v, k = v+step, k+1 {
+		c.Lines = append(c.Lines, trendLine{X1: left, Y1: pl.y(v), X2: W - right, Y2: pl.y(v), W: 0.5, Stroke: "#e3e6ea"})
+		c.Texts = append(c.Texts, trendText{X: left - 4, Y: pl.y(v) + 3, Anchor: "end", Text: tickLabel(v, step), Class: "tick"})
 	}
 	if unit != "" {
 		c.Texts = append(c.Texts, trendText{X: 4, Y: top - 2, Anchor: "start", Text: unit, Class: "tick"})
@@ -361,12 +394,18 @@ func trendSVG(s *Series, fs []Finding, lastN int) trendChart {
 	first, last := pts[0].StartedAt, pts[len(pts)-1].StartedAt
 	xstep := max(1, (len(pts)+6)/7)
 	for i := 0; i < len(pts); i += xstep {
-		c.Texts = append(c.Texts, trendText{X: x(i), Y: H - bottom + 14, Anchor: "middle", Text: dateLabel(pts[i].StartedAt, first, last, i == 0), Class: "tick"})
+		c.Texts = append(c.Texts, trendText{X: pl.x(i), Y: H - bottom + 14, Anchor: "middle", Text: dateLabel(pts[i].StartedAt, first, last, i == 0), Class: "tick"})
 	}
-	// Change points.
+}
+
+// changePoints draws each finding among the shown runs (the first shown being run offset of the
+// series): a dashed line before its run, its label, and the means of the segments either side.
+func (c *trendChart) changePoints(pl trendPlot, fs []Finding, offset int) {
+	const W, H, top, bottom = trendW, trendH, trendTop, trendBottom
+	x, y := pl.x, pl.y
 	for _, f := range fs {
 		i := f.Index - offset
-		if i < 0 || i >= len(pts) {
+		if i < 0 || i >= pl.n {
 			continue
 		}
 		xc := (x(i-1) + x(i)) / 2
@@ -387,9 +426,14 @@ func trendSVG(s *Series, fs []Finding, lastN int) trendChart {
 		c.Findings = append(c.Findings, f.Line())
 		// Segment means.
 		c.Lines = append(c.Lines, trendLine{X1: x(max(0, i-f.Before.N)), Y1: y(f.Before.Mean), X2: x(i - 1), Y2: y(f.Before.Mean), W: 1, Stroke: "#888", Dash: "2 2"},
-			trendLine{X1: x(i), Y1: y(f.After.Mean), X2: x(min(len(pts)-1, i+f.After.N-1)), Y2: y(f.After.Mean), W: 1, Stroke: "#888", Dash: "2 2"})
+			trendLine{X1: x(i), Y1: y(f.After.Mean), X2: x(min(pl.n-1, i+f.After.N-1)), Y2: y(f.After.Mean), W: 1, Stroke: "#888", Dash: "2 2"})
 	}
-	// The line through the medians, trial dots, median dots.
+}
+
+// points draws the line through the medians of pts, the trial dots, and the median dots with
+// their tooltips (the latest run highlighted).
+func (c *trendChart) points(pl trendPlot, pts []Point, unit string) {
+	x, y := pl.x, pl.y
 	for i, p := range pts {
 		if i > 0 {
 			c.Lines = append(c.Lines, trendLine{X1: x(i - 1), Y1: y(pts[i-1].Value), X2: x(i), Y2: y(p.Value), W: 1.2, Stroke: "#4c78a8"})
@@ -406,8 +450,6 @@ func trendSVG(s *Series, fs []Finding, lastN int) trendChart {
 		}
 		c.Dots = append(c.Dots, d)
 	}
-	c.Note = fmt.Sprintf("%d of %d runs shown, %s to %s; latest commit %s", len(pts), len(s.Points), first.Format("2006-01-02 15:04"), last.Format("2006-01-02 15:04"), short(pts[len(pts)-1].Commit))
-	return c
 }
 
 var trendTemplate = template.Must(template.New("trend").Funcs(template.FuncMap{"n": func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }}).Parse(`<!DOCTYPE html>

@@ -108,6 +108,45 @@ const (
 // hbarChart lays out groups of horizontal bars on one linear axis starting at zero.
 func hbarChart(title, unit string, groups []hgroup, legend []legendItem) svgChart {
 	ch := svgChart{Title: title, Legend: legend, Width: chartLabelW + chartPlotW + chartTextW}
+	maxV := hbarMax(groups)
+	step, top, ticks := axisTicks(maxV)
+	xOf := func(v float64) float64 {
+		if !finite(v) || v < 0 {
+			v = 0
+		}
+		return chartLabelW + chartPlotW*math.Min(v, top)/top
+	}
+	y := chartTop
+	for gi, g := range groups {
+		if gi > 0 {
+			y += chartGroupG
+		}
+		if g.Label != "" {
+			// The group's label on its own line above its bars.
+			ch.Texts = append(ch.Texts, svgText{X: 4, Y: y + 11, Text: clipRunes(g.Label, 60), Anchor: "start", Class: "grp"})
+			y += chartGroupH
+		}
+		for _, b := range g.Bars {
+			ch.drawHBar(b, g.Label, unit, y, xOf)
+			y += chartBarH + chartBarGap
+		}
+	}
+	axisY := y + 2
+	ch.Lines = append(ch.Lines, svgLine{X1: chartLabelW, Y1: chartTop - 4, X2: chartLabelW, Y2: axisY, Stroke: "#555", Width: 1})
+	for i := 0; i <= ticks; i++ {
+		v := float64(i) * step
+		x := xOf(v)
+		ch.Lines = append(ch.Lines, svgLine{X1: x, Y1: chartTop - 4, X2: x, Y2: axisY, Stroke: "#e0e0e0", Width: 1, Dash: "2,2"})
+		ch.Texts = append(ch.Texts, svgText{X: x, Y: axisY + 14, Text: num.Format(v), Anchor: "middle", Class: "tick"})
+	}
+	ch.Texts = append(ch.Texts, svgText{X: chartLabelW + chartPlotW/2, Y: axisY + 28, Text: unit, Anchor: "middle", Class: "tick"})
+	ch.Height = axisY + chartAxisH
+	return ch
+}
+
+// hbarMax is the largest value the bars of groups reach (a bar's positive segments stacked, its
+// whisker's top, its dots), or 1 when none is positive.
+func hbarMax(groups []hgroup) float64 {
 	maxV := 0.0
 	for _, g := range groups {
 		for _, b := range g.Bars {
@@ -131,68 +170,42 @@ func hbarChart(title, unit string, groups []hgroup, legend []legendItem) svgChar
 	if maxV <= 0 {
 		maxV = 1
 	}
-	step, top, ticks := axisTicks(maxV)
-	xOf := func(v float64) float64 {
-		if !finite(v) || v < 0 {
-			v = 0
+	return maxV
+}
+
+// drawHBar draws bar b of the group labelled group at height y, xOf mapping values to x: its
+// stacked segments, its whisker, its dots, its label and its value text.
+func (ch *svgChart) drawHBar(b hbar, group, unit string, y float64, xOf func(float64) float64) {
+	x := chartLabelW
+	for _, s := range b.Segments {
+		if !finite(s.Value) || s.Value <= 0 {
+			continue
 		}
-		return chartLabelW + chartPlotW*math.Min(v, top)/top
+		w := xOf(s.Value) - chartLabelW
+		tip := fmt.Sprintf("%s %s: %s %s", group, s.Name, num.Format(s.Value), unit)
+		ch.Rects = append(ch.Rects, svgRect{X: x, Y: y, W: w, H: chartBarH, Fill: s.Color, Tip: strings.TrimSpace(tip)})
+		x += w
 	}
-	y := chartTop
-	for gi, g := range groups {
-		if gi > 0 {
-			y += chartGroupG
-		}
-		if g.Label != "" {
-			// The group's label on its own line above its bars.
-			ch.Texts = append(ch.Texts, svgText{X: 4, Y: y + 11, Text: clipRunes(g.Label, 60), Anchor: "start", Class: "grp"})
-			y += chartGroupH
-		}
-		for _, b := range g.Bars {
-			x := chartLabelW
-			for _, s := range b.Segments {
-				if !finite(s.Value) || s.Value <= 0 {
-					continue
-				}
-				w := xOf(s.Value) - chartLabelW
-				tip := fmt.Sprintf("%s %s: %s %s", g.Label, s.Name, num.Format(s.Value), unit)
-				ch.Rects = append(ch.Rects, svgRect{X: x, Y: y, W: w, H: chartBarH, Fill: s.Color, Tip: strings.TrimSpace(tip)})
-				x += w
-			}
-			mid := y + chartBarH/2
-			if b.Whisker != nil && finite(b.Whisker[0]) && finite(b.Whisker[1]) {
-				x1, x2 := xOf(b.Whisker[0]), xOf(b.Whisker[1])
-				ch.Lines = append(ch.Lines,
-					svgLine{X1: x1, Y1: mid, X2: x2, Y2: mid, Stroke: "#222", Width: 1.5},
-					svgLine{X1: x1, Y1: y + 2, X2: x1, Y2: y + chartBarH - 2, Stroke: "#222", Width: 1.5},
-					svgLine{X1: x2, Y1: y + 2, X2: x2, Y2: y + chartBarH - 2, Stroke: "#222", Width: 1.5})
-				x = math.Max(x, x2)
-			}
-			for _, d := range b.Dots {
-				if finite(d) {
-					ch.Dots = append(ch.Dots, svgDot{X: xOf(d), Y: mid, R: 2.5, Fill: "#222", Tip: num.Format(d) + " " + unit})
-				}
-			}
-			if b.Label != "" {
-				ch.Texts = append(ch.Texts, svgText{X: chartLabelW - 6, Y: mid + 4, Text: clipRunes(b.Label, 30), Anchor: "end", Class: "sub"})
-			}
-			if b.Text != "" {
-				ch.Texts = append(ch.Texts, svgText{X: math.Min(x+6, chartLabelW+chartPlotW+4), Y: mid + 4, Text: b.Text, Anchor: "start", Class: "val"})
-			}
-			y += chartBarH + chartBarGap
+	mid := y + chartBarH/2
+	if b.Whisker != nil && finite(b.Whisker[0]) && finite(b.Whisker[1]) {
+		x1, x2 := xOf(b.Whisker[0]), xOf(b.Whisker[1])
+		ch.Lines = append(ch.Lines,
+			svgLine{X1: x1, Y1: mid, X2: x2, Y2: mid, Stroke: "#222", Width: 1.5},
+			svgLine{X1: x1, Y1: y + 2, X2: x1, Y2: y + chartBarH - 2, Stroke: "#222", Width: 1.5},
+			svgLine{X1: x2, Y1: y + 2, X2: x2, Y2: y + chartBarH - 2, Stroke: "#222", Width: 1.5})
+		x = math.Max(x, x2)
+	}
+	for _, d := range b.Dots {
+		if finite(d) {
+			ch.Dots = append(ch.Dots, svgDot{X: xOf(d), Y: mid, R: 2.5, Fill: "#222", Tip: num.Format(d) + " " + unit})
 		}
 	}
-	axisY := y + 2
-	ch.Lines = append(ch.Lines, svgLine{X1: chartLabelW, Y1: chartTop - 4, X2: chartLabelW, Y2: axisY, Stroke: "#555", Width: 1})
-	for i := 0; i <= ticks; i++ {
-		v := float64(i) * step
-		x := xOf(v)
-		ch.Lines = append(ch.Lines, svgLine{X1: x, Y1: chartTop - 4, X2: x, Y2: axisY, Stroke: "#e0e0e0", Width: 1, Dash: "2,2"})
-		ch.Texts = append(ch.Texts, svgText{X: x, Y: axisY + 14, Text: num.Format(v), Anchor: "middle", Class: "tick"})
+	if b.Label != "" {
+		ch.Texts = append(ch.Texts, svgText{X: chartLabelW - 6, Y: mid + 4, Text: clipRunes(b.Label, 30), Anchor: "end", Class: "sub"})
 	}
-	ch.Texts = append(ch.Texts, svgText{X: chartLabelW + chartPlotW/2, Y: axisY + 28, Text: unit, Anchor: "middle", Class: "tick"})
-	ch.Height = axisY + chartAxisH
-	return ch
+	if b.Text != "" {
+		ch.Texts = append(ch.Texts, svgText{X: math.Min(x+6, chartLabelW+chartPlotW+4), Y: mid + 4, Text: b.Text, Anchor: "start", Class: "val"})
+	}
 }
 
 // maxAxisTicks bounds the ticks of a chart axis.

@@ -121,23 +121,46 @@ func buildPage(r *gate.Run) *htmlPage {
 	checks := r.EffectiveChecks()
 	n := gate.CountChecks(checks)
 	p := &htmlPage{Title: "reckon: " + cleanText(r.SpecName), Counts: n, Interrupted: r.Interrupted, InterruptReason: cleanText(r.InterruptReason)}
-	switch r.Verdict() {
-	case gate.RunInterrupted:
-		p.Verdict, p.VerdictClass = "INTERRUPTED (partial)", "warn"
-	case gate.RunFail:
-		p.Verdict, p.VerdictClass = "FAIL", "fail"
-	case gate.RunUnverified:
-		p.Verdict, p.VerdictClass = "FAIL (unverified checks)", "fail"
-	case gate.RunInfra:
-		p.Verdict, p.VerdictClass = "FAIL (infrastructure errors)", "fail"
-	case gate.RunNothing:
-		p.Verdict, p.VerdictClass = "FAIL (nothing verified)", "fail"
-	default:
-		p.Verdict, p.VerdictClass = "PASS", "pass"
-	}
+	p.Verdict, p.VerdictClass = htmlVerdict(r)
 	for _, c := range gate.UndecidedChecks(checks) {
 		p.Undecided = append(p.Undecided, htmlCheckOf(r, c))
 	}
+	p.addMeta(r)
+	for i := range checks {
+		if s := checks[i].EffectiveStatus(); s == gate.StatusFailed || s == gate.StatusError {
+			p.Failures = append(p.Failures, htmlCheckOf(r, &checks[i]))
+		}
+	}
+	p.addConfigs(r, checks)
+	p.addGroups(r, checks)
+	p.addCharts(r, checks)
+	if !r.FinishedAt.IsZero() {
+		p.Generated = r.FinishedAt.UTC().Format(time.RFC3339)
+	}
+	return p
+}
+
+// htmlVerdict is the run's verdict as the report's banner shows it, and its CSS class.
+func htmlVerdict(r *gate.Run) (text, class string) {
+	switch r.Verdict() {
+	case gate.RunInterrupted:
+		return "INTERRUPTED (partial)", "warn"
+	case gate.RunFail:
+		return "FAIL", "fail"
+	case gate.RunUnverified:
+		return "FAIL (unverified checks)", "fail"
+	case gate.RunInfra:
+		return "FAIL (infrastructure errors)", "fail"
+	case gate.RunNothing:
+		return "FAIL (nothing verified)", "fail"
+	default:
+		return "PASS", "pass"
+	}
+}
+
+// addMeta lists the run's metadata (spec, engine, testbed, times, options, versions and the
+// testbed's fingerprint), leaving out what is empty.
+func (p *htmlPage) addMeta(r *gate.Run) {
 	meta := func(k, v string) {
 		if v != "" {
 			p.Meta = append(p.Meta, [2]string{k, cleanText(v)})
@@ -165,13 +188,11 @@ func buildPage(r *gate.Run) *htmlPage {
 	for _, kv := range flatten("testbed", r.Testbed) {
 		meta(kv[0], kv[1])
 	}
+}
 
-	for i := range checks {
-		if s := checks[i].EffectiveStatus(); s == gate.StatusFailed || s == gate.StatusError {
-			p.Failures = append(p.Failures, htmlCheckOf(r, &checks[i]))
-		}
-	}
-
+// addConfigs adds a row per config: its launch, memory plan columns (the union of the configs'
+// memory keys), throughput, peak GPU memory and the badges of its throughput and equivalence checks.
+func (p *htmlPage) addConfigs(r *gate.Run, checks []gate.Check) {
 	engines := make([]map[string]any, len(r.Configs))
 	for i := range r.Configs {
 		engines[i] = r.Configs[i].Engine
@@ -206,7 +227,10 @@ func buildPage(r *gate.Run) *htmlPage {
 		}
 		p.Configs = append(p.Configs, hc)
 	}
+}
 
+// addGroups adds the checks grouped by config, the cross-config checks under their own title.
+func (p *htmlPage) addGroups(r *gate.Run, checks []gate.Check) {
 	for _, g := range groupChecks(r, checks) {
 		if len(g.checks) == 0 {
 			continue
@@ -221,7 +245,11 @@ func buildPage(r *gate.Run) *htmlPage {
 		}
 		p.Groups = append(p.Groups, hg)
 	}
+}
 
+// addCharts adds the charts that have data (throughput per config and against the comparison,
+// latency against the comparison, the memory plan, the latency percentiles), their texts cleaned.
+func (p *htmlPage) addCharts(r *gate.Run, checks []gate.Check) {
 	if ch := throughputPerConfigChart(r); ch != nil {
 		p.Charts = append(p.Charts, *ch)
 	}
@@ -238,10 +266,6 @@ func buildPage(r *gate.Run) *htmlPage {
 	for i := range p.Charts {
 		sanitizeChart(&p.Charts[i])
 	}
-	if !r.FinishedAt.IsZero() {
-		p.Generated = r.FinishedAt.UTC().Format(time.RFC3339)
-	}
-	return p
 }
 
 // sanitizeChart cleans the engine-derived texts of a chart (html/template escapes them too).

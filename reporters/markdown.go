@@ -48,68 +48,108 @@ func renderMarkdown(r *gate.Run, maxBytes int) string {
 	checks := r.EffectiveChecks()
 	n := gate.CountChecks(checks)
 	var head strings.Builder
-	verdict := "✅ PASS"
+	mdHeadline(&head, r, n)
+	mdWarnings(&head, r, checks, n)
+	blocks := mdBlocks(r, checks)
+	footer := "\n<sub>Details: junit.xml, results.json and report.html in the job's artifacts.</sub>\n"
+
+	var out strings.Builder
+	out.WriteString(head.String())
+	for i, b := range blocks {
+		if out.Len()+len(b)+len(footer)+200 > maxBytes {
+			fmt.Fprintf(&out, "\n_Summary truncated to fit %d bytes: %d more sections are in report.html and junit.xml._\n", maxBytes, len(blocks)-i)
+			break
+		}
+		out.WriteString(b)
+	}
+	out.WriteString(footer)
+	s := out.String()
+	if len(s) > maxBytes { // a headline longer than the limit: cut hard
+		s = clip(s, maxBytes-64)
+	}
+	return s
+}
+
+// mdVerdict is the run's verdict as the summary's headline shows it.
+func mdVerdict(r *gate.Run) string {
 	switch r.Verdict() {
 	case gate.RunInterrupted:
-		verdict = "⚠️ INTERRUPTED (partial results)"
+		return "⚠️ INTERRUPTED (partial results)"
 	case gate.RunFail:
-		verdict = "❌ FAIL"
+		return "❌ FAIL"
 	case gate.RunUnverified:
-		verdict = "❓ FAIL (unverified checks)"
+		return "❓ FAIL (unverified checks)"
 	case gate.RunInfra:
-		verdict = "💥 FAIL (infrastructure errors)"
+		return "💥 FAIL (infrastructure errors)"
 	case gate.RunNothing:
-		verdict = "❌ FAIL (nothing verified)"
+		return "❌ FAIL (nothing verified)"
 	}
-	fmt.Fprintf(&head, "## %s: reckon gate on `%s`", verdict, mdCodeText(r.SpecName))
+	return "✅ PASS"
+}
+
+// mdHeadline writes the summary's heading (verdict, spec, engine) and its line of counts,
+// options, testbed, duration, provenance and shard.
+func mdHeadline(head *strings.Builder, r *gate.Run, n gate.Counts) {
+	fmt.Fprintf(head, "## %s: reckon gate on `%s`", mdVerdict(r), mdCodeText(r.SpecName))
 	if r.Engine != "" {
-		fmt.Fprintf(&head, " (%s)", mdEscape(r.Engine))
+		fmt.Fprintf(head, " (%s)", mdEscape(r.Engine))
 	}
 	head.WriteString("\n\n")
-	fmt.Fprintf(&head, "**%s** of %d checks", n.String(), n.Total)
+	fmt.Fprintf(head, "**%s** of %d checks", n.String(), n.Total)
 	if r.Strict {
 		head.WriteString(" · `--strict`")
 	}
 	if r.LabelFilter != "" {
-		fmt.Fprintf(&head, " · filter `%s`", mdCodeText(r.LabelFilter))
+		fmt.Fprintf(head, " · filter `%s`", mdCodeText(r.LabelFilter))
 	}
 	if r.TestbedKey != "" {
-		fmt.Fprintf(&head, " · testbed `%s`", mdCodeText(r.TestbedKey))
+		fmt.Fprintf(head, " · testbed `%s`", mdCodeText(r.TestbedKey))
 	}
 	if !r.StartedAt.IsZero() && r.FinishedAt.After(r.StartedAt) {
-		fmt.Fprintf(&head, " · %s", fmtDuration(r.FinishedAt.Sub(r.StartedAt).Seconds()))
+		fmt.Fprintf(head, " · %s", fmtDuration(r.FinishedAt.Sub(r.StartedAt).Seconds()))
 	}
 	for _, p := range provenance(r) {
-		fmt.Fprintf(&head, " · %s %s", p[0], mdEscape(p[1]))
+		fmt.Fprintf(head, " · %s %s", p[0], mdEscape(p[1]))
 	}
 	if sh := shardLine(r); sh != "" {
-		fmt.Fprintf(&head, " · %s", mdEscape(sh))
+		fmt.Fprintf(head, " · %s", mdEscape(sh))
 	}
 	head.WriteString("\n\n")
+}
+
+// mdWarnings writes the alerts under the headline: an interrupted run, and the checks that
+// decided nothing (at most eight, each with its next step).
+func mdWarnings(head *strings.Builder, r *gate.Run, checks []gate.Check, n gate.Counts) {
 	if r.Interrupted {
 		why := ""
 		if r.InterruptReason != "" {
 			why = " (" + mdEscape(oneLine(r.InterruptReason, mdVerdictLen)) + ")"
 		}
-		fmt.Fprintf(&head, "> [!WARNING]\n> The run was interrupted%s before every check ran: these results are partial; %d selected checks were not run.\n\n", why, n.NotRun)
+		fmt.Fprintf(head, "> [!WARNING]\n> The run was interrupted%s before every check ran: these results are partial; %d selected checks were not run.\n\n", why, n.NotRun)
 	}
-	if und := gate.UndecidedChecks(checks); len(und) > 0 {
-		fmt.Fprintf(&head, "> [!WARNING]\n> %s decided nothing and %s not count as passed or failed (`--strict` fails them):\n", plural(len(und), "check"), map[bool]string{true: "does", false: "do"}[len(und) == 1])
-		for i, c := range und {
-			if i == 8 {
-				fmt.Fprintf(&head, "> - ... and %d more\n", len(und)-i)
-				break
-			}
-			next := ""
-			if n := NextStep(c); n != "" {
-				next = " Next step: " + mdEscape(oneLine(n, mdVerdictLen))
-			}
-			fmt.Fprintf(&head, "> - `%s` (%s): %s.%s\n", mdCodeText(c.Name), mdEscape(outcomeText(c)), mdEscape(strings.TrimSuffix(oneLine(c.Message, mdVerdictLen), ".")), next)
+	und := gate.UndecidedChecks(checks)
+	if len(und) == 0 {
+		return
+	}
+	fmt.Fprintf(head, "> [!WARNING]\n> %s decided nothing and %s not count as passed or failed (`--strict` fails them):\n", plural(len(und), "check"), map[bool]string{true: "does", false: "do"}[len(und) == 1])
+	for i, c := range und {
+		if i == 8 {
+			fmt.Fprintf(head, "> - ... and %d more\n", len(und)-i)
+			break
 		}
-		head.WriteString("\n")
+		next := ""
+		if n := NextStep(c); n != "" {
+			next = " Next step: " + mdEscape(oneLine(n, mdVerdictLen))
+		}
+		fmt.Fprintf(head, "> - `%s` (%s): %s.%s\n", mdCodeText(c.Name), mdEscape(outcomeText(c)), mdEscape(strings.TrimSuffix(oneLine(c.Message, mdVerdictLen), ".")), next)
 	}
+	head.WriteString("\n")
+}
 
-	var blocks []string // in priority order; cut from the end when over the limit
+// mdBlocks returns the summary's sections in priority order (failures, the config table, the
+// launch order, a table per suite group), for the caller to cut from the end when over the limit.
+func mdBlocks(r *gate.Run, checks []gate.Check) []string {
+	var blocks []string
 	var bad []*gate.Check
 	for i := range checks {
 		if s := checks[i].EffectiveStatus(); s == gate.StatusFailed || s == gate.StatusError {
@@ -135,23 +175,7 @@ func renderMarkdown(r *gate.Run, maxBytes int) string {
 		}
 		blocks = append(blocks, mdCheckTable(r, g))
 	}
-	footer := "\n<sub>Details: junit.xml, results.json and report.html in the job's artifacts.</sub>\n"
-
-	var out strings.Builder
-	out.WriteString(head.String())
-	for i, b := range blocks {
-		if out.Len()+len(b)+len(footer)+200 > maxBytes {
-			fmt.Fprintf(&out, "\n_Summary truncated to fit %d bytes: %d more sections are in report.html and junit.xml._\n", maxBytes, len(blocks)-i)
-			break
-		}
-		out.WriteString(b)
-	}
-	out.WriteString(footer)
-	s := out.String()
-	if len(s) > maxBytes { // a headline longer than the limit: cut hard
-		s = clip(s, maxBytes-64)
-	}
-	return s
+	return blocks
 }
 
 // mdFailure is one failure's bullet: the verdict, the explanation, and for an error its

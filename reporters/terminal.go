@@ -80,7 +80,20 @@ func renderTerminal(r *gate.Run, opts TerminalOptions) string {
 	}
 	checks := r.EffectiveChecks()
 	n := gate.CountChecks(checks)
+	termHeader(t, r, n)
+	termFailures(t, r, checks, maxFail)
+	termUndecidedChecks(t, r, checks)
+	if tbl := termConfigTable(r, checks); tbl != "" {
+		t.line("")
+		t.line("%s", t.style(ansiBold, "Configs"))
+		t.b.WriteString(tbl)
+	}
+	return t.b.String()
+}
 
+// termHeader writes the verdict and title line, the line of counts, testbed, duration,
+// provenance and options, and a note when the run was interrupted.
+func termHeader(t *termWriter, r *gate.Run, n gate.Counts) {
 	verdict, vstyle := r.Verdict(), ansiRed
 	if verdict == gate.RunPass {
 		vstyle = ansiGreen
@@ -120,53 +133,56 @@ func renderTerminal(r *gate.Run, opts TerminalOptions) string {
 		}
 		t.line("  %s", t.style(ansiYellow, fmt.Sprintf("interrupted%s: results are partial; %d selected checks were not run", why, n.NotRun)))
 	}
+}
 
+// termFailures writes the failed and errored checks, at most maxFail of them.
+func termFailures(t *termWriter, r *gate.Run, checks []gate.Check, maxFail int) {
 	var bad []*gate.Check
 	for i := range checks {
 		if s := checks[i].EffectiveStatus(); s == gate.StatusFailed || s == gate.StatusError {
 			bad = append(bad, &checks[i])
 		}
 	}
-	if len(bad) > 0 {
-		t.line("")
-		t.line("%s", t.style(ansiBold, fmt.Sprintf("Failures (%d)", len(bad))))
-		for i, c := range bad {
-			if i == maxFail {
-				t.line("  ... and %d more (summary.md, report.html)", len(bad)-i)
-				break
-			}
-			termFailure(t, r, c)
+	if len(bad) == 0 {
+		return
+	}
+	t.line("")
+	t.line("%s", t.style(ansiBold, fmt.Sprintf("Failures (%d)", len(bad))))
+	for i, c := range bad {
+		if i == maxFail {
+			t.line("  ... and %d more (summary.md, report.html)", len(bad)-i)
+			break
+		}
+		termFailure(t, r, c)
+	}
+}
+
+// termUndecidedChecks writes the checks that decided nothing (at most termUndecided of them),
+// each with its message and next step.
+func termUndecidedChecks(t *termWriter, r *gate.Run, checks []gate.Check) {
+	und := gate.UndecidedChecks(checks)
+	if len(und) == 0 {
+		return
+	}
+	t.line("")
+	t.line("%s", t.style(ansiBold, fmt.Sprintf("Undecided (%d): neither passed nor failed%s", len(und), map[bool]string{true: "; --strict fails them", false: ""}[!r.Strict])))
+	for i, c := range und {
+		if i == termUndecided {
+			t.line("  ... and %d more", len(und)-i)
+			break
+		}
+		where := c.Config
+		if where == "" {
+			where = CrossConfig
+		}
+		t.line("  %s %s · %s: %s", t.style(ansiYellow, "UNDECIDED"), termText(where, 60), termText(c.Name, 120), termText(outcomeText(c), 40))
+		if msg := termText(c.Message, termLineRunes); msg != "" {
+			t.line("      %s", msg)
+		}
+		if next := NextStep(c); next != "" {
+			t.line("      next: %s", termText(next, termLineRunes))
 		}
 	}
-
-	if und := gate.UndecidedChecks(checks); len(und) > 0 {
-		t.line("")
-		t.line("%s", t.style(ansiBold, fmt.Sprintf("Undecided (%d): neither passed nor failed%s", len(und), map[bool]string{true: "; --strict fails them", false: ""}[!r.Strict])))
-		for i, c := range und {
-			if i == termUndecided {
-				t.line("  ... and %d more", len(und)-i)
-				break
-			}
-			where := c.Config
-			if where == "" {
-				where = CrossConfig
-			}
-			t.line("  %s %s · %s: %s", t.style(ansiYellow, "UNDECIDED"), termText(where, 60), termText(c.Name, 120), termText(outcomeText(c), 40))
-			if msg := termText(c.Message, termLineRunes); msg != "" {
-				t.line("      %s", msg)
-			}
-			if next := NextStep(c); next != "" {
-				t.line("      next: %s", termText(next, termLineRunes))
-			}
-		}
-	}
-
-	if tbl := termConfigTable(r, checks); tbl != "" {
-		t.line("")
-		t.line("%s", t.style(ansiBold, "Configs"))
-		t.b.WriteString(tbl)
-	}
-	return t.b.String()
 }
 
 // termFailure is one failure: status, config, check and the one-line verdict, then why and, for

@@ -69,14 +69,7 @@ func checkLimits(data []byte, filename string) error {
 	if len(data) > MaxSpecBytes {
 		return limitError(filename, 0, "spec larger than %d MiB (the limit, spec.MaxSpecBytes): a spec is a few KiB; split generated configs into several specs", MaxSpecBytes>>20)
 	}
-	var (
-		indents     []int // block indentation stack
-		flow        int   // open flow brackets
-		aliases     int
-		nodes       int
-		line        = 0
-		blockScalar = -1 // indentation of the key owning a block scalar being skipped; -1: none
-	)
+	s := limitScanner{filename: filename, blockScalar: -1}
 	for pos := 0; pos < len(data); {
 		end := pos
 		for end < len(data) && data[end] != '\n' {
@@ -84,97 +77,131 @@ func checkLimits(data []byte, filename string) error {
 		}
 		l := data[pos:end]
 		pos = end + 1
-		line++
-		ind := 0
-		for ind < len(l) && l[ind] == ' ' {
-			ind++
+		if err := s.scanLine(l); err != nil {
+			return err
 		}
-		rest := l[ind:]
-		if len(rest) == 0 || rest[0] == '#' || (len(rest) == 1 && rest[0] == '\r') {
-			continue
+	}
+	return nil
+}
+
+// limitScanner is checkLimits' state between lines: the block indentation stack, the open flow
+// brackets, the counts so far and the block scalar being skipped.
+type limitScanner struct {
+	filename    string
+	indents     []int // block indentation stack
+	flow        int   // open flow brackets
+	aliases     int
+	nodes       int
+	line        int
+	blockScalar int // indentation of the key owning a block scalar being skipped; -1: none
+}
+
+// scanLine checks one line (without its newline): blank lines, comments and block scalar content
+// are skipped; otherwise its nesting depth and its tokens are checked.
+func (s *limitScanner) scanLine(l []byte) error {
+	s.line++
+	ind := 0
+	for ind < len(l) && l[ind] == ' ' {
+		ind++
+	}
+	rest := l[ind:]
+	if len(rest) == 0 || rest[0] == '#' || (len(rest) == 1 && rest[0] == '\r') {
+		return nil
+	}
+	if s.blockScalar >= 0 {
+		if ind > s.blockScalar {
+			return nil // content of a | or > scalar
 		}
-		if blockScalar >= 0 {
-			if ind > blockScalar {
-				continue // content of a | or > scalar
-			}
-			blockScalar = -1
+		s.blockScalar = -1
+	}
+	depth, rest := s.depth(ind, rest)
+	if depth+s.flow > MaxSpecDepth {
+		return limitError(s.filename, s.line, "nesting deeper than %d levels (the limit, spec.MaxSpecDepth)", MaxSpecDepth)
+	}
+	return s.scanTokens(rest, depth, ind)
+}
+
+// depth is the block nesting depth of a line indented by ind whose text after the indentation is
+// rest: the indentation stack (updated outside flow brackets) plus one level per leading "- ".
+// It returns rest without those dashes.
+func (s *limitScanner) depth(ind int, rest []byte) (int, []byte) {
+	if s.flow != 0 {
+		return len(s.indents), rest
+	}
+	for len(s.indents) > 0 && s.indents[len(s.indents)-1] >= ind {
+		s.indents = s.indents[:len(s.indents)-1]
+	}
+	s.indents = append(s.indents, ind)
+	depth := len(s.indents)
+	// "- - - x": each dash opens one more level.
+	for len(rest) >= 2 && rest[0] == '-' && (rest[1] == ' ' || rest[1] == '\t') {
+		depth++
+		rest = rest[2:]
+		for len(rest) > 0 && rest[0] == ' ' {
+			rest = rest[1:]
 		}
-		depth := 0
-		if flow == 0 {
-			for len(indents) > 0 && indents[len(indents)-1] >= ind {
-				indents = indents[:len(indents)-1]
-			}
-			indents = append(indents, ind)
-			depth = len(indents)
-			// "- - - x": each dash opens one more level.
-			for len(rest) >= 2 && rest[0] == '-' && (rest[1] == ' ' || rest[1] == '\t') {
-				depth++
-				rest = rest[2:]
-				for len(rest) > 0 && rest[0] == ' ' {
-					rest = rest[1:]
-				}
-			}
-		} else {
-			depth = len(indents)
-		}
-		if depth+flow > MaxSpecDepth {
-			return limitError(filename, line, "nesting deeper than %d levels (the limit, spec.MaxSpecDepth)", MaxSpecDepth)
-		}
-		var quote byte
-		last := byte(' ')
-		for k := 0; k < len(rest); k++ {
-			c := rest[k]
-			if quote != 0 {
-				switch {
-				case quote == '"' && c == '\\':
-					k++
-				case c == quote:
-					quote = 0
-				}
-				last = c
-				continue
-			}
-			if !isSep(c) && isSep(last) {
-				nodes++
-				if nodes > MaxSpecNodes {
-					return limitError(filename, line, "more than %d keys, values and entries (the limit, spec.MaxSpecNodes)", MaxSpecNodes)
-				}
-			}
-			switch c {
-			case '"', '\'':
-				if last == ' ' || last == '[' || last == '{' || last == ',' || last == ':' || k == 0 {
-					quote = c
-				}
-			case '#':
-				if last == ' ' || last == '\t' {
-					k = len(rest)
-					continue
-				}
-			case '[', '{':
-				flow++
-				if depth+flow > MaxSpecDepth {
-					return limitError(filename, line, "nesting deeper than %d levels (the limit, spec.MaxSpecDepth)", MaxSpecDepth)
-				}
-			case ']', '}':
-				if flow > 0 {
-					flow--
-				}
-			case '*':
-				if last == ' ' || last == '[' || last == '{' || last == ',' || last == ':' || k == 0 {
-					aliases++
-					if aliases > MaxSpecAliases {
-						return limitError(filename, line, "more than %d aliases (*name) (the limit, spec.MaxSpecAliases)", MaxSpecAliases)
-					}
-				}
-			case '|', '>':
-				if flow == 0 && (last == ' ' || k == 0) && isBlockScalarHeader(rest[k+1:]) {
-					blockScalar = ind
-					k = len(rest)
-					continue
-				}
+	}
+	return depth, rest
+}
+
+// scanTokens reads the text of a line at block depth depth (indented by ind), skipping quoted
+// strings and comments: it counts nodes and aliases, tracks flow brackets and notes a block
+// scalar header, and fails at the first limit exceeded.
+func (s *limitScanner) scanTokens(rest []byte, depth, ind int) error {
+	var quote byte
+	last := byte(' ')
+	for k := 0; k < len(rest); k++ {
+		c := rest[k]
+		if quote != 0 {
+			switch {
+			case quote == '"' && c == '\\':
+				k++
+			case c == quote:
+				quote = 0
 			}
 			last = c
+			continue
 		}
+		if !isSep(c) && isSep(last) {
+			s.nodes++
+			if s.nodes > MaxSpecNodes {
+				return limitError(s.filename, s.line, "more than %d keys, values and entries (the limit, spec.MaxSpecNodes)", MaxSpecNodes)
+			}
+		}
+		switch c {
+		case '"', '\'':
+			if last == ' ' || last == '[' || last == '{' || last == ',' || last == ':' || k == 0 {
+				quote = c
+			}
+		case '#':
+			if last == ' ' || last == '\t' {
+				k = len(rest)
+				continue
+			}
+		case '[', '{':
+			s.flow++
+			if depth+s.flow > MaxSpecDepth {
+				return limitError(s.filename, s.line, "nesting deeper than %d levels (the limit, spec.MaxSpecDepth)", MaxSpecDepth)
+			}
+		case ']', '}':
+			if s.flow > 0 {
+				s.flow--
+			}
+		case '*':
+			if last == ' ' || last == '[' || last == '{' || last == ',' || last == ':' || k == 0 {
+				s.aliases++
+				if s.aliases > MaxSpecAliases {
+					return limitError(s.filename, s.line, "more than %d aliases (*name) (the limit, spec.MaxSpecAliases)", MaxSpecAliases)
+				}
+			}
+		case '|', '>':
+			if s.flow == 0 && (last == ' ' || k == 0) && isBlockScalarHeader(rest[k+1:]) {
+				s.blockScalar = ind
+				k = len(rest)
+				continue
+			}
+		}
+		last = c
 	}
 	return nil
 }

@@ -75,6 +75,55 @@ func Detect(ctx context.Context) (*Fingerprint, error) { return DetectWith(ctx, 
 // topology or CUDA version that cannot be read is a Note, not an error; nvidia-smi failing to
 // list the GPUs is an error.
 func DetectWith(ctx context.Context, opts Options) (*Fingerprint, error) {
+	opts.fillDefaults()
+	f := &Fingerprint{Engine: opts.Engine, EngineVersion: opts.EngineVersion}
+	f.detectCPU(opts)
+
+	smi, err := opts.LookPath(opts.NvidiaSMI)
+	if err != nil {
+		f.Notes = append(f.Notes, "nvidia-smi not found: CPU-only testbed")
+		f.Finish()
+		return f, nil
+	}
+	run := func(args ...string) ([]byte, error) {
+		c, cancel := context.WithTimeout(ctx, opts.Timeout)
+		defer cancel()
+		return opts.Run(c, smi, args...)
+	}
+	gpus, cpuOnly, err := listGPUs(ctx, run)
+	if err != nil {
+		return nil, err
+	}
+	if cpuOnly != "" {
+		f.Notes = append(f.Notes, cpuOnly)
+		f.Finish()
+		return f, nil
+	}
+	if vis, set := opts.LookupEnv("CUDA_VISIBLE_DEVICES"); set {
+		var note string
+		gpus, note = visibleGPUs(gpus, vis)
+		f.Visible = vis
+		if note != "" {
+			f.Notes = append(f.Notes, note)
+		}
+	}
+	f.GPUs = gpus
+	if len(gpus) == 0 {
+		f.Notes = append(f.Notes, "nvidia-smi listed no GPU: CPU-only testbed")
+		f.Finish()
+		return f, nil
+	}
+	f.detectVersions(run)
+	if len(gpus) > 1 {
+		f.detectTopology(run)
+	}
+	f.Finish()
+	return f, nil
+}
+
+// fillDefaults sets the unset fields of opts: nvidia-smi from PATH, a 20 s timeout per call, the
+// real runner, PATH lookup, CPU count and environment.
+func (opts *Options) fillDefaults() {
 	if opts.NvidiaSMI == "" {
 		opts.NvidiaSMI = "nvidia-smi"
 	}
@@ -93,7 +142,11 @@ func DetectWith(ctx context.Context, opts Options) (*Fingerprint, error) {
 	if opts.LookupEnv == nil {
 		opts.LookupEnv = os.LookupEnv
 	}
-	f := &Fingerprint{Engine: opts.Engine, EngineVersion: opts.EngineVersion}
+}
+
+// detectCPU describes the CPU from opts.CPUInfo or /proc/cpuinfo (a read error is a note), with
+// the architecture as the model when none is named.
+func (f *Fingerprint) detectCPU(opts Options) {
 	info := opts.CPUInfo
 	if info == "" {
 		b, err := os.ReadFile("/proc/cpuinfo")
@@ -107,18 +160,12 @@ func DetectWith(ctx context.Context, opts Options) (*Fingerprint, error) {
 		f.CPU.Model = runtime.GOARCH
 	}
 	f.CPU.Logical = opts.NumCPU
+}
 
-	smi, err := opts.LookPath(opts.NvidiaSMI)
-	if err != nil {
-		f.Notes = append(f.Notes, "nvidia-smi not found: CPU-only testbed")
-		f.Finish()
-		return f, nil
-	}
-	run := func(args ...string) ([]byte, error) {
-		c, cancel := context.WithTimeout(ctx, opts.Timeout)
-		defer cancel()
-		return opts.Run(c, smi, args...)
-	}
+// listGPUs asks nvidia-smi (through run) for the GPUs, falling back to the basic fields on an
+// older driver. A non-empty note means a CPU-only testbed (nvidia-smi found no device); a driver
+// it cannot reach is ErrNoDriver.
+func listGPUs(ctx context.Context, run func(args ...string) ([]byte, error)) ([]GPU, string, error) {
 	fields := QueryFields
 	out, err := run("--query-gpu="+strings.Join(fields, ","), "--format=csv,noheader,nounits")
 	if err != nil && ctx.Err() == nil && (strings.Contains(err.Error(), "is not a valid field") || strings.Contains(err.Error(), "Invalid combination")) {
@@ -127,33 +174,22 @@ func DetectWith(ctx context.Context, opts Options) (*Fingerprint, error) {
 	}
 	if err != nil {
 		if strings.Contains(err.Error(), "No devices were found") {
-			f.Notes = append(f.Notes, "nvidia-smi found no GPU: CPU-only testbed")
-			f.Finish()
-			return f, nil
+			return nil, "nvidia-smi found no GPU: CPU-only testbed", nil
 		}
 		if strings.Contains(err.Error(), "couldn't communicate with the NVIDIA driver") || strings.Contains(err.Error(), "NVIDIA-SMI has failed") {
-			return nil, fmt.Errorf("detect testbed: %w: %v", ErrNoDriver, err)
+			return nil, "", fmt.Errorf("detect testbed: %w: %v", ErrNoDriver, err)
 		}
-		return nil, fmt.Errorf("detect testbed: list GPUs: %w", err)
+		return nil, "", fmt.Errorf("detect testbed: list GPUs: %w", err)
 	}
 	gpus, err := ParseQueryCSV(string(out), fields)
 	if err != nil {
-		return nil, fmt.Errorf("detect testbed: %w", err)
+		return nil, "", fmt.Errorf("detect testbed: %w", err)
 	}
-	if vis, set := opts.LookupEnv("CUDA_VISIBLE_DEVICES"); set {
-		var note string
-		gpus, note = visibleGPUs(gpus, vis)
-		f.Visible = vis
-		if note != "" {
-			f.Notes = append(f.Notes, note)
-		}
-	}
-	f.GPUs = gpus
-	if len(gpus) == 0 {
-		f.Notes = append(f.Notes, "nvidia-smi listed no GPU: CPU-only testbed")
-		f.Finish()
-		return f, nil
-	}
+	return gpus, "", nil
+}
+
+// detectVersions reads the driver and CUDA versions from nvidia-smi's banner; a failure is a note.
+func (f *Fingerprint) detectVersions(run func(args ...string) ([]byte, error)) {
 	if out, err := run(); err != nil {
 		f.Notes = append(f.Notes, fmt.Sprintf("driver/CUDA version: %v", err))
 	} else if drv, cuda, err := ParseSMI(string(out)); err != nil {
@@ -161,24 +197,25 @@ func DetectWith(ctx context.Context, opts Options) (*Fingerprint, error) {
 	} else {
 		f.Driver, f.CUDA = drv, cuda
 	}
-	if len(gpus) > 1 {
-		idx := make([]int, len(gpus))
-		for i, g := range gpus {
-			idx[i] = g.Index
-		}
-		if out, err := run("topo", "-m"); err != nil {
-			f.Notes = append(f.Notes, fmt.Sprintf("topology: %v", err))
-		} else if t, err := ParseTopo(string(out)); err != nil {
-			f.Notes = append(f.Notes, fmt.Sprintf("topology: %v", err))
-		} else if _, ok := t.SubMatrix(idx); !ok {
-			f.Notes = append(f.Notes, fmt.Sprintf("topology: the matrix lacks some of GPUs %v (devices %v)", idx, t.Devices))
-			f.Topology = t
-		} else {
-			f.Topology = t
-		}
+}
+
+// detectTopology reads the interconnect matrix of f.GPUs from "nvidia-smi topo -m"; a failure,
+// or a matrix that lacks some of the GPUs, is a note.
+func (f *Fingerprint) detectTopology(run func(args ...string) ([]byte, error)) {
+	idx := make([]int, len(f.GPUs))
+	for i, g := range f.GPUs {
+		idx[i] = g.Index
 	}
-	f.Finish()
-	return f, nil
+	if out, err := run("topo", "-m"); err != nil {
+		f.Notes = append(f.Notes, fmt.Sprintf("topology: %v", err))
+	} else if t, err := ParseTopo(string(out)); err != nil {
+		f.Notes = append(f.Notes, fmt.Sprintf("topology: %v", err))
+	} else if _, ok := t.SubMatrix(idx); !ok {
+		f.Notes = append(f.Notes, fmt.Sprintf("topology: the matrix lacks some of GPUs %v (devices %v)", idx, t.Devices))
+		f.Topology = t
+	} else {
+		f.Topology = t
+	}
 }
 
 // visibleGPUs applies a CUDA_VISIBLE_DEVICES value: entries are indices or (prefixes of) UUIDs,

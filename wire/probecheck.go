@@ -247,85 +247,12 @@ func (p *AllReduceProbe) Validate() error {
 	ranAnywhere := map[string]bool{}
 	for i, c := range p.Results {
 		at := fmt.Sprintf("results[%d]", i)
-		if size, ok := allReduceDTypeSize[c.DType]; !ok {
-			bad(at+".dtype", "%q, expected float32, bfloat16 or float16", c.DType)
-		} else if c.SizeBytes <= 0 || c.Elements <= 0 || c.Elements > c.SizeBytes || c.Elements*size != c.SizeBytes {
-			bad(at, "size_bytes %d and elements %d do not match %s (expected size_bytes = elements x %d bytes, both positive)",
-				c.SizeBytes, c.Elements, c.DType, size)
-		}
-		switch {
-		case c.Inputs == "random" || c.Inputs == "integer":
-		case v2 && (c.Inputs == "wide" || c.Inputs == "order_sensitive"):
-		case v2:
-			bad(at+".inputs", "%q, expected random, wide, order_sensitive or integer", c.Inputs)
-		default:
-			bad(at+".inputs", "%q, expected random or integer", c.Inputs)
-		}
-		if v2 {
-			validatePattern(c, at, bad)
-		} else if c.Mode != "" || c.Calls != 0 || c.CallsPerSync != 0 {
-			bad(at, "mode, calls or calls_per_sync in a %s document, expected them only with \"schema\": %q", AllReduceProbeSchemaV1, AllReduceProbeSchema)
-		}
-		if len(c.Algorithms) == 0 {
-			bad(at+".algorithms", "empty, expected at least the reference algorithm")
-		}
-		ran := map[string]bool{}
-		names := map[string]bool{}
-		for j, a := range c.Algorithms {
-			aat := fmt.Sprintf("%s.algorithms[%d]", at, j)
-			if strings.TrimSpace(a.Name) == "" {
-				bad(aat+".name", "missing, expected the algorithm's name (e.g. %q)", "nccl")
-			} else if names[a.Name] {
-				bad(aat+".name", "%q appears twice in this case, expected unique names", a.Name)
-			}
-			names[a.Name] = true
-			role, hasRole := roles[a.Name]
-			if v2 && a.Name != "" && !hasRole {
-				bad(aat+".name", "%q has no role in calibration.roles, expected every algorithm to be listed there", a.Name)
-			}
-			if a.Skipped != "" {
-				continue
-			}
-			ran[a.Name] = true
-			ranAnywhere[a.Name] = true
-			checkProbeMetric(bad, aat+".max_abs_err", a.MaxAbsErr)
-			checkProbeMetric(bad, aat+".max_rel_err", a.MaxRelErr)
-			if a.MedianUs != nil {
-				checkProbeMetric(bad, aat+".median_us", *a.MedianUs)
-			}
-			if !a.Exact && a.MaxAbsErr == 0 {
-				bad(aat, "exact is false but max_abs_err is 0, a contradiction (an output equal to the float64 reference is exact)")
-			}
-			if v2 {
-				validateOracleMetrics(a, role, hasRole, c.Calls, aat, bad)
-			} else if a.NRMSE != nil || a.MaxULP != nil || a.EngagedCalls != nil || a.FaultedCalls != nil {
-				bad(aat, "nrmse, max_ulp, engaged_calls or faulted_calls in a %s document, expected them only with \"schema\": %q", AllReduceProbeSchemaV1, AllReduceProbeSchema)
-			}
-		}
+		validateProbeCaseShape(c, at, v2, bad)
+		names, ran := validateProbeAlgorithms(c, at, v2, roles, ranAnywhere, bad)
 		if p.Reference != "" && !names[p.Reference] {
 			bad(at+".algorithms", "the reference algorithm %q is not among this case's algorithms, expected every case to run it", p.Reference)
 		}
-		seen := map[[2]string]int{}
-		for j, pr := range c.Pairs {
-			pat := fmt.Sprintf("%s.pairs[%d]", at, j)
-			switch {
-			case !names[pr.A] || !names[pr.B] || pr.A == pr.B:
-				bad(pat, "a=%q b=%q, expected two different algorithms of this case", pr.A, pr.B)
-			case !ran[pr.A] || !ran[pr.B]:
-				bad(pat, "a=%q b=%q compares an algorithm that was skipped in this case, expected only algorithms that ran", pr.A, pr.B)
-			}
-			key := [2]string{min(pr.A, pr.B), max(pr.A, pr.B)}
-			if k, dup := seen[key]; dup {
-				bad(pat, "%s and %s were already compared in pairs[%d], expected each pair at most once", pr.A, pr.B, k)
-			} else {
-				seen[key] = j
-			}
-			checkProbeMetric(bad, pat+".max_abs_diff", pr.MaxAbsDiff)
-			checkProbeMetric(bad, pat+".max_rel_diff", pr.MaxRelDiff)
-			if pr.Identical && pr.MaxAbsDiff != 0 {
-				bad(pat, "identical is true but max_abs_diff is %g, a contradiction", pr.MaxAbsDiff)
-			}
-		}
+		validateProbePairs(c, at, names, ran, bad)
 	}
 	if v2 && p.Calibration != nil {
 		for k, r := range p.Calibration.Roles {
@@ -338,6 +265,102 @@ func (p *AllReduceProbe) Validate() error {
 		return e
 	}
 	return nil
+}
+
+// validateProbeCaseShape checks case c (at path at) apart from its algorithms and pairs: a known
+// dtype with a matching size, a known input kind, and the call pattern that v2 requires and v1
+// forbids.
+func validateProbeCaseShape(c AllReduceProbeCase, at string, v2 bool, bad func(string, string, ...any)) {
+	if size, ok := allReduceDTypeSize[c.DType]; !ok {
+		bad(at+".dtype", "%q, expected float32, bfloat16 or float16", c.DType)
+	} else if c.SizeBytes <= 0 || c.Elements <= 0 || c.Elements > c.SizeBytes || c.Elements*size != c.SizeBytes {
+		bad(at, "size_bytes %d and elements %d do not match %s (expected size_bytes = elements x %d bytes, both positive)",
+			c.SizeBytes, c.Elements, c.DType, size)
+	}
+	switch {
+	case c.Inputs == "random" || c.Inputs == "integer":
+	case v2 && (c.Inputs == "wide" || c.Inputs == "order_sensitive"):
+	case v2:
+		bad(at+".inputs", "%q, expected random, wide, order_sensitive or integer", c.Inputs)
+	default:
+		bad(at+".inputs", "%q, expected random or integer", c.Inputs)
+	}
+	if v2 {
+		validatePattern(c, at, bad)
+	} else if c.Mode != "" || c.Calls != 0 || c.CallsPerSync != 0 {
+		bad(at, "mode, calls or calls_per_sync in a %s document, expected them only with \"schema\": %q", AllReduceProbeSchemaV1, AllReduceProbeSchema)
+	}
+}
+
+// validateProbeAlgorithms checks the algorithms of case c (at path at): unique names with a role
+// (v2), and for each that ran finite errors and timings, a consistent exact flag and the oracle
+// metrics v2 requires and v1 forbids. It returns the names in the case and those that ran, and
+// adds the latter to ranAnywhere.
+func validateProbeAlgorithms(c AllReduceProbeCase, at string, v2 bool, roles map[string]AllReduceProbeRole, ranAnywhere map[string]bool, bad func(string, string, ...any)) (names, ran map[string]bool) {
+	if len(c.Algorithms) == 0 {
+		bad(at+".algorithms", "empty, expected at least the reference algorithm")
+	}
+	ran = map[string]bool{}
+	names = map[string]bool{}
+	for j, a := range c.Algorithms {
+		aat := fmt.Sprintf("%s.algorithms[%d]", at, j)
+		if strings.TrimSpace(a.Name) == "" {
+			bad(aat+".name", "missing, expected the algorithm's name (e.g. %q)", "nccl")
+		} else if names[a.Name] {
+			bad(aat+".name", "%q appears twice in this case, expected unique names", a.Name)
+		}
+		names[a.Name] = true
+		role, hasRole := roles[a.Name]
+		if v2 && a.Name != "" && !hasRole {
+			bad(aat+".name", "%q has no role in calibration.roles, expected every algorithm to be listed there", a.Name)
+		}
+		if a.Skipped != "" {
+			continue
+		}
+		ran[a.Name] = true
+		ranAnywhere[a.Name] = true
+		checkProbeMetric(bad, aat+".max_abs_err", a.MaxAbsErr)
+		checkProbeMetric(bad, aat+".max_rel_err", a.MaxRelErr)
+		if a.MedianUs != nil {
+			checkProbeMetric(bad, aat+".median_us", *a.MedianUs)
+		}
+		if !a.Exact && a.MaxAbsErr == 0 {
+			bad(aat, "exact is false but max_abs_err is 0, a contradiction (an output equal to the float64 reference is exact)")
+		}
+		if v2 {
+			validateOracleMetrics(a, role, hasRole, c.Calls, aat, bad)
+		} else if a.NRMSE != nil || a.MaxULP != nil || a.EngagedCalls != nil || a.FaultedCalls != nil {
+			bad(aat, "nrmse, max_ulp, engaged_calls or faulted_calls in a %s document, expected them only with \"schema\": %q", AllReduceProbeSchemaV1, AllReduceProbeSchema)
+		}
+	}
+	return names, ran
+}
+
+// validateProbePairs checks the pairs of case c (at path at): two different algorithms of the
+// case (names) that both ran, each pair at most once, finite differences, and identical:true
+// only for a zero difference.
+func validateProbePairs(c AllReduceProbeCase, at string, names, ran map[string]bool, bad func(string, string, ...any)) {
+	seen := map[[2]string]int{}
+	for j, pr := range c.Pairs {
+		pat := fmt.Sprintf("%s.pairs[%d]", at, j)
+		switch {
+		case !names[pr.A] || !names[pr.B] || pr.A == pr.B:
+			bad(pat, "a=%q b=%q, expected two different algorithms of this case", pr.A, pr.B)
+		case !ran[pr.A] || !ran[pr.B]:
+			bad(pat, "a=%q b=%q compares an algorithm that was skipped in this case, expected only algorithms that ran", pr.A, pr.B)
+		}
+		key := [2]string{min(pr.A, pr.B), max(pr.A, pr.B)}
+		if k, dup := seen[key]; dup {
+			bad(pat, "%s and %s were already compared in pairs[%d], expected each pair at most once", pr.A, pr.B, k)
+		} else {
+			seen[key] = j
+		}
+		checkProbeMetric(bad, pat+".max_abs_diff", pr.MaxAbsDiff)
+		checkProbeMetric(bad, pat+".max_rel_diff", pr.MaxRelDiff)
+		if pr.Identical && pr.MaxAbsDiff != 0 {
+			bad(pat, "identical is true but max_abs_diff is %g, a contradiction", pr.MaxAbsDiff)
+		}
+	}
 }
 
 // probeModes are the call patterns of a v2 case.

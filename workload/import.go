@@ -141,89 +141,120 @@ func ImportWith(data []byte, name string, opts ImportOptions) ([]*Result, error)
 	if len(trimmed) > MaxImportBytes {
 		return nil, fmt.Errorf("larger than the %d MiB a result file may have", MaxImportBytes>>20)
 	}
-	var out []*Result
-	// add converts one decoded object (where: the record it came from, for error messages).
-	add := func(o map[string]any, where string) error {
-		if len(out) >= MaxImportRecords {
-			return fmt.Errorf("%s: more than %d results in one file", where, MaxImportRecords)
-		}
-		r, err := importObject(o, name, opts)
-		if err != nil {
-			if where != "" {
-				return fmt.Errorf("%s: %w", where, err)
-			}
-			return err
-		}
-		out = append(out, r)
-		return nil
-	}
+	ji := &jsonImport{name: name, opts: opts}
 	if isJSONLines(trimmed) {
-		// JSON Lines: one record decoded, converted and dropped at a time.
-		lineNo := 0
-		for rest := trimmed; len(rest) > 0; {
-			var line []byte
-			line, rest, _ = bytes.Cut(rest, []byte("\n"))
-			lineNo++
-			line = bytes.TrimSpace(line)
-			if len(line) == 0 {
-				continue
-			}
-			where := fmt.Sprintf("line %d", lineNo)
-			clean, err := sanitizeNonFinite(line)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", where, err)
-			}
-			o, err := decodeObject(clean)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", where, err)
-			}
-			if err := add(o, where); err != nil {
-				return nil, err
-			}
-		}
-		return out, nil
+		return ji.lines(trimmed)
 	}
+	return ji.document(trimmed)
+}
+
+// jsonImport converts the records of a JSON or JSON Lines file into results, in file order.
+type jsonImport struct {
+	name string // the file's base name
+	opts ImportOptions
+	out  []*Result
+}
+
+// add converts one decoded object (where: the record it came from, for error messages).
+func (ji *jsonImport) add(o map[string]any, where string) error {
+	if len(ji.out) >= MaxImportRecords {
+		return fmt.Errorf("%s: more than %d results in one file", where, MaxImportRecords)
+	}
+	r, err := importObject(o, ji.name, ji.opts)
+	if err != nil {
+		if where != "" {
+			return fmt.Errorf("%s: %w", where, err)
+		}
+		return err
+	}
+	ji.out = append(ji.out, r)
+	return nil
+}
+
+// lines imports JSON Lines: one record decoded, converted and dropped at a time.
+func (ji *jsonImport) lines(trimmed []byte) ([]*Result, error) {
+	lineNo := 0
+	for rest := trimmed; len(rest) > 0; {
+		var line []byte
+		line, rest, _ = bytes.Cut(rest, []byte("\n"))
+		lineNo++
+		line = bytes.TrimSpace(line)
+		if len(line) == 0 {
+			continue
+		}
+		where := fmt.Sprintf("line %d", lineNo)
+		clean, err := sanitizeNonFinite(line)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", where, err)
+		}
+		o, err := decodeObject(clean)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", where, err)
+		}
+		if err := ji.add(o, where); err != nil {
+			return nil, err
+		}
+	}
+	return ji.out, nil
+}
+
+// document imports one JSON document, or an array of result objects (vllm bench sweep's
+// summary.json). Input that is neither is reported at the first line that is not an object.
+func (ji *jsonImport) document(trimmed []byte) ([]*Result, error) {
 	clean, err := sanitizeNonFinite(trimmed)
 	if err != nil {
 		return nil, err
 	}
-	// One JSON document, or an array of result objects (vllm bench sweep's summary.json)?
 	if doc, err := decodeObject(clean); err == nil {
-		if err := add(doc, ""); err != nil {
+		if err := ji.add(doc, ""); err != nil {
 			return nil, err
 		}
 	} else if arr, isArr := decodeArray(clean); isArr {
-		if len(arr) == 0 {
-			return nil, fmt.Errorf("an empty JSON array holds no result")
-		}
-		for i, x := range arr {
-			o, ok := x.(map[string]any)
-			if !ok {
-				return nil, fmt.Errorf("a JSON array is not a known result format unless every element is a result object; element %d is %T", i, x)
-			}
-			if err := add(o, fmt.Sprintf("element %d", i)); err != nil {
-				return nil, err
-			}
-			arr[i] = nil
+		if err := ji.array(arr); err != nil {
+			return nil, err
 		}
 	} else {
-		// Not one document: the first line that is not an object says where.
-		lineNo := 0
-		for _, line := range bytes.Split(clean, []byte("\n")) {
-			lineNo++
-			if line = bytes.TrimSpace(line); len(line) == 0 {
-				continue
-			}
-			if _, err := decodeObject(line); err != nil {
-				return nil, fmt.Errorf("line %d: %w", lineNo, err)
-			}
-		}
-		return nil, fmt.Errorf("line 1: %w", err)
+		return nil, firstBadLine(clean, err)
 	}
-	if len(out) == 0 {
+	if len(ji.out) == 0 {
 		return nil, fmt.Errorf("no result found")
 	}
-	return out, nil
+	return ji.out, nil
+}
+
+// array imports a JSON array whose every element must be a result object, dropping each
+// element once converted.
+func (ji *jsonImport) array(arr []any) error {
+	if len(arr) == 0 {
+		return fmt.Errorf("an empty JSON array holds no result")
+	}
+	for i, x := range arr {
+		o, ok := x.(map[string]any)
+		if !ok {
+			return fmt.Errorf("a JSON array is not a known result format unless every element is a result object; element %d is %T", i, x)
+		}
+		if err := ji.add(o, fmt.Sprintf("element %d", i)); err != nil {
+			return err
+		}
+		arr[i] = nil
+	}
+	return nil
+}
+
+// firstBadLine is the error of input that is not one JSON document: the first line that is not
+// an object says where, else line 1 with the document's error docErr.
+func firstBadLine(clean []byte, docErr error) error {
+	lineNo := 0
+	for _, line := range bytes.Split(clean, []byte("\n")) {
+		lineNo++
+		if line = bytes.TrimSpace(line); len(line) == 0 {
+			continue
+		}
+		if _, err := decodeObject(line); err != nil {
+			return fmt.Errorf("line %d: %w", lineNo, err)
+		}
+	}
+	return fmt.Errorf("line 1: %w", docErr)
 }
 
 // checkResults checks the results of a text format (checkResult), naming the run of the file

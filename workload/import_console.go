@@ -57,151 +57,192 @@ func looksLikeConsole(b []byte) bool { return reConsoleStart.Match(b) }
 // A block with a "Backend:" line is SGLang's (its definitions for that backend), otherwise vLLM's;
 // vLLM's "Peak concurrent requests" is filed by its version's definition as in importVLLM.
 func importConsole(b []byte, opts ImportOptions) ([]*Result, error) {
-	var out []*Result
-	var im *importer
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
-	lineNo, seen := 0, 0
-	var rate, maxConc, preRate, preConc, backend string
-	var peak any
-	hasPeak := false
-	var blockErr error
-	blockLine, peakLine := 0, 0
-	finish := func() {
-		if im == nil || blockErr != nil {
-			return
-		}
-		if seen > 0 {
-			r := im.r
-			if f, err := strconv.ParseFloat(rate, 64); err == nil && !math.IsInf(f, 0) && f > 0 {
-				r.Metadata.Workload.RequestRate = f
-			}
-			if n, err := strconv.Atoi(maxConc); err == nil {
-				r.Metadata.Workload.MaxConcurrency = n
-				r.MaxConcurrency = n
-				im.set["max_concurrency"] = true
-			}
-			if backend != "" {
-				r.Metadata.Semantics = sglangSemantics(backend)
-				if f, ok, _ := num(peak); hasPeak && ok {
-					im.extra("sglang_max_concurrent_requests", f)
-				}
-			} else {
-				r.Metadata.Semantics = im.vllmPeak("Peak concurrent requests", peak, hasPeak, r.Metadata.Workload.MaxConcurrency, opts)
-			}
-			r.warnf("read from the printed summary: values are rounded as printed (two decimals)")
-			im.dropPlaceholderStats()
-			res, err := im.result()
-			if err != nil {
-				line := peakLine
-				if line == 0 {
-					line = blockLine
-				}
-				blockErr = fmt.Errorf("line %d: %w", line, err)
-				return
-			}
-			out = append(out, res)
-		}
-		im, seen, rate, maxConc, backend, peak, hasPeak, peakLine = nil, 0, "", "", "", nil, false, 0
-	}
+	p := &consoleParser{opts: opts}
 	for sc.Scan() {
-		if im != nil && im.err != nil {
-			return nil, fmt.Errorf("line %d: %w", lineNo, im.err)
+		if err := p.scanLine(sc.Text()); err != nil {
+			return nil, err
 		}
-		if blockErr != nil {
-			return nil, blockErr
-		}
-		lineNo++
-		line := strings.TrimSpace(reConsolePrefix.ReplaceAllString(sc.Text(), ""))
-		if reConsoleStart.MatchString(line) {
-			finish()
-			if len(out) >= MaxImportRecords {
-				return nil, fmt.Errorf("line %d: more than %d summaries in one file", lineNo, MaxImportRecords)
-			}
-			blockLine = lineNo
-			im = newImporter(FormatConsole, "serving benchmark (printed summary)")
-			// vLLM prints the traffic settings before the block.
-			rate, maxConc = preRate, preConc
-			preRate, preConc = "", ""
-			continue
-		}
-		if im == nil {
-			if m := reConsoleLine.FindStringSubmatch(line); m != nil {
-				switch strings.ToLower(strings.TrimSpace(m[1])) {
-				case "traffic request rate":
-					preRate = m[2]
-				case "maximum request concurrency", "max request concurrency":
-					preConc = m[2]
-				}
-			}
-			continue
-		}
-		if reConsoleRule.MatchString(line) {
-			finish()
-			continue
-		}
-		if strings.HasPrefix(line, "-") || line == "" {
-			continue // section titles such as "---------------Time to First Token----------------"
-		}
-		m := reConsoleLine.FindStringSubmatch(line)
-		if m == nil {
-			continue
-		}
-		label, val := strings.ToLower(strings.TrimSpace(m[1])), m[2]
-		switch label {
-		case "backend":
-			backend = val
-			im.r.Metadata.labels()["backend"] = val
-			im.r.Metadata.Tool = toolForBackend(val)
-			continue
-		case "traffic request rate":
-			rate = val
-			continue
-		case "max request concurrency", "max reqeuest concurrency", "maximum request concurrency":
-			maxConc = val
-			continue
-		}
-		f, err := strconv.ParseFloat(val, 64)
-		if err != nil {
-			im.r.warnf("line %d: %q: value %q is not a number", lineNo, m[1], val)
-			continue
-		}
-		if label == "peak concurrent requests" {
-			peak, hasPeak, peakLine = f, true, lineNo
-			seen++
-			continue
-		}
-		if key, ok := consoleScalar[label]; ok {
-			im.metric(key, m[1], f)
-			seen++
-			continue
-		}
-		if s := reConsoleStat.FindStringSubmatch(label); s != nil {
-			metric := s[2]
-			if metric == "e2e latency" {
-				metric = "e2el"
-			}
-			im.metric(s[1]+"_"+metric+"_ms", m[1], f)
-			seen++
-			continue
-		}
-		im.unknown = append(im.unknown, m[1])
-		im.extra(strings.ReplaceAll(label, " ", "_"), f)
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("line %d: %w", lineNo+1, err)
+		return nil, fmt.Errorf("line %d: %w", p.lineNo+1, err)
 	}
-	if im != nil && im.err != nil {
-		return nil, fmt.Errorf("line %d: %w", lineNo, im.err)
+	if p.im != nil && p.im.err != nil {
+		return nil, fmt.Errorf("line %d: %w", p.lineNo, p.im.err)
 	}
-	finish()
-	if blockErr != nil {
-		return nil, blockErr
+	p.finish()
+	if p.blockErr != nil {
+		return nil, p.blockErr
 	}
-	if len(out) == 0 {
+	if len(p.out) == 0 {
 		return nil, fmt.Errorf("a \"Serving Benchmark Result\" block without metrics")
 	}
-	return out, nil
+	return p.out, nil
+}
+
+// consoleParser is the state of importConsole between lines: the results so far, the block being
+// read (im, nil outside a block) with the settings and peak it printed, and the traffic settings
+// printed before the next block.
+type consoleParser struct {
+	opts                            ImportOptions
+	out                             []*Result
+	im                              *importer
+	lineNo, seen                    int
+	rate, maxConc, preRate, preConc string
+	backend                         string
+	peak                            any
+	hasPeak                         bool
+	blockErr                        error
+	blockLine, peakLine             int
+}
+
+// scanLine reads one line of the log: a block's start or end rule, a setting before a block, or
+// a value inside one. It returns the error that stops the import, if any (an importer error or a
+// block that failed is reported on the next line, as the scan goes on until then).
+func (p *consoleParser) scanLine(text string) error {
+	if p.im != nil && p.im.err != nil {
+		return fmt.Errorf("line %d: %w", p.lineNo, p.im.err)
+	}
+	if p.blockErr != nil {
+		return p.blockErr
+	}
+	p.lineNo++
+	line := strings.TrimSpace(reConsolePrefix.ReplaceAllString(text, ""))
+	if reConsoleStart.MatchString(line) {
+		p.finish()
+		if len(p.out) >= MaxImportRecords {
+			return fmt.Errorf("line %d: more than %d summaries in one file", p.lineNo, MaxImportRecords)
+		}
+		p.blockLine = p.lineNo
+		p.im = newImporter(FormatConsole, "serving benchmark (printed summary)")
+		// vLLM prints the traffic settings before the block.
+		p.rate, p.maxConc = p.preRate, p.preConc
+		p.preRate, p.preConc = "", ""
+		return nil
+	}
+	if p.im == nil {
+		p.preamble(line)
+		return nil
+	}
+	if reConsoleRule.MatchString(line) {
+		p.finish()
+		return nil
+	}
+	if strings.HasPrefix(line, "-") || line == "" {
+		return nil // section titles such as "---------------Time to First Token----------------"
+	}
+	if m := reConsoleLine.FindStringSubmatch(line); m != nil {
+		p.blockValue(m[1], m[2])
+	}
+	return nil
+}
+
+// preamble keeps the traffic settings vLLM prints outside a block, for the block that follows.
+func (p *consoleParser) preamble(line string) {
+	m := reConsoleLine.FindStringSubmatch(line)
+	if m == nil {
+		return
+	}
+	switch strings.ToLower(strings.TrimSpace(m[1])) {
+	case "traffic request rate":
+		p.preRate = m[2]
+	case "maximum request concurrency", "max request concurrency":
+		p.preConc = m[2]
+	}
+}
+
+// blockValue files one "label: value" line of a block: a setting, the peak concurrency, a known
+// scalar or latency statistic, or an unknown metric kept as an extra.
+func (p *consoleParser) blockValue(printed, val string) {
+	im := p.im
+	label := strings.ToLower(strings.TrimSpace(printed))
+	switch label {
+	case "backend":
+		p.backend = val
+		im.r.Metadata.labels()["backend"] = val
+		im.r.Metadata.Tool = toolForBackend(val)
+		return
+	case "traffic request rate":
+		p.rate = val
+		return
+	case "max request concurrency", "max reqeuest concurrency", "maximum request concurrency":
+		p.maxConc = val
+		return
+	}
+	f, err := strconv.ParseFloat(val, 64)
+	if err != nil {
+		im.r.warnf("line %d: %q: value %q is not a number", p.lineNo, printed, val)
+		return
+	}
+	if label == "peak concurrent requests" {
+		p.peak, p.hasPeak, p.peakLine = f, true, p.lineNo
+		p.seen++
+		return
+	}
+	if key, ok := consoleScalar[label]; ok {
+		im.metric(key, printed, f)
+		p.seen++
+		return
+	}
+	if s := reConsoleStat.FindStringSubmatch(label); s != nil {
+		metric := s[2]
+		if metric == "e2e latency" {
+			metric = "e2el"
+		}
+		im.metric(s[1]+"_"+metric+"_ms", printed, f)
+		p.seen++
+		return
+	}
+	im.unknown = append(im.unknown, printed)
+	im.extra(strings.ReplaceAll(label, " ", "_"), f)
+}
+
+// finish closes the block being read: a block with metrics becomes a result (or blockErr), and
+// the block's state is reset. It does nothing outside a block or after a block failed.
+func (p *consoleParser) finish() {
+	if p.im == nil || p.blockErr != nil {
+		return
+	}
+	if p.seen > 0 {
+		res, err := p.blockResult()
+		if err != nil {
+			line := p.peakLine
+			if line == 0 {
+				line = p.blockLine
+			}
+			p.blockErr = fmt.Errorf("line %d: %w", line, err)
+			return
+		}
+		p.out = append(p.out, res)
+	}
+	p.im, p.seen, p.rate, p.maxConc, p.backend, p.peak, p.hasPeak, p.peakLine = nil, 0, "", "", "", nil, false, 0
+}
+
+// blockResult completes the block's result: its traffic settings, the semantics of its backend
+// (SGLang's with a "Backend:" line, else vLLM's with its peak concurrency), and the rounding warning.
+func (p *consoleParser) blockResult() (*Result, error) {
+	im := p.im
+	r := im.r
+	if f, err := strconv.ParseFloat(p.rate, 64); err == nil && !math.IsInf(f, 0) && f > 0 {
+		r.Metadata.Workload.RequestRate = f
+	}
+	if n, err := strconv.Atoi(p.maxConc); err == nil {
+		r.Metadata.Workload.MaxConcurrency = n
+		r.MaxConcurrency = n
+		im.set["max_concurrency"] = true
+	}
+	if p.backend != "" {
+		r.Metadata.Semantics = sglangSemantics(p.backend)
+		if f, ok, _ := num(p.peak); p.hasPeak && ok {
+			im.extra("sglang_max_concurrent_requests", f)
+		}
+	} else {
+		r.Metadata.Semantics = im.vllmPeak("Peak concurrent requests", p.peak, p.hasPeak, r.Metadata.Workload.MaxConcurrency, p.opts)
+	}
+	r.warnf("read from the printed summary: values are rounded as printed (two decimals)")
+	im.dropPlaceholderStats()
+	return im.result()
 }
 
 func toolForBackend(b string) string {

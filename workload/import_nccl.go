@@ -76,135 +76,18 @@ func newNCCLRun() *ncclRun {
 // runs (outputs appended one after the other) gives one result per run. Lines whose leading "#"
 // was lost (copied through Markdown, or very old versions) are read too.
 func importNCCLText(b []byte) ([]*Result, error) {
-	var runs []*ncclRun
-	cur := newNCCLRun()
-	var layout ncclLayout
-	haveLayout := false
-	order := []bool{false, true} // per measurement group: in-place?
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
-	lineNo := 0
-	// A table header, a banner or a "Collective test starting" after rows or a footer starts a
-	// new run.
-	boundary := func() {
-		if len(cur.n.Rows) > 0 || cur.footerSeen {
-			runs = append(runs, cur)
-			cur = newNCCLRun()
-			haveLayout = false
-			order = []bool{false, true}
-		}
-	}
+	p := &ncclParser{cur: newNCCLRun(), order: []bool{false, true}}
 	for sc.Scan() {
-		lineNo++
-		if len(runs) >= MaxImportRecords {
-			return nil, fmt.Errorf("line %d: more than %d nccl-tests runs in one file", lineNo, MaxImportRecords)
+		if err := p.scanLine(sc.Text()); err != nil {
+			return nil, err
 		}
-		trim := strings.TrimSpace(cleanNCCLLine(sc.Text()))
-		if trim == "" {
-			continue
-		}
-		if m := reTestsVer.FindStringSubmatch(trim); m != nil {
-			boundary()
-			cur.r.Metadata.ToolVersion = m[1]
-			continue
-		}
-		if m := reNCCLVer.FindStringSubmatch(trim); m != nil && cur.r.Metadata.Labels["nccl_version"] == "" {
-			cur.r.Metadata.labels()["nccl_version"] = m[1]
-		}
-		if reNThread.MatchString(trim) {
-			boundary() // the first line of every run's output
-		}
-		if m := reCollStart.FindStringSubmatch(trim); m != nil {
-			boundary()
-			cur.n.Collective = m[1]
-			continue
-		}
-		if m := reAvgBus.FindStringSubmatch(trim); m != nil {
-			f, err := strconv.ParseFloat(m[1], 64)
-			switch {
-			case err != nil && !strings.Contains(strings.ToLower(m[1]), "nan") && !strings.Contains(strings.ToLower(m[1]), "inf"):
-				return nil, fmt.Errorf("line %d: Avg bus bandwidth %q is not a number", lineNo, m[1])
-			case err != nil || math.IsNaN(f) || math.IsInf(f, 0):
-				cur.r.warnf("line %d: Avg bus bandwidth is %s: avg_busbw_gbps is missing", lineNo, m[1])
-				cur.avgBad = true
-			case f < 0 || f > domain.MaxMagnitude:
-				return nil, fmt.Errorf("line %d: Avg bus bandwidth %s is outside [0, %g]", lineNo, m[1], float64(domain.MaxMagnitude))
-			default:
-				cur.n.AvgBusBWGBps = f
-				cur.avgFound = true
-			}
-			cur.n.AvgBusBWStatus = m[2]
-			cur.footerSeen = true
-			continue
-		}
-		if m := reOOB.FindStringSubmatch(trim); m != nil {
-			oob, err := strconv.ParseInt(m[1], 10, 64)
-			if err != nil || oob > MaxImportCount {
-				return nil, fmt.Errorf("line %d: Out of bounds values %q: expected a count in [0, %d]", lineNo, m[1], int64(MaxImportCount))
-			}
-			cur.n.OutOfBounds = int(oob)
-			if m[2] == "FAILED" {
-				cur.r.warnf("nccl-tests reported out-of-bounds values: %s", m[1])
-			}
-			cur.footerSeen = true
-			continue
-		}
-		body := strings.TrimSpace(strings.TrimPrefix(trim, "#"))
-		toks := strings.Fields(body)
-		if len(toks) == 0 {
-			continue
-		}
-		if isBanner(toks) {
-			// The banner above the header says which measurement comes first.
-			boundary()
-			order = bannerOrder(body)
-			continue
-		}
-		if toks[0] == "size" {
-			if l, ok := layoutFromHeader(toks); ok {
-				if len(cur.n.Rows) > 0 || cur.footerSeen {
-					boundary()
-				}
-				layout, haveLayout = l, true
-				cur.sawTable = true
-			}
-			continue
-		}
-		if strings.HasPrefix(trim, "#") || len(toks) < 5 {
-			continue
-		}
-		if _, err := strconv.ParseInt(toks[0], 10, 64); err != nil {
-			continue // not a table row (device listing, NCCL INFO lines, ...)
-		}
-		l, ok := rowLayout(toks, layout, haveLayout)
-		if !ok {
-			cur.r.warnf("line %d: table row with %d columns does not match the header: skipped", lineNo, len(toks))
-			continue
-		}
-		if cur.footerSeen {
-			boundary()
-		}
-		if !haveLayout {
-			cur.guessed = len(toks)
-		}
-		row, checked, err := parseNCCLRow(toks, l, order)
-		if err != nil {
-			if errors.Is(err, errNonFinite) {
-				cur.r.warnf("line %d: %v: row skipped", lineNo, err)
-				continue
-			}
-			return nil, fmt.Errorf("line %d: %w", lineNo, err)
-		}
-		if row.InPlace != nil && row.OutOfPlace.Wrong == nil && row.OutOfPlace == (NCCLMeasure{}) {
-			cur.inPlaceOnly++
-		}
-		cur.anyChecked = cur.anyChecked || checked
-		cur.n.Rows = append(cur.n.Rows, row)
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("reading nccl-tests output: %w", err)
 	}
-	runs = append(runs, cur)
+	runs := append(p.runs, p.cur)
 	var out []*Result
 	for _, run := range runs {
 		if len(run.n.Rows) == 0 && !run.footerSeen && !run.sawTable {
@@ -216,6 +99,167 @@ func importNCCLText(b []byte) ([]*Result, error) {
 		return nil, fmt.Errorf("no nccl-tests table found")
 	}
 	return out, nil
+}
+
+// ncclParser is the state of importNCCLText between lines: the runs read so far, the run being
+// read, the table layout from its header and the order of its measurement groups.
+type ncclParser struct {
+	runs       []*ncclRun
+	cur        *ncclRun
+	layout     ncclLayout
+	haveLayout bool
+	order      []bool // per measurement group: in-place?
+	lineNo     int
+}
+
+// boundary starts a new run when the current one has rows or a footer: a table header, a banner
+// or a "Collective test starting" after them begins another run.
+func (p *ncclParser) boundary() {
+	if len(p.cur.n.Rows) > 0 || p.cur.footerSeen {
+		p.runs = append(p.runs, p.cur)
+		p.cur = newNCCLRun()
+		p.haveLayout = false
+		p.order = []bool{false, true}
+	}
+}
+
+// scanLine reads one line of output: a version or run-start line, a footer line, or a line of
+// the table (banner, header, row).
+func (p *ncclParser) scanLine(text string) error {
+	p.lineNo++
+	if len(p.runs) >= MaxImportRecords {
+		return fmt.Errorf("line %d: more than %d nccl-tests runs in one file", p.lineNo, MaxImportRecords)
+	}
+	trim := strings.TrimSpace(cleanNCCLLine(text))
+	if trim == "" {
+		return nil
+	}
+	cur := p.cur
+	if m := reTestsVer.FindStringSubmatch(trim); m != nil {
+		p.boundary()
+		p.cur.r.Metadata.ToolVersion = m[1]
+		return nil
+	}
+	if m := reNCCLVer.FindStringSubmatch(trim); m != nil && cur.r.Metadata.Labels["nccl_version"] == "" {
+		cur.r.Metadata.labels()["nccl_version"] = m[1]
+	}
+	if reNThread.MatchString(trim) {
+		p.boundary() // the first line of every run's output
+	}
+	if m := reCollStart.FindStringSubmatch(trim); m != nil {
+		p.boundary()
+		p.cur.n.Collective = m[1]
+		return nil
+	}
+	if m := reAvgBus.FindStringSubmatch(trim); m != nil {
+		return p.avgBusBW(m[1], m[2])
+	}
+	if m := reOOB.FindStringSubmatch(trim); m != nil {
+		return p.outOfBounds(m[1], m[2])
+	}
+	return p.tableLine(trim)
+}
+
+// avgBusBW reads the "# Avg bus bandwidth" footer: its value (a non-finite one is a warning) and
+// its status.
+func (p *ncclParser) avgBusBW(val, status string) error {
+	cur := p.cur
+	f, err := strconv.ParseFloat(val, 64)
+	switch {
+	case err != nil && !strings.Contains(strings.ToLower(val), "nan") && !strings.Contains(strings.ToLower(val), "inf"):
+		return fmt.Errorf("line %d: Avg bus bandwidth %q is not a number", p.lineNo, val)
+	case err != nil || math.IsNaN(f) || math.IsInf(f, 0):
+		cur.r.warnf("line %d: Avg bus bandwidth is %s: avg_busbw_gbps is missing", p.lineNo, val)
+		cur.avgBad = true
+	case f < 0 || f > domain.MaxMagnitude:
+		return fmt.Errorf("line %d: Avg bus bandwidth %s is outside [0, %g]", p.lineNo, val, float64(domain.MaxMagnitude))
+	default:
+		cur.n.AvgBusBWGBps = f
+		cur.avgFound = true
+	}
+	cur.n.AvgBusBWStatus = status
+	cur.footerSeen = true
+	return nil
+}
+
+// outOfBounds reads the "# Out of bounds values" footer: the count and whether it FAILED.
+func (p *ncclParser) outOfBounds(val, status string) error {
+	cur := p.cur
+	oob, err := strconv.ParseInt(val, 10, 64)
+	if err != nil || oob > MaxImportCount {
+		return fmt.Errorf("line %d: Out of bounds values %q: expected a count in [0, %d]", p.lineNo, val, int64(MaxImportCount))
+	}
+	cur.n.OutOfBounds = int(oob)
+	if status == "FAILED" {
+		cur.r.warnf("nccl-tests reported out-of-bounds values: %s", val)
+	}
+	cur.footerSeen = true
+	return nil
+}
+
+// tableLine reads a line of the table, with or without its leading "#": the banner that orders
+// the measurement groups, the header that lays out the columns, or a result row. Anything else is
+// ignored.
+func (p *ncclParser) tableLine(trim string) error {
+	body := strings.TrimSpace(strings.TrimPrefix(trim, "#"))
+	toks := strings.Fields(body)
+	if len(toks) == 0 {
+		return nil
+	}
+	if isBanner(toks) {
+		// The banner above the header says which measurement comes first.
+		p.boundary()
+		p.order = bannerOrder(body)
+		return nil
+	}
+	if toks[0] == "size" {
+		if l, ok := layoutFromHeader(toks); ok {
+			if len(p.cur.n.Rows) > 0 || p.cur.footerSeen {
+				p.boundary()
+			}
+			p.layout, p.haveLayout = l, true
+			p.cur.sawTable = true
+		}
+		return nil
+	}
+	if strings.HasPrefix(trim, "#") || len(toks) < 5 {
+		return nil
+	}
+	if _, err := strconv.ParseInt(toks[0], 10, 64); err != nil {
+		return nil // not a table row (device listing, NCCL INFO lines, ...)
+	}
+	return p.row(toks)
+}
+
+// row reads a result row into the current run (a footer before it starts a new run); a row that
+// does not match the header or holds a non-finite value is skipped with a warning.
+func (p *ncclParser) row(toks []string) error {
+	l, ok := rowLayout(toks, p.layout, p.haveLayout)
+	if !ok {
+		p.cur.r.warnf("line %d: table row with %d columns does not match the header: skipped", p.lineNo, len(toks))
+		return nil
+	}
+	if p.cur.footerSeen {
+		p.boundary()
+	}
+	cur := p.cur
+	if !p.haveLayout {
+		cur.guessed = len(toks)
+	}
+	row, checked, err := parseNCCLRow(toks, l, p.order)
+	if err != nil {
+		if errors.Is(err, errNonFinite) {
+			cur.r.warnf("line %d: %v: row skipped", p.lineNo, err)
+			return nil
+		}
+		return fmt.Errorf("line %d: %w", p.lineNo, err)
+	}
+	if row.InPlace != nil && row.OutOfPlace.Wrong == nil && row.OutOfPlace == (NCCLMeasure{}) {
+		cur.inPlaceOnly++
+	}
+	cur.anyChecked = cur.anyChecked || checked
+	cur.n.Rows = append(cur.n.Rows, row)
+	return nil
 }
 
 // finish checks what one run holds and reports what is missing.
@@ -311,47 +355,11 @@ func parseNCCLRow(toks []string, l ncclLayout, order []bool) (NCCLRow, bool, err
 		if gi > 1 {
 			break
 		}
-		var m NCCLMeasure
-		fields := []struct {
-			idx  int
-			name string
-			dst  *float64
-		}{{g.time, "time", &m.TimeUs}, {g.algbw, "algbw", &m.AlgBWGBps}, {g.busbw, "busbw", &m.BusBWGBps}}
-		for _, f := range fields {
-			if f.idx < 0 || f.idx >= len(toks) {
-				continue
-			}
-			v, err := strconv.ParseFloat(toks[f.idx], 64)
-			if err != nil {
-				if low := strings.ToLower(toks[f.idx]); strings.Contains(low, "nan") || strings.Contains(low, "inf") {
-					return row, false, fmt.Errorf("%s is %q: %w", f.name, toks[f.idx], errNonFinite)
-				}
-				return row, false, fmt.Errorf("%s %q: expected a number", f.name, toks[f.idx])
-			}
-			if math.IsNaN(v) || math.IsInf(v, 0) {
-				return row, false, fmt.Errorf("%s is %q: %w", f.name, toks[f.idx], errNonFinite)
-			}
-			*f.dst = v
+		m, groupChecked, err := parseNCCLMeasure(toks, g, l.wrongIsErrorColumn)
+		if err != nil {
+			return row, false, err
 		}
-		if g.wrong >= 0 && g.wrong < len(toks) {
-			w := toks[g.wrong]
-			switch {
-			case w == "N/A":
-			case l.wrongIsErrorColumn:
-				v, err := strconv.ParseFloat(w, 64)
-				if err != nil {
-					return row, false, fmt.Errorf("error %q: expected a number or N/A", w)
-				}
-				m.Error = &v
-			default:
-				v, err := strconv.ParseInt(w, 10, 64)
-				if err != nil {
-					return row, false, fmt.Errorf("#wrong %q: expected an integer or N/A", w)
-				}
-				m.Wrong = &v
-				checked = true
-			}
-		}
+		checked = checked || groupChecked
 		inPlace := gi == 1
 		if gi < len(order) {
 			inPlace = order[gi]
@@ -364,4 +372,52 @@ func parseNCCLRow(toks []string, l ncclLayout, order []bool) (NCCLRow, bool, err
 		}
 	}
 	return row, checked, nil
+}
+
+// parseNCCLMeasure reads one measurement group of a row: time, algbw and busbw, and #wrong (or,
+// with errorColumn, the older max relative error). It reports whether #wrong was checked.
+func parseNCCLMeasure(toks []string, g ncclGroup, errorColumn bool) (NCCLMeasure, bool, error) {
+	var m NCCLMeasure
+	fields := []struct {
+		idx  int
+		name string
+		dst  *float64
+	}{{g.time, "time", &m.TimeUs}, {g.algbw, "algbw", &m.AlgBWGBps}, {g.busbw, "busbw", &m.BusBWGBps}}
+	for _, f := range fields {
+		if f.idx < 0 || f.idx >= len(toks) {
+			continue
+		}
+		v, err := strconv.ParseFloat(toks[f.idx], 64)
+		if err != nil {
+			if low := strings.ToLower(toks[f.idx]); strings.Contains(low, "nan") || strings.Contains(low, "inf") {
+				return m, false, fmt.Errorf("%s is %q: %w", f.name, toks[f.idx], errNonFinite)
+			}
+			return m, false, fmt.Errorf("%s %q: expected a number", f.name, toks[f.idx])
+		}
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return m, false, fmt.Errorf("%s is %q: %w", f.name, toks[f.idx], errNonFinite)
+		}
+		*f.dst = v
+	}
+	if g.wrong < 0 || g.wrong >= len(toks) {
+		return m, false, nil
+	}
+	w := toks[g.wrong]
+	switch {
+	case w == "N/A":
+	case errorColumn:
+		v, err := strconv.ParseFloat(w, 64)
+		if err != nil {
+			return m, false, fmt.Errorf("error %q: expected a number or N/A", w)
+		}
+		m.Error = &v
+	default:
+		v, err := strconv.ParseInt(w, 10, 64)
+		if err != nil {
+			return m, false, fmt.Errorf("#wrong %q: expected an integer or N/A", w)
+		}
+		m.Wrong = &v
+		return m, true, nil
+	}
+	return m, false, nil
 }

@@ -24,6 +24,46 @@ func importVLLM(o map[string]any, opts ImportOptions) (*Result, error) {
 	r := im.r
 	used := map[string]bool{}
 	md := &r.Metadata
+	im.vllmMetadata(o)
+	for k := range vllmMeta {
+		used[k] = true
+	}
+	used["max_concurrent_requests"] = true
+	peak, hasPeak := o["max_concurrent_requests"]
+	r.Metadata.Semantics = im.vllmPeak("max_concurrent_requests", peak, hasPeak, md.Workload.MaxConcurrency, opts)
+	if _, legacy := o["request_goodput:"]; legacy && opts.ToolVersion == "" {
+		r.Metadata.Semantics.Version = "legacy benchmark_serving.py"
+		r.Metadata.Semantics.Basis = "inferred: the legacy key \"request_goodput:\""
+	}
+	im.details(o, used)
+	if v, ok := o["request_goodput:"]; ok {
+		used["request_goodput:"] = true
+		r.warnf("legacy key \"request_goodput:\" (older benchmark_serving.py) read as request_goodput")
+		im.metric("request_goodput", "request_goodput:", v)
+	}
+	if v, ok := o["spec_decode_acceptance_length"]; ok {
+		used["spec_decode_acceptance_length"] = true
+		im.metric("spec_accept_length", "spec_decode_acceptance_length", v)
+	}
+	if arr, ok := o["spec_decode_per_position_acceptance_rates"].([]any); ok {
+		used["spec_decode_per_position_acceptance_rates"] = true
+		for i, x := range arr {
+			if f, ok, _ := num(x); ok {
+				im.extra(fmt.Sprintf("spec_decode_acceptance_rate_pos%d", i), f)
+			}
+		}
+	}
+	im.generic(o, used, nil)
+	im.dropPlaceholderStats()
+	return im.result()
+}
+
+// vllmMetadata files the run's description from a vLLM result object o: its date and model
+// (model_id, else served_model_name, else model_ids), its labels (ramp-up strategy, backend,
+// endpoint type, label) and its workload (prompts, request rate, burstiness, max concurrency).
+func (im *importer) vllmMetadata(o map[string]any) {
+	r := im.r
+	md := &r.Metadata
 	md.Date = str(o["date"])
 	md.Model = str(o["model_id"])
 	if s := str(o["served_model_name"]); s != "" && md.Model == "" {
@@ -72,37 +112,6 @@ func importVLLM(o map[string]any, opts ImportOptions) (*Result, error) {
 		md.Workload.MaxConcurrency = n
 		im.metric("max_concurrency", "max_concurrency", o["max_concurrency"])
 	}
-	for k := range vllmMeta {
-		used[k] = true
-	}
-	used["max_concurrent_requests"] = true
-	peak, hasPeak := o["max_concurrent_requests"]
-	r.Metadata.Semantics = im.vllmPeak("max_concurrent_requests", peak, hasPeak, md.Workload.MaxConcurrency, opts)
-	if _, legacy := o["request_goodput:"]; legacy && opts.ToolVersion == "" {
-		r.Metadata.Semantics.Version = "legacy benchmark_serving.py"
-		r.Metadata.Semantics.Basis = "inferred: the legacy key \"request_goodput:\""
-	}
-	im.details(o, used)
-	if v, ok := o["request_goodput:"]; ok {
-		used["request_goodput:"] = true
-		r.warnf("legacy key \"request_goodput:\" (older benchmark_serving.py) read as request_goodput")
-		im.metric("request_goodput", "request_goodput:", v)
-	}
-	if v, ok := o["spec_decode_acceptance_length"]; ok {
-		used["spec_decode_acceptance_length"] = true
-		im.metric("spec_accept_length", "spec_decode_acceptance_length", v)
-	}
-	if arr, ok := o["spec_decode_per_position_acceptance_rates"].([]any); ok {
-		used["spec_decode_per_position_acceptance_rates"] = true
-		for i, x := range arr {
-			if f, ok, _ := num(x); ok {
-				im.extra(fmt.Sprintf("spec_decode_acceptance_rate_pos%d", i), f)
-			}
-		}
-	}
-	im.generic(o, used, nil)
-	im.dropPlaceholderStats()
-	return im.result()
 }
 
 // vllmPeak files vLLM's max_concurrent_requests (v, under the source's name src; has: the file

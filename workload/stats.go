@@ -219,44 +219,11 @@ func ComputeMetrics(records []RequestRecord, duration time.Duration, goodput map
 		for _, g := range rec.ITLs {
 			itls = append(itls, toMs(g))
 		}
-		if goodput != nil {
-			ok := true
-			if slo, has := goodput["ttft"]; has && ttft > slo {
-				ok = false
-			}
-			if slo, has := goodput["tpot"]; has && tpot > slo {
-				ok = false
-			}
-			if slo, has := goodput["e2el"]; has && e2el > slo {
-				ok = false
-			}
-			if ok {
-				good++
-			}
+		if goodput != nil && meetsSLOs(goodput, ttft, tpot, e2el) {
+			good++
 		}
 	}
-	sec := duration.Seconds()
-	if sec > 0 {
-		r.RequestThroughput = float64(r.Completed) / sec
-		r.OutputThroughput = float64(r.TotalOutputTokens) / sec
-		r.TotalTokenThroughput = float64(r.TotalInputTokens+r.TotalOutputTokens) / sec
-		if goodput != nil {
-			r.RequestGoodput = float64(good) / sec
-		}
-		sum := 0.0
-		for _, e := range e2els {
-			sum += e
-		}
-		r.Concurrency = sum / 1000 / sec
-	} else {
-		r.warnf("benchmark duration is zero: throughputs not computed")
-		for _, k := range []string{"request_throughput", "output_throughput", "total_token_throughput", "concurrency"} {
-			r.setMissing(k)
-		}
-	}
-	if goodput == nil || sec <= 0 {
-		r.setMissing("request_goodput")
-	}
+	r.setThroughputs(duration.Seconds(), good, goodput != nil, e2els)
 	r.setDist("ttft", ttfts)
 	r.setDist("tpot", tpots)
 	r.setDist("itl", itls)
@@ -274,6 +241,49 @@ func ComputeMetrics(records []RequestRecord, duration time.Duration, goodput map
 		r.warnf("%d of %d requests failed; first errors: %v", r.Failed, len(records), firstErr)
 	}
 	return r
+}
+
+// meetsSLOs reports whether a request with these TTFT, TPOT and E2E latencies (ms) meets every
+// SLO of goodput (keys ttft, tpot, e2el; an absent key is no bound).
+func meetsSLOs(goodput map[string]float64, ttft, tpot, e2el float64) bool {
+	ok := true
+	if slo, has := goodput["ttft"]; has && ttft > slo {
+		ok = false
+	}
+	if slo, has := goodput["tpot"]; has && tpot > slo {
+		ok = false
+	}
+	if slo, has := goodput["e2el"]; has && e2el > slo {
+		ok = false
+	}
+	return ok
+}
+
+// setThroughputs sets the per-second figures over a run of sec seconds: request, output and total
+// token throughput, goodput (good requests, when SLOs were given: withGoodput) and the Little's-law
+// concurrency from the E2E latencies (ms). A zero duration leaves them missing, with a warning.
+func (r *Result) setThroughputs(sec float64, good int, withGoodput bool, e2els []float64) {
+	if sec > 0 {
+		r.RequestThroughput = float64(r.Completed) / sec
+		r.OutputThroughput = float64(r.TotalOutputTokens) / sec
+		r.TotalTokenThroughput = float64(r.TotalInputTokens+r.TotalOutputTokens) / sec
+		if withGoodput {
+			r.RequestGoodput = float64(good) / sec
+		}
+		sum := 0.0
+		for _, e := range e2els {
+			sum += e
+		}
+		r.Concurrency = sum / 1000 / sec
+	} else {
+		r.warnf("benchmark duration is zero: throughputs not computed")
+		for _, k := range []string{"request_throughput", "output_throughput", "total_token_throughput", "concurrency"} {
+			r.setMissing(k)
+		}
+	}
+	if !withGoodput || sec <= 0 {
+		r.setMissing("request_goodput")
+	}
 }
 
 // perSecondPeaks buckets token arrivals and active requests of successful requests into whole

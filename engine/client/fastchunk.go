@@ -301,107 +301,126 @@ func (p *fastParser) parse(b []byte, out *fastChunk) bool {
 	p.ids = p.ids[:0]
 	out.choices = out.choices[:0]
 	out.usage = nil
-	ok := p.object(func(k []byte) bool {
-		switch string(k) {
-		case "choices":
-			if !p.consume('[') {
-				return false
-			}
-			if p.consume(']') {
-				return true
-			}
-			for {
-				var ch fastChoice
-				if !p.object(func(k []byte) bool {
-					switch string(k) {
-					case "index":
-						n, ok := p.integer()
-						ch.index = n
-						return ok
-					case "text":
-						s, ok := p.str()
-						ch.text = s
-						return ok
-					case "token_ids":
-						ids, ok := p.intArray()
-						ch.tokenIDs = ids
-						return ok
-					case "finish_reason", "stop_reason":
-						if p.literal("null") {
-							return true
-						}
-						if string(k) == "stop_reason" {
-							return p.skip()
-						}
-						s, ok := p.str()
-						ch.finishReason, ch.hasFinish = s, ok
-						return ok
-					case "logprobs", "prompt_token_ids", "prompt_logprobs":
-						return p.literal("null")
-					}
-					if foldsTo(k, "index", "text", "token_ids", "finish_reason", "logprobs", "prompt_token_ids") {
-						return false
-					}
-					return p.skip()
-				}) {
-					return false
-				}
-				out.choices = append(out.choices, ch)
-				if p.consume(',') {
-					continue
-				}
-				return p.consume(']')
-			}
-		case "usage":
-			if p.literal("null") {
-				return true
-			}
-			u := &wire.Usage{}
-			out.usage = u
-			return p.object(func(k []byte) bool {
-				var n int
-				var ok bool
-				switch string(k) {
-				case "prompt_tokens":
-					n, ok = p.integer()
-					u.PromptTokens = n
-				case "completion_tokens":
-					n, ok = p.integer()
-					u.CompletionTokens = n
-				case "total_tokens":
-					n, ok = p.integer()
-					u.TotalTokens = n
-				default:
-					if foldsTo(k, "prompt_tokens", "completion_tokens", "total_tokens") {
-						return false
-					}
-					return p.skip()
-				}
-				return ok && n >= 0
-			})
-		case "error":
-			return false
-		case "id", "object", "model":
-			if p.literal("null") {
-				return true
-			}
-			_, ok := p.str()
-			return ok
-		case "created":
-			if p.literal("null") {
-				return true
-			}
-			_, ok := p.integer()
-			return ok
-		}
-		if foldsTo(k, "choices", "usage", "error", "id", "object", "created", "model") {
-			return false
-		}
-		return p.skip()
-	})
-	if !ok {
+	if !p.object(func(k []byte) bool { return p.chunkField(k, out) }) {
 		return false
 	}
 	p.ws()
 	return p.i == len(p.b)
+}
+
+// chunkField reads the value of the chunk's top-level field k into out, or returns false when
+// the field needs the full decoder (an error, a key that only folds to a known one, a value of
+// an unexpected type). Fields the client does not use are skipped.
+func (p *fastParser) chunkField(k []byte, out *fastChunk) bool {
+	switch string(k) {
+	case "choices":
+		return p.choices(out)
+	case "usage":
+		return p.usage(out)
+	case "error":
+		return false
+	case "id", "object", "model":
+		if p.literal("null") {
+			return true
+		}
+		_, ok := p.str()
+		return ok
+	case "created":
+		if p.literal("null") {
+			return true
+		}
+		_, ok := p.integer()
+		return ok
+	}
+	if foldsTo(k, "choices", "usage", "error", "id", "object", "created", "model") {
+		return false
+	}
+	return p.skip()
+}
+
+// choices reads the "choices" array into out.choices.
+func (p *fastParser) choices(out *fastChunk) bool {
+	if !p.consume('[') {
+		return false
+	}
+	if p.consume(']') {
+		return true
+	}
+	for {
+		var ch fastChoice
+		if !p.object(func(k []byte) bool { return p.choiceField(k, &ch) }) {
+			return false
+		}
+		out.choices = append(out.choices, ch)
+		if p.consume(',') {
+			continue
+		}
+		return p.consume(']')
+	}
+}
+
+// choiceField reads the value of a choice's field k into ch, or returns false when it needs the
+// full decoder (logprobs or prompt data that are not null, a key that only folds to a known one).
+func (p *fastParser) choiceField(k []byte, ch *fastChoice) bool {
+	switch string(k) {
+	case "index":
+		n, ok := p.integer()
+		ch.index = n
+		return ok
+	case "text":
+		s, ok := p.str()
+		ch.text = s
+		return ok
+	case "token_ids":
+		ids, ok := p.intArray()
+		ch.tokenIDs = ids
+		return ok
+	case "finish_reason", "stop_reason":
+		if p.literal("null") {
+			return true
+		}
+		if string(k) == "stop_reason" {
+			return p.skip()
+		}
+		s, ok := p.str()
+		ch.finishReason, ch.hasFinish = s, ok
+		return ok
+	case "logprobs", "prompt_token_ids", "prompt_logprobs":
+		return p.literal("null")
+	}
+	if foldsTo(k, "index", "text", "token_ids", "finish_reason", "logprobs", "prompt_token_ids") {
+		return false
+	}
+	return p.skip()
+}
+
+// usage reads the "usage" object (or null) into out.usage; a negative count needs the full
+// decoder.
+func (p *fastParser) usage(out *fastChunk) bool {
+	if p.literal("null") {
+		return true
+	}
+	u := &wire.Usage{}
+	out.usage = u
+	return p.object(func(k []byte) bool {
+		var n int
+		var ok bool
+		switch string(k) {
+		case "prompt_tokens":
+			n, ok = p.integer()
+			u.PromptTokens = n
+		case "completion_tokens":
+			n, ok = p.integer()
+			u.CompletionTokens = n
+		case "total_tokens":
+			n, ok = p.integer()
+			u.TotalTokens = n
+		default:
+			if foldsTo(k, "prompt_tokens", "completion_tokens", "total_tokens") {
+				return false
+			}
+			return p.skip()
+		}
+		return ok && n >= 0
+	})
 }

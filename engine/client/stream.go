@@ -208,149 +208,26 @@ func (c *countingReader) Read(p []byte) (int, error) {
 func (c *Client) readEvents(endpoint string, body io.Reader, res *StreamResult, onChunk func(Chunk), lim tokenLimit) error {
 	cr := &countingReader{r: body}
 	br := bufio.NewReaderSize(cr, 64<<10)
-	maxEvent := c.opts.MaxEventBytes
-	maxEvents := 2*lim.tokens + 64
-	eventTooBig := func() error {
-		return &LimitError{Endpoint: endpoint, What: "server-sent event", Limit: int64(maxEvent), Unit: "bytes", Option: "Options.MaxEventBytes (reckon bench --max-event-bytes)"}
-	}
-	var data []byte
-	seq := 0
-	var fast fastParser
-	var fc fastChunk
-	r := chunkSink{}
-	dispatch := func() error {
-		if len(data) == 0 {
-			return nil
-		}
-		arrival := c.now().Sub(res.Start)
-		payload := bytes.TrimSpace(data)
-		data = data[:0]
-		if bytes.Equal(payload, doneMarker) {
-			res.Done = true
-			res.Closed = arrival
-			return nil
-		}
-		if fast.parse(payload, &fc) {
-			if fc.usage != nil {
-				u := *fc.usage
-				res.Usage = &u
-			}
-			if len(fc.choices) == 0 {
-				if fc.usage == nil {
-					return &MalformedError{Endpoint: endpoint, Field: "choices", Reason: "chunk has neither choices nor usage", Snippet: snippet(payload)}
-				}
-				if onChunk != nil {
-					onChunk(Chunk{Seq: seq, Arrival: arrival, Usage: res.Usage})
-				}
-				seq++
-				return nil
-			}
-			for i := range fc.choices {
-				ch := &fc.choices[i]
-				ids := ch.tokenIDs
-				if onChunk != nil && ids != nil {
-					ids = append([]int(nil), ids...)
-				}
-				r.choice(res, onChunk, Chunk{Seq: seq, Arrival: arrival, Index: ch.index, Text: ch.text, TokenIDs: ids, FinishReason: ch.finishReason, Usage: fc.usage}, nil)
-			}
-			seq++
-			return nil
-		}
-		var ev streamEvent
-		if err := json.Unmarshal(payload, &ev); err != nil {
-			return decodeError(endpoint, payload, err)
-		}
-		if len(ev.Error) > 0 && !bytes.Equal(ev.Error, []byte("null")) {
-			var eb wire.ErrorBody
-			ae := &APIError{Endpoint: endpoint, StatusCode: http.StatusOK}
-			if json.Unmarshal(ev.Error, &eb) == nil && eb.Message != "" {
-				ae.Message, ae.Type = eb.Message, eb.Type
-				if eb.Code != 0 {
-					ae.StatusCode = eb.Code
-				}
-			} else {
-				ae.Body = snippet(ev.Error)
-			}
-			return ae
-		}
-		if err := checkCompletion(endpoint, &ev.CompletionResponse, true); err != nil {
-			if me, ok := err.(*MalformedError); ok {
-				me.Snippet = snippet(payload)
-			}
-			return err
-		}
-		if ev.Usage != nil {
-			u := *ev.Usage
-			res.Usage = &u
-		}
-		if len(ev.Choices) == 0 {
-			if onChunk != nil {
-				onChunk(Chunk{Seq: seq, Arrival: arrival, Usage: res.Usage})
-			}
-			seq++
-			return nil
-		}
-		for i := range ev.Choices {
-			ch := &ev.Choices[i]
-			k := Chunk{Seq: seq, Arrival: arrival, Index: ch.Index, Text: ch.Text, TokenIDs: ch.TokenIDs, Logprobs: ch.Logprobs, Usage: ev.Usage}
-			if ch.FinishReason != nil {
-				k.FinishReason = *ch.FinishReason
-			}
-			r.choice(res, onChunk, k, ch.PromptTokenIDs)
-		}
-		seq++
-		return nil
-	}
+	er := &eventReader{c: c, endpoint: endpoint, res: res, onChunk: onChunk, lim: lim,
+		maxEvent: c.opts.MaxEventBytes, maxEvents: 2*lim.tokens + 64}
 	for {
 		line, err := br.ReadSlice('\n')
 		if errors.Is(err, bufio.ErrBufferFull) {
-			// A data line longer than the buffer: gather it whole, up to the event limit.
-			// One allocation up to 8 MiB instead of a series of growing copies.
-			full := append(make([]byte, 0, min(maxEvent+2, 8<<20)), line...)
-			for errors.Is(err, bufio.ErrBufferFull) {
-				line, err = br.ReadSlice('\n')
-				if len(full)+len(line) > maxEvent+2 {
-					return eventTooBig()
-				}
-				full = append(full, line...)
+			if line, err = er.gatherLong(br, line); line == nil {
+				return er.eventTooBig()
 			}
-			line = full
 		}
 		if cr.n > c.opts.MaxBodyBytes {
 			return &LimitError{Endpoint: endpoint, What: "event stream", Limit: c.opts.MaxBodyBytes, Unit: "bytes", Option: "Options.MaxBodyBytes"}
 		}
 		if len(line) > 0 {
-			trimmed := bytes.TrimRight(line, "\r\n")
-			switch {
-			case len(trimmed) == 0:
-				if derr := dispatch(); derr != nil {
-					return derr
-				}
-				if res.CountedTokens > lim.tokens {
-					return &LimitError{Endpoint: endpoint, What: "generated tokens of the stream", Limit: int64(lim.tokens), Unit: "tokens", Detail: lim.detail}
-				}
-				if seq > maxEvents {
-					return &LimitError{Endpoint: endpoint, What: "events of the stream", Limit: int64(maxEvents), Unit: "events", Detail: "2 x (" + lim.detail + ") + 64"}
-				}
-			case bytes.HasPrefix(trimmed, prefixData):
-				v := trimmed[len(prefixData):]
-				if len(v) > 0 && v[0] == ' ' {
-					v = v[1:]
-				}
-				if len(data)+1+len(v) > maxEvent {
-					return eventTooBig()
-				}
-				if len(data) > 0 {
-					data = append(data, '\n')
-				}
-				data = append(data, v...)
-			default:
-				// event:, id:, retry:, comments: not used by completion streams.
+			if lerr := er.line(bytes.TrimRight(line, "\r\n")); lerr != nil {
+				return lerr
 			}
 		}
 		if err != nil {
 			if err == io.EOF {
-				if derr := dispatch(); derr != nil {
+				if derr := er.dispatch(); derr != nil {
 					return derr
 				}
 				if !res.Done {
@@ -367,6 +244,183 @@ func (c *Client) readEvents(endpoint string, body io.Reader, res *StreamResult, 
 			return nil
 		}
 	}
+}
+
+// eventReader is the state of readEvents between lines: the data of the event being gathered,
+// the chunk sequence number and the parsers that decode each event into the result.
+type eventReader struct {
+	c         *Client
+	endpoint  string
+	res       *StreamResult
+	onChunk   func(Chunk)
+	lim       tokenLimit
+	maxEvent  int // Options.MaxEventBytes
+	maxEvents int // 2 x the token limit + 64
+	data      []byte
+	seq       int
+	fast      fastParser
+	fc        fastChunk
+	r         chunkSink
+}
+
+// eventTooBig is the error of an event longer than Options.MaxEventBytes.
+func (er *eventReader) eventTooBig() error {
+	return &LimitError{Endpoint: er.endpoint, What: "server-sent event", Limit: int64(er.maxEvent), Unit: "bytes", Option: "Options.MaxEventBytes (reckon bench --max-event-bytes)"}
+}
+
+// gatherLong reads the rest of a data line longer than the reader's buffer, first being its
+// start, and returns it whole with the error that ended it; nil when it exceeds the event limit.
+// One allocation up to 8 MiB instead of a series of growing copies.
+func (er *eventReader) gatherLong(br *bufio.Reader, first []byte) ([]byte, error) {
+	full := append(make([]byte, 0, min(er.maxEvent+2, 8<<20)), first...)
+	err := bufio.ErrBufferFull
+	for errors.Is(err, bufio.ErrBufferFull) {
+		var line []byte
+		line, err = br.ReadSlice('\n')
+		if len(full)+len(line) > er.maxEvent+2 {
+			return nil, nil
+		}
+		full = append(full, line...)
+	}
+	return full, err
+}
+
+// line handles one line of the stream, without its line ending: a blank line dispatches the event
+// gathered so far and checks the token and event limits; a "data:" field adds to the event.
+func (er *eventReader) line(trimmed []byte) error {
+	switch {
+	case len(trimmed) == 0:
+		if derr := er.dispatch(); derr != nil {
+			return derr
+		}
+		if er.res.CountedTokens > er.lim.tokens {
+			return &LimitError{Endpoint: er.endpoint, What: "generated tokens of the stream", Limit: int64(er.lim.tokens), Unit: "tokens", Detail: er.lim.detail}
+		}
+		if er.seq > er.maxEvents {
+			return &LimitError{Endpoint: er.endpoint, What: "events of the stream", Limit: int64(er.maxEvents), Unit: "events", Detail: "2 x (" + er.lim.detail + ") + 64"}
+		}
+	case bytes.HasPrefix(trimmed, prefixData):
+		v := trimmed[len(prefixData):]
+		if len(v) > 0 && v[0] == ' ' {
+			v = v[1:]
+		}
+		if len(er.data)+1+len(v) > er.maxEvent {
+			return er.eventTooBig()
+		}
+		if len(er.data) > 0 {
+			er.data = append(er.data, '\n')
+		}
+		er.data = append(er.data, v...)
+	default:
+		// event:, id:, retry:, comments: not used by completion streams.
+	}
+	return nil
+}
+
+// dispatch decodes the event gathered so far, if any: [DONE] ends the stream; a chunk goes to
+// the result, by the fast parser when it can read it and by encoding/json otherwise.
+func (er *eventReader) dispatch() error {
+	if len(er.data) == 0 {
+		return nil
+	}
+	res := er.res
+	arrival := er.c.now().Sub(res.Start)
+	payload := bytes.TrimSpace(er.data)
+	er.data = er.data[:0]
+	if bytes.Equal(payload, doneMarker) {
+		res.Done = true
+		res.Closed = arrival
+		return nil
+	}
+	if er.fast.parse(payload, &er.fc) {
+		return er.fastChunk(payload, arrival)
+	}
+	return er.jsonChunk(payload, arrival)
+}
+
+// fastChunk files a chunk the fast parser read (er.fc): its usage and each of its choices.
+func (er *eventReader) fastChunk(payload []byte, arrival time.Duration) error {
+	res, fc, onChunk := er.res, &er.fc, er.onChunk
+	if fc.usage != nil {
+		u := *fc.usage
+		res.Usage = &u
+	}
+	if len(fc.choices) == 0 {
+		if fc.usage == nil {
+			return &MalformedError{Endpoint: er.endpoint, Field: "choices", Reason: "chunk has neither choices nor usage", Snippet: snippet(payload)}
+		}
+		if onChunk != nil {
+			onChunk(Chunk{Seq: er.seq, Arrival: arrival, Usage: res.Usage})
+		}
+		er.seq++
+		return nil
+	}
+	for i := range fc.choices {
+		ch := &fc.choices[i]
+		ids := ch.tokenIDs
+		if onChunk != nil && ids != nil {
+			ids = append([]int(nil), ids...)
+		}
+		er.r.choice(res, onChunk, Chunk{Seq: er.seq, Arrival: arrival, Index: ch.index, Text: ch.text, TokenIDs: ids, FinishReason: ch.finishReason, Usage: fc.usage}, nil)
+	}
+	er.seq++
+	return nil
+}
+
+// jsonChunk decodes a chunk the fast parser could not read with encoding/json and files it: an
+// error event becomes an *APIError, a malformed chunk a *MalformedError.
+func (er *eventReader) jsonChunk(payload []byte, arrival time.Duration) error {
+	res, onChunk := er.res, er.onChunk
+	var ev streamEvent
+	if err := json.Unmarshal(payload, &ev); err != nil {
+		return decodeError(er.endpoint, payload, err)
+	}
+	if len(ev.Error) > 0 && !bytes.Equal(ev.Error, []byte("null")) {
+		return streamAPIError(er.endpoint, ev.Error)
+	}
+	if err := checkCompletion(er.endpoint, &ev.CompletionResponse, true); err != nil {
+		if me, ok := err.(*MalformedError); ok {
+			me.Snippet = snippet(payload)
+		}
+		return err
+	}
+	if ev.Usage != nil {
+		u := *ev.Usage
+		res.Usage = &u
+	}
+	if len(ev.Choices) == 0 {
+		if onChunk != nil {
+			onChunk(Chunk{Seq: er.seq, Arrival: arrival, Usage: res.Usage})
+		}
+		er.seq++
+		return nil
+	}
+	for i := range ev.Choices {
+		ch := &ev.Choices[i]
+		k := Chunk{Seq: er.seq, Arrival: arrival, Index: ch.Index, Text: ch.Text, TokenIDs: ch.TokenIDs, Logprobs: ch.Logprobs, Usage: ev.Usage}
+		if ch.FinishReason != nil {
+			k.FinishReason = *ch.FinishReason
+		}
+		er.r.choice(res, onChunk, k, ch.PromptTokenIDs)
+	}
+	er.seq++
+	return nil
+}
+
+// streamAPIError is the *APIError of an error event in a stream (sent with status 200): its
+// message, type and code when the error body has them, else the raw body.
+func streamAPIError(endpoint string, raw json.RawMessage) error {
+	var eb wire.ErrorBody
+	ae := &APIError{Endpoint: endpoint, StatusCode: http.StatusOK}
+	if json.Unmarshal(raw, &eb) == nil && eb.Message != "" {
+		ae.Message, ae.Type = eb.Message, eb.Type
+		if eb.Code != 0 {
+			ae.StatusCode = eb.Code
+		}
+	} else {
+		ae.Body = snippet(raw)
+	}
+	return ae
 }
 
 // readWhole handles a server that ignored stream=true and sent one JSON completion.

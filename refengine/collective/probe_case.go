@@ -49,88 +49,27 @@ func probeCase(o ProbeOptions, algs []probeAlg, size int64, dt, inputs string) w
 	for r := range refOut {
 		refOut[r] = make([]float32, l)
 	}
-	ref := make([]float64, l)
-	mag := make([]float64, l)
-	refDT := make([]float32, l)
-	oracle := make([]float32, l)
+	cr := callRefs{ref: make([]float64, l), mag: make([]float64, l), refDT: make([]float32, l), oracle: make([]float32, l)}
 	for call := 0; call < calls; call++ {
 		in := makeInputsCall(o.Seed, n, l, dt, inputs, call)
-		for i := range ref {
-			ref[i], mag[i] = 0, 0
-		}
-		for r := 0; r < n; r++ {
-			for i, v := range in[r] {
-				ref[i] += float64(v)
-				mag[i] += math.Abs(float64(v))
-			}
-		}
-		for i, v := range ref {
-			if prec == bf16 {
-				refDT[i] = BF16FromFloat64(v)
-			} else {
-				refDT[i] = float32(v)
-			}
-		}
-		// The oracle: float32 sum in rank order, one rounding to the dtype.
-		for i := range oracle {
-			acc := in[0][i]
-			for r := 1; r < n; r++ {
-				acc += in[r][i]
-			}
-			oracle[i] = acc
-		}
-		if prec == bf16 {
-			RoundBF16(oracle)
-		}
+		cr.compute(in, prec)
 		for k, alg := range algs {
 			a := &accs[k]
-			var engaged, faulted bool
-			for rep := 0; rep < max(1, o.Repeats); rep++ {
-				for r := range work {
-					copy(work[r], in[r])
-				}
-				start := time.Now()
-				if prec == bf16 {
-					for _, b := range work {
-						RoundBF16(b)
-					}
-				}
-				e, f := alg.run(work, size, prec)
-				a.times = append(a.times, float64(time.Since(start).Nanoseconds())/1e3)
-				if rep == 0 {
-					engaged, faulted = e, f
-				}
-				if alg.role.Role == wire.RolePositiveControl || alg.role.Role == wire.RoleCandidate {
-					break // stateful (stale): one run per call, and its time
-				}
-			}
+			engaged, faulted := runProbeAlg(o, alg, work, in, size, prec, a)
 			if engaged {
 				a.engaged++
 			}
 			if faulted {
 				a.faulted++
 			}
-			abs, rel, exact := score(work, ref, mag, refDT)
-			a.maxAbs, a.maxRel = max(a.maxAbs, abs), max(a.maxRel, rel)
-			a.exact = a.exact && exact
-			for r := range work {
-				for i, v := range work[r] {
-					d := float64(v) - float64(oracle[i])
-					a.sse += d * d
-					a.sso += float64(oracle[i]) * float64(oracle[i])
-					a.maxULP = max(a.maxULP, ulpDistance(v, oracle[i], prec == bf16))
-					if r > 0 && math.Float32bits(v) != math.Float32bits(work[0][i]) {
-						a.same = false
-					}
-				}
-			}
+			a.scoreCall(work, &cr, prec)
 			if k == 0 {
 				for r := range work {
 					copy(refOut[r], work[r])
 				}
 				continue
 			}
-			pr := comparePair(work, refOut, mag)
+			pr := comparePair(work, refOut, cr.mag)
 			a.hasPair = true
 			a.pairAbs, a.pairRel = max(a.pairAbs, pr.MaxAbsDiff), max(a.pairRel, pr.MaxRelDiff)
 			a.pairSame = a.pairSame && pr.Identical
@@ -138,29 +77,121 @@ func probeCase(o ProbeOptions, algs []probeAlg, size int64, dt, inputs string) w
 	}
 	for k, alg := range algs {
 		a := accs[k]
-		nrmse := 0.0
-		switch {
-		case a.sso > 0:
-			nrmse = math.Sqrt(a.sse / a.sso)
-		case a.sse > 0:
-			nrmse = 1e300
-		}
-		same := a.same
-		res := wire.AllReduceProbeAlgorithm{Name: alg.role.Algorithm, MaxAbsErr: finiteOr(a.maxAbs), MaxRelErr: finiteOr(a.maxRel), Exact: a.exact,
-			MedianUs: ptr(median(a.times)), RanksIdentical: &same, NRMSE: ptr(finiteOr(nrmse)), MaxULP: ptr(finiteOr(a.maxULP))}
-		if r := alg.role.Role; r == wire.RoleCandidate || r == wire.RolePositiveControl {
-			res.EngagedCalls = ptr(a.engaged)
-			if r == wire.RolePositiveControl {
-				res.FaultedCalls = ptr(a.faulted)
-			}
-		}
-		c.Algorithms = append(c.Algorithms, res)
+		c.Algorithms = append(c.Algorithms, a.result(alg))
 		if a.hasPair {
 			c.Pairs = append(c.Pairs, wire.AllReduceProbePair{A: alg.role.Algorithm, B: algs[0].role.Algorithm,
 				MaxAbsDiff: finiteOr(a.pairAbs), MaxRelDiff: finiteOr(a.pairRel), Identical: a.pairSame})
 		}
 	}
 	return c
+}
+
+// callRefs are the references of one call's inputs, per element: the exact (float64) sum and
+// sum of magnitudes, that sum rounded to the dtype, and the oracle.
+type callRefs struct {
+	ref, mag      []float64
+	refDT, oracle []float32
+}
+
+// compute fills the references for the inputs in (one slice per rank) at precision prec. The
+// oracle is the float32 sum in rank order, with one rounding to the dtype.
+func (cr *callRefs) compute(in [][]float32, prec precision) {
+	n := len(in)
+	for i := range cr.ref {
+		cr.ref[i], cr.mag[i] = 0, 0
+	}
+	for r := 0; r < n; r++ {
+		for i, v := range in[r] {
+			cr.ref[i] += float64(v)
+			cr.mag[i] += math.Abs(float64(v))
+		}
+	}
+	for i, v := range cr.ref {
+		if prec == bf16 {
+			cr.refDT[i] = BF16FromFloat64(v)
+		} else {
+			cr.refDT[i] = float32(v)
+		}
+	}
+	// The oracle: float32 sum in rank order, one rounding to the dtype.
+	for i := range cr.oracle {
+		acc := in[0][i]
+		for r := 1; r < n; r++ {
+			acc += in[r][i]
+		}
+		cr.oracle[i] = acc
+	}
+	if prec == bf16 {
+		RoundBF16(cr.oracle)
+	}
+}
+
+// runProbeAlg runs alg on a fresh copy of the inputs in (left in work), o.Repeats times for a
+// stateless algorithm and once for a candidate or positive control, recording each run's time
+// in a. It returns whether the first run took the custom path and injected its fault.
+func runProbeAlg(o ProbeOptions, alg probeAlg, work, in [][]float32, size int64, prec precision, a *caseAcc) (engaged, faulted bool) {
+	for rep := 0; rep < max(1, o.Repeats); rep++ {
+		for r := range work {
+			copy(work[r], in[r])
+		}
+		start := time.Now()
+		if prec == bf16 {
+			for _, b := range work {
+				RoundBF16(b)
+			}
+		}
+		e, f := alg.run(work, size, prec)
+		a.times = append(a.times, float64(time.Since(start).Nanoseconds())/1e3)
+		if rep == 0 {
+			engaged, faulted = e, f
+		}
+		if alg.role.Role == wire.RolePositiveControl || alg.role.Role == wire.RoleCandidate {
+			break // stateful (stale): one run per call, and its time
+		}
+	}
+	return engaged, faulted
+}
+
+// scoreCall adds one call's output (work, one slice per rank) to the scores: errors against the
+// exact sum, squared error and ULP distance against the oracle, and agreement across ranks.
+func (a *caseAcc) scoreCall(work [][]float32, cr *callRefs, prec precision) {
+	abs, rel, exact := score(work, cr.ref, cr.mag, cr.refDT)
+	a.maxAbs, a.maxRel = max(a.maxAbs, abs), max(a.maxRel, rel)
+	a.exact = a.exact && exact
+	oracle := cr.oracle
+	for r := range work {
+		for i, v := range work[r] {
+			d := float64(v) - float64(oracle[i])
+			a.sse += d * d
+			a.sso += float64(oracle[i]) * float64(oracle[i])
+			a.maxULP = max(a.maxULP, ulpDistance(v, oracle[i], prec == bf16))
+			if r > 0 && math.Float32bits(v) != math.Float32bits(work[0][i]) {
+				a.same = false
+			}
+		}
+	}
+}
+
+// result is alg's entry in the case: its scores over every call (NRMSE against the oracle, the
+// median time), and for a candidate or positive control its engagement and fault counters.
+func (a caseAcc) result(alg probeAlg) wire.AllReduceProbeAlgorithm {
+	nrmse := 0.0
+	switch {
+	case a.sso > 0:
+		nrmse = math.Sqrt(a.sse / a.sso)
+	case a.sse > 0:
+		nrmse = 1e300
+	}
+	same := a.same
+	res := wire.AllReduceProbeAlgorithm{Name: alg.role.Algorithm, MaxAbsErr: finiteOr(a.maxAbs), MaxRelErr: finiteOr(a.maxRel), Exact: a.exact,
+		MedianUs: ptr(median(a.times)), RanksIdentical: &same, NRMSE: ptr(finiteOr(nrmse)), MaxULP: ptr(finiteOr(a.maxULP))}
+	if r := alg.role.Role; r == wire.RoleCandidate || r == wire.RolePositiveControl {
+		res.EngagedCalls = ptr(a.engaged)
+		if r == wire.RolePositiveControl {
+			res.FaultedCalls = ptr(a.faulted)
+		}
+	}
+	return res
 }
 
 // finiteOr returns x, or 1e300 for NaN and ±Inf (garbage output scores as a huge finite error,

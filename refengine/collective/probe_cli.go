@@ -127,17 +127,9 @@ func RunProbeCLI(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "probe-allreduce: %v\n", err)
 		return 2
 	}
-	var limits [2]int64
-	for i, f := range []struct{ name, val string }{{"--custom-max-bytes", *customMax}, {"--drop-above", *dropAbove}} {
-		if f.val == "0" {
-			continue
-		}
-		v, err := ParseSizes(f.val)
-		if err != nil || len(v) != 1 {
-			fmt.Fprintf(stderr, "probe-allreduce: %s %q: expected one size (e.g. 512KiB), or 0\n", f.name, f.val)
-			return 2
-		}
-		limits[i] = v[0]
+	limits, ok := parseSizeLimits(*customMax, *dropAbove, stderr)
+	if !ok {
+		return 2
 	}
 	o := ProbeOptions{WorldSize: *tp, Sizes: sz, DTypes: splitList(*dtypes), Inputs: splitList(*inputs), Seed: *seed, Repeats: *repeats,
 		Calls: *calls, MinSamples: *minSamples, CustomMaxBytes: limits[0], DropAbove: limits[1], ScaleFault: *scaleFault, NoControls: *noControls, CandidateFault: *candFault}
@@ -154,19 +146,44 @@ func RunProbeCLI(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "probe-allreduce: %v\n", err)
 		return 3
 	}
+	return reportProbe(p, *out, *asJSON, stdout, stderr)
+}
+
+// parseSizeLimits reads --custom-max-bytes and --drop-above (one size each, or 0 for none). On a
+// bad value it says so on stderr and returns false.
+func parseSizeLimits(customMax, dropAbove string, stderr io.Writer) ([2]int64, bool) {
+	var limits [2]int64
+	for i, f := range []struct{ name, val string }{{"--custom-max-bytes", customMax}, {"--drop-above", dropAbove}} {
+		if f.val == "0" {
+			continue
+		}
+		v, err := ParseSizes(f.val)
+		if err != nil || len(v) != 1 {
+			fmt.Fprintf(stderr, "probe-allreduce: %s %q: expected one size (e.g. 512KiB), or 0\n", f.name, f.val)
+			return limits, false
+		}
+		limits[i] = v[0]
+	}
+	return limits, true
+}
+
+// reportProbe writes probe p's JSON to out (when set) and, as JSON or a table, to stdout, then
+// reports its contract violations, and returns the exit code: 0, 1 on violations, 3 when the
+// result could not be written.
+func reportProbe(p *wire.AllReduceProbe, out string, asJSON bool, stdout, stderr io.Writer) int {
 	data, err := json.MarshalIndent(p, "", "  ")
 	if err != nil {
 		fmt.Fprintf(stderr, "probe-allreduce: encoding result: %v\n", err)
 		return 3
 	}
 	data = append(data, '\n')
-	if *out != "" {
-		if err := writeFileAtomic(*out, data); err != nil {
+	if out != "" {
+		if err := writeFileAtomic(out, data); err != nil {
 			fmt.Fprintf(stderr, "probe-allreduce: %v\n", err)
 			return 3
 		}
 	}
-	if *asJSON {
+	if asJSON {
 		if _, err := stdout.Write(data); err != nil {
 			fmt.Fprintf(stderr, "probe-allreduce: writing stdout: %v\n", err)
 			return 3

@@ -132,6 +132,13 @@ func (e *Engine) chatCompletions(w http.ResponseWriter, r *http.Request) {
 			Usage:   &wire.Usage{PromptTokens: len(prompt), CompletionTokens: len(res.tokens), TotalTokens: len(prompt) + len(res.tokens)}})
 		return
 	}
+	chatStream(w, rq, &req, id, created, name, len(prompt), stop)
+}
+
+// chatStream streams request rq's answer as SGLang does: a first role delta, content deltas
+// (holding back what could still become a stop string), a last delta with the finish reason, a
+// usage event with stream_options.include_usage, then [DONE].
+func chatStream(w http.ResponseWriter, rq *sched.Request, req *chatRequest, id string, created int64, name string, promptTokens int, stop []string) {
 	stream := startSSE(w)
 	send := stream.send
 	chunk := func(d chatDelta, fr *string) {
@@ -168,7 +175,7 @@ func (e *Engine) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 	if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
 		send(chatResponse{ID: id, Object: "chat.completion.chunk", Created: created, Model: name, Choices: []chatChoice{},
-			Usage: &wire.Usage{PromptTokens: len(prompt), CompletionTokens: n, TotalTokens: len(prompt) + n}})
+			Usage: &wire.Usage{PromptTokens: promptTokens, CompletionTokens: n, TotalTokens: promptTokens + n}})
 	}
 	stream.done()
 }

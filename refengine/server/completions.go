@@ -173,37 +173,44 @@ func (e *Engine) completions(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusInternalServerError, "InternalServerError", res.err.Error())
 			return
 		}
-		ch := wire.CompletionChoice{Index: s.idx, TokenIDs: res.tokens, PromptTokenIDs: s.prompt}
-		text := res.text()
-		var lp *wire.Logprobs
-		if topk >= 0 {
-			lp = &wire.Logprobs{Tokens: []string{}, TokenLogprobs: []*float64{}, TopLogprobs: []map[string]float64{}, TextOffset: []int{}}
-		}
-		off := 0
-		if req.Echo {
-			ptxt := model.Decode(s.prompt)
-			if lp != nil {
-				addPromptLogprobs(lp, s.prompt, res.prompt, &off)
-			}
-			text = ptxt + text
-		}
-		if lp != nil {
-			n := res.keptTokens()
-			for i := 0; i < n && i < len(res.pos); i++ {
-				addLogprob(lp, res.pos[i], &off)
-			}
-		}
-		ch.Text = text
-		ch.Logprobs = lp
-		fr := res.reason
-		ch.FinishReason = &fr
-		resp.Choices = append(resp.Choices, ch)
+		resp.Choices = append(resp.Choices, completionChoiceOf(req.Echo, s, res, topk))
 		usage.PromptTokens += len(s.prompt)
 		usage.CompletionTokens += len(res.tokens)
 	}
 	usage.TotalTokens = usage.PromptTokens + usage.CompletionTokens
 	resp.Usage = usage
 	writeJSON(w, http.StatusOK, resp)
+}
+
+// completionChoiceOf is the choice of a non-streamed completion for prompt s and its result res:
+// the text (after the prompt with echo), the logprobs with top-k topk (-1: none), the token ids
+// and the finish reason.
+func completionChoiceOf(echo bool, s submitted, res *result, topk int) wire.CompletionChoice {
+	ch := wire.CompletionChoice{Index: s.idx, TokenIDs: res.tokens, PromptTokenIDs: s.prompt}
+	text := res.text()
+	var lp *wire.Logprobs
+	if topk >= 0 {
+		lp = &wire.Logprobs{Tokens: []string{}, TokenLogprobs: []*float64{}, TopLogprobs: []map[string]float64{}, TextOffset: []int{}}
+	}
+	off := 0
+	if echo {
+		ptxt := model.Decode(s.prompt)
+		if lp != nil {
+			addPromptLogprobs(lp, s.prompt, res.prompt, &off)
+		}
+		text = ptxt + text
+	}
+	if lp != nil {
+		n := res.keptTokens()
+		for i := 0; i < n && i < len(res.pos); i++ {
+			addLogprob(lp, res.pos[i], &off)
+		}
+	}
+	ch.Text = text
+	ch.Logprobs = lp
+	fr := res.reason
+	ch.FinishReason = &fr
+	return ch
 }
 
 func addPromptLogprobs(lp *wire.Logprobs, prompt []int, pos []sched.Position, off *int) {

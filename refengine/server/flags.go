@@ -183,17 +183,7 @@ func ParseFlags(args []string, stderr io.Writer) (*Options, error) {
 	fs.IntVar(&o.SpecEagleTopK, "speculative-eagle-topk", 1, "draft branching (only 1 is supported)")
 	fs.IntVar(&o.SpecNumDraftTokens, "speculative-num-draft-tokens", 4, "tokens verified per round (num-steps+1 with topk 1)")
 	ef := registerEngineFlags(fs, o)
-	// SGLang flags accepted and ignored (they do not change what the reference engine does).
-	for _, name := range []string{"tokenizer-path", "attention-backend", "sampling-defaults", "kv-cache-dtype", "load-format", "quantization",
-		"schedule-policy", "api-key", "admin-api-key", "watchdog-timeout", "stream-interval", "schedule-conservativeness",
-		"cuda-graph-bs", "sampling-backend", "grammar-backend", "reasoning-parser", "tool-call-parser", "chat-template", "revision"} {
-		fs.String(name, "", "accepted for compatibility; ignored")
-	}
-	for _, name := range []string{"trust-remote-code", "enable-metrics", "disable-radix-cache", "enable-p2p-check",
-		"enable-torch-compile", "disable-overlap-schedule", "enable-mixed-chunk", "log-requests", "enable-mscclpp", "enable-symm-mem",
-		"enable-nccl-nvls", "enable-cache-report", "show-time-cost"} {
-		fs.Bool(name, false, "accepted for compatibility; ignored")
-	}
+	registerSGLangIgnored(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, err
@@ -224,6 +214,21 @@ func ParseFlags(args []string, stderr io.Writer) (*Options, error) {
 		return nil, fmt.Errorf("%w: %w", errUsage, err)
 	}
 	return o, nil
+}
+
+// registerSGLangIgnored adds the SGLang flags that are accepted and ignored (they do not change
+// what the reference engine does).
+func registerSGLangIgnored(fs *flag.FlagSet) {
+	for _, name := range []string{"tokenizer-path", "attention-backend", "sampling-defaults", "kv-cache-dtype", "load-format", "quantization",
+		"schedule-policy", "api-key", "admin-api-key", "watchdog-timeout", "stream-interval", "schedule-conservativeness",
+		"cuda-graph-bs", "sampling-backend", "grammar-backend", "reasoning-parser", "tool-call-parser", "chat-template", "revision"} {
+		fs.String(name, "", "accepted for compatibility; ignored")
+	}
+	for _, name := range []string{"trust-remote-code", "enable-metrics", "disable-radix-cache", "enable-p2p-check",
+		"enable-torch-compile", "disable-overlap-schedule", "enable-mixed-chunk", "log-requests", "enable-mscclpp", "enable-symm-mem",
+		"enable-nccl-nvls", "enable-cache-report", "show-time-cost"} {
+		fs.Bool(name, false, "accepted for compatibility; ignored")
+	}
 }
 
 // engineFlags holds the raw values of the reference engine's own flags (modelled hardware,

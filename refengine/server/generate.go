@@ -5,6 +5,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -23,41 +24,17 @@ func (e *Engine) generate(w http.ResponseWriter, r *http.Request) {
 	if !decodeBody(w, r, &req) {
 		return
 	}
-	var prompt []int
-	switch {
-	case len(req.InputIDs) > 0:
-		if err := checkIDs(req.InputIDs, e.Cfg.Vocab, 0); err != nil {
-			badRequest(w, "%s", strings.Replace(err.Error(), `"prompt"[0]`, `"input_ids"`, 1))
-			return
-		}
-		prompt = req.InputIDs
-	case req.Text != "":
-		prompt = model.Encode(req.Text)
-	default:
-		badRequest(w, `either "text" or "input_ids" is required`)
+	prompt, msg := e.generatePrompt(&req)
+	if msg != "" {
+		badRequest(w, "%s", msg)
+		return
+	}
+	maxNew, temp, msg := generateSampling(&req)
+	if msg != "" {
+		badRequest(w, "%s", msg)
 		return
 	}
 	sp := req.SamplingParams
-	maxNew := 128
-	if sp.MaxNewTokens != nil {
-		maxNew = *sp.MaxNewTokens
-	}
-	if maxNew < 0 {
-		badRequest(w, `"max_new_tokens" must be >= 0, got %d`, maxNew)
-		return
-	}
-	temp := 1.0
-	if sp.Temperature != nil {
-		temp = *sp.Temperature
-	}
-	if temp < 0 {
-		badRequest(w, `"temperature" must be >= 0, got %v`, temp)
-		return
-	}
-	if req.TopLogprobsNum < 0 || req.TopLogprobsNum > maxTopLogprobs {
-		badRequest(w, `"top_logprobs_num" must be between 0 and %d, got %d`, maxTopLogprobs, req.TopLogprobsNum)
-		return
-	}
 	inputLP := req.ReturnLogprob && req.LogprobStart != nil && *req.LogprobStart >= 0
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
@@ -69,29 +46,88 @@ func (e *Engine) generate(w http.ResponseWriter, r *http.Request) {
 	}
 	start := time.Now()
 	if req.Stream {
-		stream := startSSE(w)
-		var toks []int
-		for ev := range rq.Events() {
-			if ev.Generated {
-				toks = append(toks, ev.Token)
-			}
-			if ev.Generated || ev.Done {
-				res := &result{tokens: toks, stopAt: -1, reason: ev.FinishReason}
-				if ev.Done {
-					res.stopAt = ev.StopAt
-				}
-				out := wire.GenerateResponse{Text: res.text(), OutputIDs: toks, MetaInfo: wire.GenerateMeta{ID: rid, PromptTokens: len(prompt), CompletionTokens: len(toks), E2ELatency: time.Since(start).Seconds()}}
-				if ev.Done {
-					out.MetaInfo.FinishReason = map[string]any{"type": ev.FinishReason}
-				}
-				stream.send(out)
-			}
-		}
-		stream.done()
+		generateStream(w, rq, rid, len(prompt), start)
 		return
 	}
 	res := collect(rq)
 	meta := wire.GenerateMeta{ID: rid, PromptTokens: len(prompt), CompletionTokens: len(res.tokens), E2ELatency: time.Since(start).Seconds()}
+	meta.FinishReason = generateFinishReason(res)
+	if req.ReturnLogprob {
+		e.generateLogprobs(&meta, res)
+		if inputLP {
+			meta.InputTokenLogprobs, meta.InputTopLogprobs = e.inputLogprobs(prompt, res.prompt, *req.LogprobStart)
+		}
+	}
+	writeJSON(w, http.StatusOK, sglangGenerateResponse{Text: res.text(), OutputIDs: res.tokens, MetaInfo: e.specMeta(meta, res)})
+}
+
+// generatePrompt is the request's prompt: its input_ids (checked against the vocabulary) or its
+// encoded text. The message, when not "", is the 400 for a request with neither or bad ids.
+func (e *Engine) generatePrompt(req *wire.GenerateRequest) ([]int, string) {
+	switch {
+	case len(req.InputIDs) > 0:
+		if err := checkIDs(req.InputIDs, e.Cfg.Vocab, 0); err != nil {
+			return nil, strings.Replace(err.Error(), `"prompt"[0]`, `"input_ids"`, 1)
+		}
+		return req.InputIDs, ""
+	case req.Text != "":
+		return model.Encode(req.Text), ""
+	default:
+		return nil, `either "text" or "input_ids" is required`
+	}
+}
+
+// generateSampling is the request's max_new_tokens (default 128) and temperature (default 1),
+// with the 400 message, when not "", for a negative one or a top_logprobs_num out of range.
+func generateSampling(req *wire.GenerateRequest) (maxNew int, temp float64, msg string) {
+	sp := req.SamplingParams
+	maxNew = 128
+	if sp.MaxNewTokens != nil {
+		maxNew = *sp.MaxNewTokens
+	}
+	if maxNew < 0 {
+		return 0, 0, fmt.Sprintf(`"max_new_tokens" must be >= 0, got %d`, maxNew)
+	}
+	temp = 1.0
+	if sp.Temperature != nil {
+		temp = *sp.Temperature
+	}
+	if temp < 0 {
+		return 0, 0, fmt.Sprintf(`"temperature" must be >= 0, got %v`, temp)
+	}
+	if req.TopLogprobsNum < 0 || req.TopLogprobsNum > maxTopLogprobs {
+		return 0, 0, fmt.Sprintf(`"top_logprobs_num" must be between 0 and %d, got %d`, maxTopLogprobs, req.TopLogprobsNum)
+	}
+	return maxNew, temp, ""
+}
+
+// generateStream streams request rq's answer as SGLang does: one SSE event per token with the
+// text and ids so far, the last with its finish reason, then [DONE].
+func generateStream(w http.ResponseWriter, rq *sched.Request, rid string, promptTokens int, start time.Time) {
+	stream := startSSE(w)
+	var toks []int
+	for ev := range rq.Events() {
+		if ev.Generated {
+			toks = append(toks, ev.Token)
+		}
+		if ev.Generated || ev.Done {
+			res := &result{tokens: toks, stopAt: -1, reason: ev.FinishReason}
+			if ev.Done {
+				res.stopAt = ev.StopAt
+			}
+			out := wire.GenerateResponse{Text: res.text(), OutputIDs: toks, MetaInfo: wire.GenerateMeta{ID: rid, PromptTokens: promptTokens, CompletionTokens: len(toks), E2ELatency: time.Since(start).Seconds()}}
+			if ev.Done {
+				out.MetaInfo.FinishReason = map[string]any{"type": ev.FinishReason}
+			}
+			stream.send(out)
+		}
+	}
+	stream.done()
+}
+
+// generateFinishReason is meta_info.finish_reason: its type, the stop string matched, and the
+// length for a request cut at max_new_tokens.
+func generateFinishReason(res *result) map[string]any {
 	fr := map[string]any{"type": res.reason}
 	if res.stop != "" {
 		fr["matched"] = res.stop
@@ -99,27 +135,26 @@ func (e *Engine) generate(w http.ResponseWriter, r *http.Request) {
 	if res.reason == "length" {
 		fr["length"] = len(res.tokens)
 	}
-	meta.FinishReason = fr
-	if req.ReturnLogprob {
-		pos := res.pos
-		if e.specV2Truncates() && len(pos) > 1 {
-			// Spec v2: only the first output token's logprob comes back (sglang#14046); the
-			// output itself (output_ids, completion_tokens) is complete.
-			pos = pos[:1]
-		}
-		for _, p := range pos {
-			meta.OutputTokenLogprobs = append(meta.OutputTokenLogprobs, []any{p.Logprob, p.Token, nil})
-			var top [][]any
-			for _, c := range p.Top {
-				top = append(top, []any{c.Logprob, c.Token, nil})
-			}
-			meta.OutputTopLogprobs = append(meta.OutputTopLogprobs, top)
-		}
-		if inputLP {
-			meta.InputTokenLogprobs, meta.InputTopLogprobs = e.inputLogprobs(prompt, res.prompt, *req.LogprobStart)
-		}
+	return fr
+}
+
+// generateLogprobs fills meta's output token logprobs and top logprobs from res (with
+// speculative decoding v2, only the first token's, as that release reports).
+func (e *Engine) generateLogprobs(meta *wire.GenerateMeta, res *result) {
+	pos := res.pos
+	if e.specV2Truncates() && len(pos) > 1 {
+		// Spec v2: only the first output token's logprob comes back (sglang#14046); the
+		// output itself (output_ids, completion_tokens) is complete.
+		pos = pos[:1]
 	}
-	writeJSON(w, http.StatusOK, sglangGenerateResponse{Text: res.text(), OutputIDs: res.tokens, MetaInfo: e.specMeta(meta, res)})
+	for _, p := range pos {
+		meta.OutputTokenLogprobs = append(meta.OutputTokenLogprobs, []any{p.Logprob, p.Token, nil})
+		var top [][]any
+		for _, c := range p.Top {
+			top = append(top, []any{c.Logprob, c.Token, nil})
+		}
+		meta.OutputTopLogprobs = append(meta.OutputTopLogprobs, top)
+	}
 }
 
 // sglangGenerateResponse is /generate's answer: wire.GenerateResponse with the speculative

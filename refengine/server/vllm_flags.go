@@ -106,16 +106,8 @@ func ParseVLLMFlags(args []string, stderr io.Writer) (*Options, error) {
 	}
 	o := &Options{Dialect: DialectVLLM, Persona: persona, MaxPrefillTokens: 16384, DecodeLogInterval: 0, LogLevel: "info"}
 	if !persona.MaxCaptureSizeFlag {
-		// Releases before --max-cudagraph-capture-size: argparse rejects it with its value.
-		for i, a := range args {
-			name, val, hasVal := strings.Cut(a, "=")
-			if name != "--max-cudagraph-capture-size" {
-				continue
-			}
-			if !hasVal && i+1 < len(args) {
-				val = args[i+1]
-			}
-			return nil, fmt.Errorf("%w: vllm: error: unrecognized arguments: %s", errUsage, strings.TrimSpace(name+" "+val))
+		if err := rejectMaxCaptureSize(args); err != nil {
+			return nil, err
 		}
 	}
 	fs := flag.NewFlagSet("vllm serve", flag.ContinueOnError)
@@ -131,7 +123,68 @@ func ParseVLLMFlags(args []string, stderr io.Writer) (*Options, error) {
 			return nil, flag.ErrHelp
 		}
 	}
-	model := fs.String("model", "", "model config JSON (also the positional model_tag)")
+	fv := registerVLLMFlags(fs, o, persona)
+	positional, err := parseAroundPositional(fs, args)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case len(positional) > 1:
+		return nil, fmt.Errorf("%w: vllm serve: error: unrecognized arguments: %s (expected one model_tag)", errUsage, strings.Join(positional[1:], " "))
+	case len(positional) == 1 && *fv.model != "" && *fv.model != positional[0]:
+		return nil, fmt.Errorf("%w: vllm serve: error: model_tag %q and --model %q disagree (expected one model)", errUsage, positional[0], *fv.model)
+	case len(positional) == 1:
+		o.ModelPath = positional[0]
+	case *fv.model != "":
+		o.ModelPath = *fv.model
+	default:
+		o.ModelPath = "fixtures/models/tiny.json"
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if set["tp"] {
+		set["tensor-parallel-size"] = true
+	}
+	if err := o.finishVLLM(fv, set); err != nil {
+		return nil, err
+	}
+	o.NonDefaultArgs = vllmNonDefaultArgs(o, set, len(positional) == 1)
+	if err := o.validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", errUsage, err)
+	}
+	return o, nil
+}
+
+// rejectMaxCaptureSize rejects --max-cudagraph-capture-size, with its value, as releases before
+// that flag do (argparse: "unrecognized arguments").
+func rejectMaxCaptureSize(args []string) error {
+	for i, a := range args {
+		name, val, hasVal := strings.Cut(a, "=")
+		if name != "--max-cudagraph-capture-size" {
+			continue
+		}
+		if !hasVal && i+1 < len(args) {
+			val = args[i+1]
+		}
+		return fmt.Errorf("%w: vllm: error: unrecognized arguments: %s", errUsage, strings.TrimSpace(name+" "+val))
+	}
+	return nil
+}
+
+// vllmFlagValues are the flags of ParseVLLMFlags that are read after parsing rather than
+// straight into the Options.
+type vllmFlagValues struct {
+	model, spec    *string
+	graphSizes     string
+	profilerConfig string
+	ef             engineFlags
+}
+
+// registerVLLMFlags defines vLLM's flags on fs for the persona's release (its CUDA graph and
+// profiler flags), the reference engine's own flags, and the flags accepted and ignored.
+func registerVLLMFlags(fs *flag.FlagSet, o *Options, persona *Persona) *vllmFlagValues {
+	fv := &vllmFlagValues{}
+	fv.model = fs.String("model", "", "model config JSON (also the positional model_tag)")
 	fs.StringVar(&o.ServedModelName, "served-model-name", "", "model name served by /v1/models (default: the model)")
 	fs.IntVar(&o.TPSize, "tensor-parallel-size", 1, "tensor parallel ranks: 1, 2, 4 or 8")
 	fs.IntVar(&o.TPSize, "tp", 1, "alias of --tensor-parallel-size")
@@ -143,33 +196,36 @@ func ParseVLLMFlags(args []string, stderr io.Writer) (*Options, error) {
 	fs.IntVar(&o.ChunkedPrefill, "max-num-batched-tokens", vllmDefaultBatchedTokens, "maximum tokens per iteration (chunked prefill)")
 	fs.IntVar(&o.ContextLength, "max-model-len", 0, "context length (0 = the model's max_position_embeddings)")
 	fs.IntVar(&o.PageSize, "block-size", 16, "KV cache block size in tokens")
-	graphSizes := ""
 	if persona.MaxCaptureSizeFlag {
 		fs.IntVar(&o.CUDAGraphMaxBS, "max-cudagraph-capture-size", 0, "largest captured batch size (0 = min(2 x max-num-seqs, 512), as vLLM)")
 	} else {
-		fs.StringVar(&graphSizes, "cuda-graph-sizes", "", "CUDA graph capture sizes (one size N: 1, 2, 4 and multiples of 8 up to N; several, comma-separated: those)")
+		fs.StringVar(&fv.graphSizes, "cuda-graph-sizes", "", "CUDA graph capture sizes (one size N: 1, 2, 4 and multiples of 8 up to N; several, comma-separated: those)")
 	}
-	profilerConfig := ""
 	if persona.ProfilerConfigFlag {
-		fs.StringVar(&profilerConfig, "profiler-config", "", `profiler as JSON, e.g. {"profiler": "torch", "torch_profiler_dir": "/tmp/traces"}`)
+		fs.StringVar(&fv.profilerConfig, "profiler-config", "", `profiler as JSON, e.g. {"profiler": "torch", "torch_profiler_dir": "/tmp/traces"}`)
 	}
 	fs.StringVar(&o.UvicornLogLevel, "uvicorn-log-level", "info", "uvicorn's log level: debug, info, warning, error, critical or trace")
 	fs.BoolVar(&o.DisableCUDAGraph, "enforce-eager", false, "no CUDA graphs (no graph reserve)")
 	fs.BoolVar(&o.DisableCustomAR, "disable-custom-all-reduce", false, "disable the custom (one-shot) allreduce and fall back to NCCL (ring; tree with NCCL_ALGO=Tree)")
-	spec := fs.String("speculative-config", "", `speculative decoding as JSON, e.g. {"method": "eagle3", "num_speculative_tokens": 3}`)
+	fv.spec = fs.String("speculative-config", "", `speculative decoding as JSON, e.g. {"method": "eagle3", "num_speculative_tokens": 3}`)
 	fs.Int64Var(&o.RandomSeed, "seed", 0, "seed for sampling (requests without a seed)")
 	fs.IntVar(&o.MaxLogprobs, "max-logprobs", vllmDefaultMaxLogprobs, "largest logprobs / prompt_logprobs a request may ask for")
 	fs.BoolVar(&o.DisableLogStats, "disable-log-stats", false, "no periodic stats lines")
 	fs.BoolVar(&o.TokensAsTokenIDs, "return-tokens-as-token-ids", false, `name logprob tokens "token_id:N"`)
-	ef := registerEngineFlags(fs, o)
+	fv.ef = registerEngineFlags(fs, o)
 	for _, name := range vllmIgnoredString {
 		fs.String(name, "", "accepted for compatibility; ignored")
 	}
 	for _, name := range vllmIgnoredBool {
 		fs.Bool(name, false, "accepted for compatibility; ignored")
 	}
-	// vLLM takes the positional model_tag anywhere; Go's flag package stops at the first
-	// positional argument, so parse around it.
+	return fv
+}
+
+// parseAroundPositional parses args with fs, returning the positional arguments: vLLM takes the
+// positional model_tag anywhere, while Go's flag package stops at the first positional argument,
+// so parsing resumes after each one.
+func parseAroundPositional(fs *flag.FlagSet, args []string) ([]string, error) {
 	var positional []string
 	rest := args
 	for {
@@ -180,59 +236,44 @@ func ParseVLLMFlags(args []string, stderr io.Writer) (*Options, error) {
 			return nil, fmt.Errorf("%w: %s", errUsage, vllmArgError(err))
 		}
 		if fs.NArg() == 0 {
-			break
+			return positional, nil
 		}
 		positional = append(positional, fs.Arg(0))
 		rest = fs.Args()[1:]
 	}
-	switch {
-	case len(positional) > 1:
-		return nil, fmt.Errorf("%w: vllm serve: error: unrecognized arguments: %s (expected one model_tag)", errUsage, strings.Join(positional[1:], " "))
-	case len(positional) == 1 && *model != "" && *model != positional[0]:
-		return nil, fmt.Errorf("%w: vllm serve: error: model_tag %q and --model %q disagree (expected one model)", errUsage, positional[0], *model)
-	case len(positional) == 1:
-		o.ModelPath = positional[0]
-	case *model != "":
-		o.ModelPath = *model
-	default:
-		o.ModelPath = "fixtures/models/tiny.json"
+}
+
+// finishVLLM applies the flags read after parsing (the engine flags, the speculative config, the
+// uvicorn log level, the profiler config and the CUDA graph sizes; set names those given) and
+// defaults the largest captured batch size as vLLM does.
+func (o *Options) finishVLLM(fv *vllmFlagValues, set map[string]bool) error {
+	if err := fv.ef.finish(o); err != nil {
+		return fmt.Errorf("%w: %w", errUsage, err)
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if set["tp"] {
-		set["tensor-parallel-size"] = true
-	}
-	if err := ef.finish(o); err != nil {
-		return nil, fmt.Errorf("%w: %w", errUsage, err)
-	}
-	if err := o.validateVLLM(*spec); err != nil {
-		return nil, fmt.Errorf("%w: %w", errUsage, err)
+	if err := o.validateVLLM(*fv.spec); err != nil {
+		return fmt.Errorf("%w: %w", errUsage, err)
 	}
 	if _, err := ParseLevel(o.UvicornLogLevel); err != nil {
-		return nil, fmt.Errorf("%w: vllm serve: error: argument --uvicorn-log-level: %w", errUsage, err)
+		return fmt.Errorf("%w: vllm serve: error: argument --uvicorn-log-level: %w", errUsage, err)
 	}
 	if set["profiler-config"] {
-		dir, err := parseProfilerConfig(profilerConfig)
+		dir, err := parseProfilerConfig(fv.profilerConfig)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %w", errUsage, err)
+			return fmt.Errorf("%w: %w", errUsage, err)
 		}
 		o.ProfilerDir = dir
 	}
 	if set["cuda-graph-sizes"] {
-		bs, err := maxGraphSize(graphSizes)
+		bs, err := maxGraphSize(fv.graphSizes)
 		if err != nil {
-			return nil, fmt.Errorf("%w: vllm serve: error: argument --cuda-graph-sizes: %w", errUsage, err)
+			return fmt.Errorf("%w: vllm serve: error: argument --cuda-graph-sizes: %w", errUsage, err)
 		}
 		o.CUDAGraphMaxBS = bs
 	}
 	if !(set["max-cudagraph-capture-size"] || set["cuda-graph-sizes"]) || o.CUDAGraphMaxBS == 0 {
 		o.CUDAGraphMaxBS = min(2*o.MaxRunning, vllmMaxCaptureSizeCeiling)
 	}
-	o.NonDefaultArgs = vllmNonDefaultArgs(o, set, len(positional) == 1)
-	if err := o.validate(); err != nil {
-		return nil, fmt.Errorf("%w: %w", errUsage, err)
-	}
-	return o, nil
+	return nil
 }
 
 // vllmArgError rewrites a flag-package error in the words of vLLM's argument parser.
@@ -284,6 +325,12 @@ func (o *Options) validateVLLM(specJSON string) error {
 	if strings.TrimSpace(specJSON) == "" {
 		return nil
 	}
+	return o.applyVLLMSpecConfig(specJSON)
+}
+
+// applyVLLMSpecConfig checks --speculative-config (a JSON object with vLLM's keys, a known
+// method and 1..16 speculative tokens) and sets the speculative decoding options from it.
+func (o *Options) applyVLLMSpecConfig(specJSON string) error {
 	dec := json.NewDecoder(strings.NewReader(specJSON))
 	dec.UseNumber()
 	var sc map[string]any

@@ -290,51 +290,10 @@ func (e *Engine) vllmCompletions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sp := samplingOf(req.MaxTokens, defaultCompletionTokens, req.Temperature, req.TopP, req.MinTokens)
-	maxTok, temp, topP, minTok := sp.maxTokens, sp.temperature, sp.topP, sp.minTokens
-	topk := -1
-	if req.Logprobs != nil {
-		topk = *req.Logprobs
-	}
-	promptK := -1
-	if req.PromptLogprobs != nil {
-		promptK = *req.PromptLogprobs
-	}
-	if promptK < 0 && req.Echo && topk >= 0 {
-		promptK = topk // vLLM: echo with logprobs scores the prompt with the same k
-	}
-	maxLP := e.Opts.MaxLogprobs
-	switch {
-	case maxTok < 1:
-		badRequest(w, "max_tokens must be at least 1, got %d.", maxTok)
+	topk, promptK := vllmLogprobsK(&req)
+	if msg := e.vllmInvalid(&req, sp, topk, prompts); msg != "" {
+		badRequest(w, "%s", msg)
 		return
-	case temp < 0:
-		badRequest(w, "temperature must be non-negative, got %v.", temp)
-		return
-	case !(topP > 0 && topP <= 1):
-		badRequest(w, "top_p must be in (0, 1], got %v.", topP)
-		return
-	case req.Logprobs != nil && (topk < 0 || topk > maxLP):
-		badRequest(w, "Requested sample logprobs of %d, which is greater than max allowed: %d", topk, maxLP)
-		return
-	case req.PromptLogprobs != nil && (*req.PromptLogprobs < 0 || *req.PromptLogprobs > maxLP):
-		badRequest(w, "Requested prompt logprobs of %d, which is greater than max allowed: %d", *req.PromptLogprobs, maxLP)
-		return
-	case req.Stream && req.PromptLogprobs != nil:
-		badRequest(w, "`prompt_logprobs` are not available when `stream=True`.")
-		return
-	case minTok > maxTok:
-		badRequest(w, "min_tokens must be less than or equal to max_tokens=%d, got %d.", maxTok, minTok)
-		return
-	}
-	for _, p := range prompts {
-		switch {
-		case len(p) >= e.ContextLen:
-			badRequest(w, "This model's maximum context length is %d tokens. However, your request has %d input tokens. Please reduce the length of the input messages.", e.ContextLen, len(p))
-			return
-		case len(p)+maxTok > e.ContextLen:
-			badRequest(w, "'max_tokens' or 'max_completion_tokens' is too large: %d. This model's maximum context length is %d tokens and your request has %d input tokens (%d > %d - %d).", maxTok, e.ContextLen, len(p), maxTok, e.ContextLen, len(p))
-			return
-		}
 	}
 	asIDs := vllmTokens(req.ReturnTokensAsTokenIDs || e.Opts.TokensAsTokenIDs)
 	ctx, cancel := context.WithCancel(r.Context())
@@ -343,8 +302,8 @@ func (e *Engine) vllmCompletions(w http.ResponseWriter, r *http.Request) {
 	subs := make([]submitted, len(prompts))
 	reqs := make([]*sched.Request, len(prompts))
 	for i, p := range prompts {
-		rq := &sched.Request{ID: fmt.Sprintf("%s-%d", id, i), Prompt: p, MaxNew: maxTok, Temperature: temp, TopP: topP,
-			Seed: req.Seed, IgnoreEOS: req.IgnoreEOS, MinNew: minTok, Stop: stop, Logprobs: topk >= 0, TopLogprobs: max(topk, promptK, 0),
+		rq := &sched.Request{ID: fmt.Sprintf("%s-%d", id, i), Prompt: p, MaxNew: sp.maxTokens, Temperature: sp.temperature, TopP: sp.topP,
+			Seed: req.Seed, IgnoreEOS: req.IgnoreEOS, MinNew: sp.minTokens, Stop: stop, Logprobs: topk >= 0, TopLogprobs: max(topk, promptK, 0),
 			PromptLogprobs: promptK >= 0, Ctx: ctx,
 			// vllm/v1/spec_decode/utils.py is_spec_decode_unsupported (before ~0.14): a request
 			// with logprobs or prompt_logprobs is decoded without speculation.
@@ -367,46 +326,103 @@ func (e *Engine) vllmCompletions(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusInternalServerError, "InternalServerError", res.err.Error())
 			return
 		}
-		ch := vllmChoice{Index: s.idx, StopReason: stopReason(res.stop)}
-		if req.ReturnTokenIDs {
-			ch.TokenIDs, ch.PromptTokenIDs = append([]int{}, res.tokens...), s.prompt
-		}
-		text := res.text()
-		var lp *wire.Logprobs
-		if topk >= 0 {
-			lp = &wire.Logprobs{Tokens: []string{}, TokenLogprobs: []*float64{}, TopLogprobs: []map[string]float64{}, TextOffset: []int{}}
-		}
-		off := 0
-		if req.Echo {
-			if lp != nil {
-				asIDs.addPrompt(lp, s.prompt, res.prompt, promptK, &off)
-			}
-			text = model.Decode(s.prompt) + text
-		}
-		if lp != nil {
-			n := res.keptTokens()
-			for i := 0; i < n && i < len(res.pos); i++ {
-				asIDs.add(lp, res.pos[i], topk, &off)
-			}
-		}
-		if req.PromptLogprobs != nil {
-			ch.PromptLogprobs = append(ch.PromptLogprobs, nil)
-			for i := range s.prompt[1:] {
-				if i < len(res.prompt) {
-					ch.PromptLogprobs = append(ch.PromptLogprobs, asIDs.promptEntry(res.prompt[i], promptK))
-				}
-			}
-		}
-		ch.Text = text
-		ch.Logprobs = lp
-		fr := res.reason
-		ch.FinishReason = &fr
-		resp.Choices = append(resp.Choices, ch)
+		resp.Choices = append(resp.Choices, vllmChoiceOf(&req, s, res, topk, promptK, asIDs))
 		resp.Usage.PromptTokens += len(s.prompt)
 		resp.Usage.CompletionTokens += len(res.tokens)
 	}
 	resp.Usage.TotalTokens = resp.Usage.PromptTokens + resp.Usage.CompletionTokens
 	writeJSON(w, http.StatusOK, resp)
+}
+
+// vllmLogprobsK returns the top-k of the sampled tokens' logprobs and of the prompt's (-1: not
+// asked). As in vLLM, echo with logprobs scores the prompt with the same k.
+func vllmLogprobsK(req *wire.CompletionRequest) (topk, promptK int) {
+	topk = -1
+	if req.Logprobs != nil {
+		topk = *req.Logprobs
+	}
+	promptK = -1
+	if req.PromptLogprobs != nil {
+		promptK = *req.PromptLogprobs
+	}
+	if promptK < 0 && req.Echo && topk >= 0 {
+		promptK = topk // vLLM: echo with logprobs scores the prompt with the same k
+	}
+	return topk, promptK
+}
+
+// vllmInvalid is vLLM's 400 message for a completion request it rejects (sampling parameters,
+// logprobs above --max-logprobs, prompt logprobs in a stream, a prompt that does not fit
+// max_model_len); "" when the request is valid.
+func (e *Engine) vllmInvalid(req *wire.CompletionRequest, sp sampling, topk int, prompts [][]int) string {
+	maxTok, temp, topP, minTok := sp.maxTokens, sp.temperature, sp.topP, sp.minTokens
+	maxLP := e.Opts.MaxLogprobs
+	switch {
+	case maxTok < 1:
+		return fmt.Sprintf("max_tokens must be at least 1, got %d.", maxTok)
+	case temp < 0:
+		return fmt.Sprintf("temperature must be non-negative, got %v.", temp)
+	case !(topP > 0 && topP <= 1):
+		return fmt.Sprintf("top_p must be in (0, 1], got %v.", topP)
+	case req.Logprobs != nil && (topk < 0 || topk > maxLP):
+		return fmt.Sprintf("Requested sample logprobs of %d, which is greater than max allowed: %d", topk, maxLP)
+	case req.PromptLogprobs != nil && (*req.PromptLogprobs < 0 || *req.PromptLogprobs > maxLP):
+		return fmt.Sprintf("Requested prompt logprobs of %d, which is greater than max allowed: %d", *req.PromptLogprobs, maxLP)
+	case req.Stream && req.PromptLogprobs != nil:
+		return "`prompt_logprobs` are not available when `stream=True`."
+	case minTok > maxTok:
+		return fmt.Sprintf("min_tokens must be less than or equal to max_tokens=%d, got %d.", maxTok, minTok)
+	}
+	for _, p := range prompts {
+		switch {
+		case len(p) >= e.ContextLen:
+			return fmt.Sprintf("This model's maximum context length is %d tokens. However, your request has %d input tokens. Please reduce the length of the input messages.", e.ContextLen, len(p))
+		case len(p)+maxTok > e.ContextLen:
+			return fmt.Sprintf("'max_tokens' or 'max_completion_tokens' is too large: %d. This model's maximum context length is %d tokens and your request has %d input tokens (%d > %d - %d).", maxTok, e.ContextLen, len(p), maxTok, e.ContextLen, len(p))
+		}
+	}
+	return ""
+}
+
+// vllmChoiceOf is the choice of a non-streamed completion for prompt s and its result res: the
+// text (after the prompt with echo), the logprobs with top-k topk, the prompt logprobs with
+// top-k promptK, the token ids when asked, and the finish and stop reasons.
+func vllmChoiceOf(req *wire.CompletionRequest, s submitted, res *result, topk, promptK int, asIDs vllmTokens) vllmChoice {
+	ch := vllmChoice{Index: s.idx, StopReason: stopReason(res.stop)}
+	if req.ReturnTokenIDs {
+		ch.TokenIDs, ch.PromptTokenIDs = append([]int{}, res.tokens...), s.prompt
+	}
+	text := res.text()
+	var lp *wire.Logprobs
+	if topk >= 0 {
+		lp = &wire.Logprobs{Tokens: []string{}, TokenLogprobs: []*float64{}, TopLogprobs: []map[string]float64{}, TextOffset: []int{}}
+	}
+	off := 0
+	if req.Echo {
+		if lp != nil {
+			asIDs.addPrompt(lp, s.prompt, res.prompt, promptK, &off)
+		}
+		text = model.Decode(s.prompt) + text
+	}
+	if lp != nil {
+		n := res.keptTokens()
+		for i := 0; i < n && i < len(res.pos); i++ {
+			asIDs.add(lp, res.pos[i], topk, &off)
+		}
+	}
+	if req.PromptLogprobs != nil {
+		ch.PromptLogprobs = append(ch.PromptLogprobs, nil)
+		for i := range s.prompt[1:] {
+			if i < len(res.prompt) {
+				ch.PromptLogprobs = append(ch.PromptLogprobs, asIDs.promptEntry(res.prompt[i], promptK))
+			}
+		}
+	}
+	ch.Text = text
+	ch.Logprobs = lp
+	fr := res.reason
+	ch.FinishReason = &fr
+	return ch
 }
 
 // vllmStream streams a completion as vLLM does: one SSE chunk per token (the echoed prompt first),

@@ -48,20 +48,50 @@ func (rk *rank) matMul(out, x, w []float32, T, K, N int) {
 func (rk *rank) forward(g *Group, m ModelID, seqs []SeqInput, T, rows int, logits []float32) {
 	s := rk.shards[m]
 	kv := rk.kv[m]
-	c := s.Cfg
-	H, hd := c.Hidden, c.HeadDim()
-	qN := s.QHeads * hd
-	kvN := s.KVHeads * hd
-	qkvN := qN + 2*kvN
-	F := s.FFN
-	rk.x = grow(rk.x, T*H)
-	rk.h = grow(rk.h, T*H)
-	rk.o = grow(rk.o, T*H)
-	rk.qkv = grow(rk.qkv, T*qkvN)
-	rk.att = grow(rk.att, T*qN)
-	rk.gu = grow(rk.gu, T*2*F)
-	rk.act = grow(rk.act, T*F)
-	x, h, o := rk.x, rk.h, rk.o
+	d := dimsOf(s)
+	rk.growBuffers(d, T)
+	rk.embed(s, seqs, d.H)
+	scale := float32(1 / math.Sqrt(float64(d.hd)))
+	for l := range s.Layers {
+		L := &s.Layers[l]
+		rk.attentionBlock(g, s, kv, l, L, seqs, T, d, scale)
+		rk.mlpBlock(g, s, L, T, d)
+	}
+	if rows == 0 {
+		return
+	}
+	rk.logits(s, seqs, rows, logits)
+}
+
+// fwdDims are the widths of one rank's share of a layer: the hidden size, the head size, this
+// rank's query, key/value and fused QKV widths, and its FFN width.
+type fwdDims struct {
+	H, hd, qN, kvN, qkvN, F int
+}
+
+// dimsOf is the widths of shard s.
+func dimsOf(s *model.Shard) fwdDims {
+	c := &s.Cfg
+	hd := c.HeadDim()
+	qN, kvN := s.QHeads*hd, s.KVHeads*hd
+	return fwdDims{H: c.Hidden, hd: hd, qN: qN, kvN: kvN, qkvN: qN + 2*kvN, F: s.FFN}
+}
+
+// growBuffers sizes the rank's activation buffers for T tokens.
+func (rk *rank) growBuffers(d fwdDims, T int) {
+	rk.x = grow(rk.x, T*d.H)
+	rk.h = grow(rk.h, T*d.H)
+	rk.o = grow(rk.o, T*d.H)
+	rk.qkv = grow(rk.qkv, T*d.qkvN)
+	rk.att = grow(rk.att, T*d.qN)
+	rk.gu = grow(rk.gu, T*2*d.F)
+	rk.act = grow(rk.act, T*d.F)
+}
+
+// embed writes every new token's embedding into rk.x, in sequence order, and records each
+// token's sequence and position.
+func (rk *rank) embed(s *model.Shard, seqs []SeqInput, H int) {
+	x := rk.x
 	rk.tokSeq = rk.tokSeq[:0]
 	rk.tokPos = rk.tokPos[:0]
 	t := 0
@@ -73,64 +103,85 @@ func (rk *rank) forward(g *Group, m ModelID, seqs []SeqInput, T, rows int, logit
 			t++
 		}
 	}
-	scale := float32(1 / math.Sqrt(float64(hd)))
-	for l, L := range s.Layers {
-		model.RMSNorm(h, x, L.AttnNorm, T, H, c.NormEps)
-		rk.matMul(rk.qkv, h, L.Wqkv, T, H, qkvN)
-		t0 := 0
-		for _, sq := range seqs {
-			n := len(sq.Tokens)
-			// rotary + KV write for all of this sequence's new tokens
-			for i := 0; i < n; i++ {
-				row := rk.qkv[(t0+i)*qkvN : (t0+i+1)*qkvN]
-				pos := sq.Start + i
-				for hh := 0; hh < s.QHeads; hh++ {
-					g.rope.Apply(row[hh*hd:(hh+1)*hd], pos)
-				}
-				for hh := 0; hh < s.KVHeads; hh++ {
-					kvec := row[qN+hh*hd : qN+(hh+1)*hd]
-					g.rope.Apply(kvec, pos)
-					off := kv.Offset(l, sq.Pages, pos, hh)
-					copy(kv.K[off:off+hd], kvec)
-					copy(kv.V[off:off+hd], row[qN+kvN+hh*hd:qN+kvN+(hh+1)*hd])
-				}
-			}
-			t0 += n
+}
+
+// attentionBlock is layer l's attention: norm, QKV projection, rotary and KV write, attention for
+// every token, the output projection, its allreduce, and the residual add.
+func (rk *rank) attentionBlock(g *Group, s *model.Shard, kv *kvcache.Store, l int, L *model.ShardLayer, seqs []SeqInput, T int, d fwdDims, scale float32) {
+	x, h, o := rk.x, rk.h, rk.o
+	H, qN, qkvN := d.H, d.qN, d.qkvN
+	model.RMSNorm(h, x, L.AttnNorm, T, H, s.Cfg.NormEps)
+	rk.matMul(rk.qkv, h, L.Wqkv, T, H, qkvN)
+	rk.ropeAndStore(g, s, kv, l, seqs, d)
+	// attention for every token (each reads only its own sequence's earlier positions)
+	rk.parallel(T, 1, func(w, lo, hi int) {
+		for t := lo; t < hi; t++ {
+			sq := &seqs[rk.tokSeq[t]]
+			rk.attend(kv, l, sq.Pages, rk.tokPos[t], rk.qkv[t*qkvN:t*qkvN+qN], rk.att[t*qN:(t+1)*qN], s, scale, &rk.sc[w])
 		}
-		// attention for every token (each reads only its own sequence's earlier positions)
-		rk.parallel(T, 1, func(w, lo, hi int) {
-			for t := lo; t < hi; t++ {
-				sq := &seqs[rk.tokSeq[t]]
-				rk.attend(kv, l, sq.Pages, rk.tokPos[t], rk.qkv[t*qkvN:t*qkvN+qN], rk.att[t*qN:(t+1)*qN], s, scale, &rk.sc[w])
+	})
+	rk.matMul(o, rk.att, L.Wo, T, qN, H)
+	g.red.allReduce(rk.id, o, H)
+	for i := range x[:T*H] {
+		x[i] += o[i]
+	}
+}
+
+// ropeAndStore applies the rotary embedding to the query and key heads of every new token and
+// writes its keys and values into the KV store at layer l.
+func (rk *rank) ropeAndStore(g *Group, s *model.Shard, kv *kvcache.Store, l int, seqs []SeqInput, d fwdDims) {
+	hd, qN, kvN, qkvN := d.hd, d.qN, d.kvN, d.qkvN
+	t0 := 0
+	for _, sq := range seqs {
+		n := len(sq.Tokens)
+		// rotary + KV write for all of this sequence's new tokens
+		for i := 0; i < n; i++ {
+			row := rk.qkv[(t0+i)*qkvN : (t0+i+1)*qkvN]
+			pos := sq.Start + i
+			for hh := 0; hh < s.QHeads; hh++ {
+				g.rope.Apply(row[hh*hd:(hh+1)*hd], pos)
 			}
-		})
-		rk.matMul(o, rk.att, L.Wo, T, qN, H)
-		g.red.allReduce(rk.id, o, H)
-		for i := range x[:T*H] {
-			x[i] += o[i]
-		}
-		model.RMSNorm(h, x, L.MLPNorm, T, H, c.NormEps)
-		rk.matMul(rk.gu, h, L.Wgu, T, H, 2*F)
-		for tt := 0; tt < T; tt++ {
-			gr := rk.gu[tt*2*F : tt*2*F+F]
-			ur := rk.gu[tt*2*F+F : (tt+1)*2*F]
-			ar := rk.act[tt*F : (tt+1)*F]
-			for i := range ar {
-				ar[i] = model.Silu(gr[i]) * ur[i]
+			for hh := 0; hh < s.KVHeads; hh++ {
+				kvec := row[qN+hh*hd : qN+(hh+1)*hd]
+				g.rope.Apply(kvec, pos)
+				off := kv.Offset(l, sq.Pages, pos, hh)
+				copy(kv.K[off:off+hd], kvec)
+				copy(kv.V[off:off+hd], row[qN+kvN+hh*hd:qN+kvN+(hh+1)*hd])
 			}
 		}
-		rk.matMul(o, rk.act, L.Wd, T, F, H)
-		g.red.allReduce(rk.id, o, H)
-		for i := range x[:T*H] {
-			x[i] += o[i]
+		t0 += n
+	}
+}
+
+// mlpBlock is a layer's MLP: norm, gate/up projection, SiLU-gated product, down projection, its
+// allreduce, and the residual add.
+func (rk *rank) mlpBlock(g *Group, s *model.Shard, L *model.ShardLayer, T int, d fwdDims) {
+	x, h, o := rk.x, rk.h, rk.o
+	H, F := d.H, d.F
+	model.RMSNorm(h, x, L.MLPNorm, T, H, s.Cfg.NormEps)
+	rk.matMul(rk.gu, h, L.Wgu, T, H, 2*F)
+	for tt := 0; tt < T; tt++ {
+		gr := rk.gu[tt*2*F : tt*2*F+F]
+		ur := rk.gu[tt*2*F+F : (tt+1)*2*F]
+		ar := rk.act[tt*F : (tt+1)*F]
+		for i := range ar {
+			ar[i] = model.Silu(gr[i]) * ur[i]
 		}
 	}
-	if rows == 0 {
-		return
+	rk.matMul(o, rk.act, L.Wd, T, F, H)
+	g.red.allReduce(rk.id, o, H)
+	for i := range x[:T*H] {
+		x[i] += o[i]
 	}
-	// Gather the rows that need logits, normalise, and compute this rank's vocabulary slice.
-	r := 0
-	t = 0
+}
+
+// logits gathers the rows of rk.x that need logits (each sequence's last, or all of its rows),
+// normalises them and writes this rank's vocabulary slice of each into logits.
+func (rk *rank) logits(s *model.Shard, seqs []SeqInput, rows int, logits []float32) {
+	c := &s.Cfg
+	H := c.Hidden
+	x, h, o := rk.x, rk.h, rk.o
+	r, t := 0, 0
 	for _, sq := range seqs {
 		n := len(sq.Tokens)
 		switch sq.Logits {

@@ -79,16 +79,36 @@ func (g *Group) reduce(bufs [][]float32, rowWidth int) {
 	stale := faultable && g.opts.FaultStale && bytes > g.opts.FaultStaleAbove
 	faulted := false
 
-	run := collective.AllReduce
-	if g.opts.BF16 {
-		run = collective.AllReduceBF16
-	}
 	parts := bufs
 	if drop {
 		// The large-message path returned without the last peer's data: the others are summed
 		// (in the same rank order) and every rank, the last included, gets that sum.
 		parts = bufs[:n-1]
 		faulted = true
+	}
+	g.runAllReduce(alg, parts, elems, rowWidth)
+	if drop {
+		copy(bufs[n-1], bufs[0])
+	}
+	if stale && g.staleFault(bufs, elems) {
+		faulted = true
+	}
+	if custom && (g.opts.FaultAllReduceScale != 0 || g.opts.FaultAllReduceError > 0) && faultable {
+		g.scaleFault(bufs)
+		faulted = true
+	}
+	if hook != nil {
+		(*hook)(AllReduceRecord{Algorithm: alg, Ranks: n, Bytes: bytes, BF16: g.opts.BF16, Start: t0, Duration: time.Since(t0)})
+	}
+	g.account(alg, bytes, n, faulted)
+}
+
+// runAllReduce sums parts (elems elements per rank) with alg, in the dtype; with Deterministic
+// one row of rowWidth elements at a time, so that a row's sum does not depend on the batch.
+func (g *Group) runAllReduce(alg collective.Algorithm, parts [][]float32, elems, rowWidth int) {
+	run := collective.AllReduce
+	if g.opts.BF16 {
+		run = collective.AllReduceBF16
 	}
 	if g.opts.Deterministic && rowWidth > 0 && elems > rowWidth {
 		rows := make([][]float32, len(parts))
@@ -98,63 +118,69 @@ func (g *Group) reduce(bufs [][]float32, rowWidth int) {
 			}
 			run(alg, rows)
 		}
-	} else {
-		run(alg, parts)
+		return
 	}
-	if drop {
-		copy(bufs[n-1], bufs[0])
+	run(alg, parts)
+}
+
+// staleFault applies the stale fault to a fresh sum in bufs: every rank gets the previous call's
+// result of this size, and this call's is kept for the next. It reports whether it changed the
+// result (not on the first call of a size, which only keeps its sum).
+func (g *Group) staleFault(bufs [][]float32, elems int) bool {
+	if g.stale == nil {
+		g.stale = make(map[int][]float32)
 	}
-	if stale {
-		if g.stale == nil {
-			g.stale = make(map[int][]float32)
-		}
-		prev, seen := g.stale[elems]
-		if !seen {
-			prev = make([]float32, elems)
-			g.stale[elems] = prev
-		}
-		if seen {
-			// hand out the previous call's result and keep this call's for the next one
-			for i, v := range bufs[0] {
-				p := prev[i]
-				prev[i] = v
-				for r := range bufs {
-					bufs[r][i] = p
-				}
-			}
-			faulted = true
-		} else {
-			copy(prev, bufs[0])
+	prev, seen := g.stale[elems]
+	if !seen {
+		prev = make([]float32, elems)
+		g.stale[elems] = prev
+	}
+	if !seen {
+		copy(prev, bufs[0])
+		return false
+	}
+	// hand out the previous call's result and keep this call's for the next one
+	for i, v := range bufs[0] {
+		p := prev[i]
+		prev[i] = v
+		for r := range bufs {
+			bufs[r][i] = p
 		}
 	}
-	if custom && (g.opts.FaultAllReduceScale != 0 || g.opts.FaultAllReduceError > 0) && faultable {
-		g.faultCtr++
-		f := float32(1 + g.opts.FaultAllReduceScale)
-		e := g.opts.FaultAllReduceError
-		for i := range bufs[0] {
-			m := f
-			if e > 0 {
-				// relative error of exactly E on every element, with a deterministic pseudo-random sign
-				if hashUnit(g.faultCtr, uint64(i)) < 0 {
-					m *= float32(1 - e)
-				} else {
-					m *= float32(1 + e)
-				}
-			}
-			for r := range bufs {
-				bufs[r][i] *= m
-			}
-		}
-		if g.opts.BF16 {
-			for r := range bufs {
-				collective.RoundBF16(bufs[r])
+	return true
+}
+
+// scaleFault multiplies every element of the sum in bufs by 1 + FaultAllReduceScale and, with
+// FaultAllReduceError, by 1 ± that error (a deterministic pseudo-random sign per element), then
+// rounds to the dtype again.
+func (g *Group) scaleFault(bufs [][]float32) {
+	g.faultCtr++
+	f := float32(1 + g.opts.FaultAllReduceScale)
+	e := g.opts.FaultAllReduceError
+	for i := range bufs[0] {
+		m := f
+		if e > 0 {
+			// relative error of exactly E on every element, with a deterministic pseudo-random sign
+			if hashUnit(g.faultCtr, uint64(i)) < 0 {
+				m *= float32(1 - e)
+			} else {
+				m *= float32(1 + e)
 			}
 		}
-		faulted = true
+		for r := range bufs {
+			bufs[r][i] *= m
+		}
 	}
-	if hook != nil {
-		(*hook)(AllReduceRecord{Algorithm: alg, Ranks: n, Bytes: bytes, BF16: g.opts.BF16, Start: t0, Duration: time.Since(t0)})
+	if g.opts.BF16 {
+		for r := range bufs {
+			collective.RoundBF16(bufs[r])
+		}
 	}
+}
+
+// account adds one allreduce of bytes over n ranks by alg to the interconnect time owed and to
+// the group's statistics.
+func (g *Group) account(alg collective.Algorithm, bytes int64, n int, faulted bool) {
 	d := g.opts.Interconnect.AllReduceTime(alg, bytes, n)
 	g.mu.Lock()
 	g.commDebt += d
