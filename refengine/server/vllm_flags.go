@@ -115,6 +115,7 @@ func ParseVLLMFlags(args []string, stderr io.Writer) (*Options, error) {
 	// the error (Main prints those).
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
+	fv := registerVLLMFlags(fs, o, persona)
 	for _, a := range args {
 		if a == "-h" || a == "-help" || a == "--help" {
 			fs.SetOutput(stderr)
@@ -123,7 +124,6 @@ func ParseVLLMFlags(args []string, stderr io.Writer) (*Options, error) {
 			return nil, flag.ErrHelp
 		}
 	}
-	fv := registerVLLMFlags(fs, o, persona)
 	positional, err := parseAroundPositional(fs, args)
 	if err != nil {
 		return nil, err

@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"flag"
 	"io"
 	"reflect"
 	"regexp"
@@ -241,6 +243,21 @@ func TestVLLMMainUsageErrors(t *testing.T) {
 		var stderr strings.Builder
 		if code := Main(context.Background(), c.args, io.Discard, &stderr); code != 2 || !strings.Contains(stderr.String(), c.want) {
 			t.Errorf("%q: exit %d, stderr %q; want 2 and %q", c.args, code, stderr.String(), c.want)
+		}
+	}
+}
+
+// TestVLLMHelpListsOptions: `vllm serve --help` prints the options (they were once printed
+// before they were defined, so the list came out empty).
+func TestVLLMHelpListsOptions(t *testing.T) {
+	var stderr strings.Builder
+	_, err := ParseVLLMFlags([]string{"--help"}, &stderr)
+	if !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("err = %v, want flag.ErrHelp", err)
+	}
+	for _, want := range []string{"tensor-parallel-size", "gpu-memory-utilization", "disable-custom-all-reduce"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("--help does not list --%s:\n%s", want, stderr.String())
 		}
 	}
 }
