@@ -20,9 +20,10 @@ gate: build
 	$(BIN)/reckon gate --spec $(SPEC) --out $(OUT)
 
 # Unit and integration tests (no GPU needed). Kept under 10 minutes on an idle 2-core box. The
-# end-to-end gate runs (./suites) go last and alone. Their throughput verdicts run on the
-# reference engine's device clock, so load beside them slows the run but does not change a
-# verdict; the 30-minute timeouts only catch a hang, no amount of load is meant to reach them.
+# end-to-end gate runs (./suites) go last, as many at a time as there are cores: their throughput
+# verdicts run on the reference engine's device clock at two requests in flight, so load beside
+# them (another gate, two busy loops) slows a run but does not change a verdict; the 30-minute
+# timeouts only catch a hang, no amount of load is meant to reach them.
 test:
 	$(GO) vet ./...
 	$(GO) test -timeout 30m $$($(GO) list ./... | grep -v '/suites$$')

@@ -48,6 +48,7 @@ func mergeRun(t *testing.T, dirs ...string) *gateRun {
 }
 
 func TestABSlowPRIsRedWithLaunchesAsTheUnit(t *testing.T) {
+	t.Parallel() // a gate run of its own: engines on free ports, reports in t.TempDir
 	r := redGate(t, "ab.yaml")
 	c := r.check(t, abThroughput)
 	if c.Status != gate.StatusFailed || c.Stat == nil || c.Stat.Outcome != "regression" {
@@ -118,6 +119,7 @@ func verdicts(r *gate.Run) map[string]string {
 }
 
 func TestShardsMergeToTheUnshardedVerdicts(t *testing.T) {
+	t.Parallel() // a gate run of its own: engines on free ports, reports in t.TempDir
 	full := redGate(t, "ab.yaml")
 	// --shard-by config puts main and pr on different shards: merge judges their comparison.
 	s1 := gateSpec(t, "ab.yaml", "--shard", "1/2", "--shard-by", "config")
@@ -218,6 +220,7 @@ func TestShardsMergeToTheUnshardedVerdicts(t *testing.T) {
 // TestABNumericsFaultInPRIsRed: the PR's build computes wrong (custom allreduce off by 1e-2) while
 // main's is correct; the equivalence check of the two builds fails with the calibrated reason.
 func TestABNumericsFaultInPRIsRed(t *testing.T) {
+	t.Parallel() // a gate run of its own: engines on free ports, reports in t.TempDir
 	r := redGate(t, "ab-numerics.yaml")
 	c := r.check(t, "equivalence pr vs main")
 	if c.Status != gate.StatusFailed || !strings.HasPrefix(c.Message, "pr vs main: not equivalent (calibrated by twin main-nccl): near-bitwise expected") {

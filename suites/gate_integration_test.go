@@ -204,6 +204,7 @@ func assertNoSurvivors(t *testing.T) {
 }
 
 func TestDefaultSpecPasses(t *testing.T) {
+	t.Parallel() // a gate run of its own: engines on free ports, reports in t.TempDir
 	if testing.Short() {
 		t.Skip("integration")
 	}
@@ -225,6 +226,7 @@ func TestDefaultSpecPasses(t *testing.T) {
 }
 
 func TestPCIeForcedCustomFails(t *testing.T) {
+	t.Parallel() // a gate run of its own: engines on free ports, reports in t.TempDir
 	r := redGate(t, "pcie-forced-custom.yaml")
 	kv := r.check(t, "relative custom-ar kv_cache_tokens >= 0.9 x nccl")
 	if kv.Status != gate.StatusFailed || !strings.Contains(kv.Message, "kv_cache_tokens") {
@@ -283,6 +285,7 @@ func consumeJUnit(t *testing.T, path string) (consumerView, bool) {
 // numerics-fault.yaml and the other allreduce faults: numerics_integration_test.go.
 
 func TestCrashIsInfrastructureError(t *testing.T) {
+	t.Parallel() // a gate run of its own: engines on free ports, reports in t.TempDir
 	// An engine that crashes under load is infrastructure, not a regression: exit 3, and its
 	// engine-log check is an error (the crash), not a failure.
 	r := exitGate(t, 3, "crash.yaml")
@@ -305,6 +308,7 @@ func TestCrashIsInfrastructureError(t *testing.T) {
 }
 
 func TestStartupHangTimesOut(t *testing.T) {
+	t.Parallel() // a gate run of its own: engines on free ports, reports in t.TempDir
 	// Every check of the engine that never became ready is an error, none a pass: exit 3.
 	r := exitGate(t, 3, "hang.yaml")
 	wantClosing(t, r, "INFRASTRUCTURE ERROR: 4 passed, 0 failed, 4 errors, 0 inconclusive, 0 no baseline, 0 skipped, 0 not run")
@@ -323,6 +327,7 @@ func TestStartupHangTimesOut(t *testing.T) {
 }
 
 func TestSlowdownAgainstRecordedBaseline(t *testing.T) {
+	t.Parallel() // a gate run of its own: engines on free ports, reports in t.TempDir
 	if testing.Short() {
 		t.Skip("integration")
 	}
@@ -347,6 +352,7 @@ func TestSlowdownAgainstRecordedBaseline(t *testing.T) {
 // device clock the slowdown does not depend on the machine's load, so the verdict is red with the
 // effect measured at 1/1.07 whatever else runs beside the test.
 func TestSevenPercentSlowerStepsFailAtThreePercent(t *testing.T) {
+	t.Parallel() // a gate run of its own: engines on free ports, reports in t.TempDir
 	r := redGate(t, "slow-steps-7pct.yaml")
 	c := r.check(t, "throughput slow decode output_throughput vs base")
 	if c.Stat == nil || c.Stat.Outcome != "regression" {
@@ -361,6 +367,7 @@ func TestSevenPercentSlowerStepsFailAtThreePercent(t *testing.T) {
 // modelled step allows (64 in flight at tp 8) is measured, but both the measurement and the
 // throughput verdict say that the machine's CPU set the pace (the trial files keep it too).
 func TestDeviceClockOverrunIsSaid(t *testing.T) {
+	t.Parallel() // a gate run of its own: engines on free ports, reports in t.TempDir
 	if testing.Short() {
 		t.Skip("integration")
 	}
@@ -381,6 +388,7 @@ func TestDeviceClockOverrunIsSaid(t *testing.T) {
 }
 
 func TestMemoryLeakFails(t *testing.T) {
+	t.Parallel() // a gate run of its own: engines on free ports, reports in t.TempDir
 	r := redGate(t, "memory-leak.yaml")
 	c := r.check(t, "leaking: engine log shows no errors")
 	if c.Status != gate.StatusFailed || !strings.Contains(c.Message, "memory leak detected") {
@@ -399,6 +407,7 @@ func TestMemoryLeakFails(t *testing.T) {
 }
 
 func TestInterruptStopsEnginesAndWritesPartialReports(t *testing.T) {
+	t.Parallel() // a gate run of its own: engines on free ports, reports in t.TempDir
 	if testing.Short() {
 		t.Skip("integration")
 	}
@@ -449,6 +458,7 @@ func TestInterruptStopsEnginesAndWritesPartialReports(t *testing.T) {
 }
 
 func TestLabelFilterSkipsChecksOfConfigsNotLaunched(t *testing.T) {
+	t.Parallel() // a gate run of its own: engines on free ports, reports in t.TempDir
 	if testing.Short() {
 		t.Skip("integration")
 	}

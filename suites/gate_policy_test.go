@@ -53,6 +53,7 @@ func gateNoReports(t *testing.T, specFile string, extra ...string) *gateRun {
 }
 
 func TestLabelFilterThatSelectsNothingIsBadInput(t *testing.T) {
+	t.Parallel() // a gate run of its own: engines on free ports, reports in t.TempDir
 	r := gateNoReports(t, "gate-policy.yaml", "--label-filter", "premege")
 	if r.exit != 2 {
 		t.Fatalf("exit %d, want 2\n%s", r.exit, r.stderr)
@@ -71,6 +72,7 @@ func TestLabelFilterThatSelectsNothingIsBadInput(t *testing.T) {
 }
 
 func TestLabelFilterThatDropsAnInputNeedsAllowPartial(t *testing.T) {
+	t.Parallel() // a gate run of its own: engines on free ports, reports in t.TempDir
 	bad := gateNoReports(t, "gate-policy.yaml", "--label-filter", "head")
 	want := `--label-filter "head" selects 1 check without their inputs: "relative head kv_cache_tokens >= 0.9 x base" needs config base; select those configs too (e.g. --label-filter '(head) || base') or pass --allow-partial to skip these checks`
 	if bad.exit != 2 || !strings.Contains(bad.stderr, want) {
@@ -98,6 +100,7 @@ func TestLabelFilterThatDropsAnInputNeedsAllowPartial(t *testing.T) {
 }
 
 func TestStrictFailsNoBaselineAndInconclusive(t *testing.T) {
+	t.Parallel() // a gate run of its own: engines on free ports, reports in t.TempDir
 	base := t.TempDir()
 	// No stored baseline: its own count, green without --strict, red with it.
 	nb := exitGate(t, 0, "gate-policy.yaml", "--baselines", base)
@@ -175,6 +178,7 @@ func spread(t *testing.T, file, config, workload, metric string, samples []float
 }
 
 func TestTimeoutFailsClosed(t *testing.T) {
+	t.Parallel() // a gate run of its own: engines on free ports, reports in t.TempDir
 	neg := gateNoReports(t, "gate-policy.yaml", "--timeout", "-5s")
 	if neg.exit != 2 || !strings.Contains(neg.stderr, "--timeout -5s: expected a positive duration") {
 		t.Fatalf("--timeout -5s: exit %d\n%s", neg.exit, neg.stderr)

@@ -70,6 +70,7 @@ func runReckon(t *testing.T, args ...string) (string, string, int) {
 // tonight's run is a regression reported as a change point at tonight's run with its commit
 // range. Judged against four nights at a third of its throughput, it passes.
 func TestGateAgainstHistory(t *testing.T) {
+	t.Parallel() // a gate run of its own: engines on free ports, reports in t.TempDir
 	if testing.Short() {
 		t.Skip("integration")
 	}

@@ -16,6 +16,7 @@ import (
 // first run as the baseline, with it (the check passes). Each new workload and check field is
 // judged from what the run measured and wrote.
 func TestMeasurementFieldsEndToEnd(t *testing.T) {
+	t.Parallel() // a gate run of its own: engines on free ports, reports in t.TempDir
 	if testing.Short() {
 		t.Skip("integration")
 	}

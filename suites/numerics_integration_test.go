@@ -11,6 +11,7 @@ import (
 // each must turn the equivalence check red with its one-line reason, while the twin and the
 // reference stay healthy.
 func TestNumericsFieldFailures(t *testing.T) {
+	t.Parallel() // a gate run of its own: engines on free ports, reports in t.TempDir
 	for _, c := range []struct {
 		spec string
 		want []string
@@ -57,6 +58,7 @@ func TestNumericsFieldFailures(t *testing.T) {
 // TestNumericsCorrectAlgorithmsStayGreen: the custom one-shot against the ring with the tree as
 // twin, at tp 2, 4 and 8 in bfloat16 and float32, passes (near-bitwise at tp 2, by ratio above).
 func TestNumericsCorrectAlgorithmsStayGreen(t *testing.T) {
+	t.Parallel() // a gate run of its own: engines on free ports, reports in t.TempDir
 	if testing.Short() {
 		t.Skip("integration")
 	}

@@ -13,6 +13,7 @@ import (
 // green or red for the wrong reason on real engines (fixtures/specs/real-engines): each must end
 // with its one-line reason, and nothing else of the run may be red.
 func TestRealEngineFieldCases(t *testing.T) {
+	t.Parallel() // a gate run of its own: engines on free ports, reports in t.TempDir
 	if testing.Short() {
 		t.Skip("integration")
 	}
@@ -62,6 +63,7 @@ func TestRealEngineFieldCases(t *testing.T) {
 // its users do (SGLang at --log-level warning: no ready line, no allreduce line), is ready by
 // HTTP and shows the allreduce it ran from its kernels; vLLM 0.10 gets the graph flag it knows.
 func TestPersonasGreenFromHTTPAndKernels(t *testing.T) {
+	t.Parallel() // a gate run of its own: engines on free ports, reports in t.TempDir
 	if testing.Short() {
 		t.Skip("integration")
 	}

@@ -12,6 +12,7 @@ import (
 // TestKilledRunLeavesNoStaleGreenReport: a run killed with SIGKILL before it writes its reports
 // must not leave the previous run's (green) junit.xml and results.json in its output directory.
 func TestKilledRunLeavesNoStaleGreenReport(t *testing.T) {
+	t.Parallel() // a gate run of its own: engines on free ports, reports in t.TempDir
 	if testing.Short() {
 		t.Skip("integration")
 	}

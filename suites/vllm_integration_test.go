@@ -20,6 +20,7 @@ import (
 // TestDefaultVLLMSpecPasses: default-vllm.yaml (default.yaml's configs and checks through the vllm
 // adapter) is green, each config launched once, every config's backend read from vLLM's lines.
 func TestDefaultVLLMSpecPasses(t *testing.T) {
+	t.Parallel() // a gate run of its own: engines on free ports, reports in t.TempDir
 	if testing.Short() {
 		t.Skip("integration")
 	}
@@ -57,6 +58,7 @@ func TestDefaultVLLMSpecPasses(t *testing.T) {
 // TestVLLMFieldFailures: the field failures that make sense for vLLM, through the vllm adapter,
 // each red with its one-line reason and nothing else red.
 func TestVLLMFieldFailures(t *testing.T) {
+	t.Parallel() // a gate run of its own: engines on free ports, reports in t.TempDir
 	for _, c := range []struct {
 		spec  string
 		check string
@@ -107,6 +109,7 @@ func TestVLLMFieldFailures(t *testing.T) {
 // echo completions with token-id prompts), and throughput by `reckon compare`, reported and not
 // gated (the dialects' schedulers are configured with each engine's own defaults).
 func TestCrossEngineSGLangVsVLLM(t *testing.T) {
+	t.Parallel() // a gate run of its own: engines on free ports, reports in t.TempDir
 	if testing.Short() {
 		t.Skip("integration")
 	}
