@@ -196,12 +196,21 @@ func writeFixture(repoRoot, dir string) error {
 		}
 	}
 	copies := map[string]string{
-		"fixtures/prompts/numerics.jsonl": ".reckon/numerics.jsonl",
 		"ci/scripts/gpu-lock.sh":          ".reckon/gpu-lock.sh",
 		"ci/scripts/step-summary.sh":      ".reckon/step-summary.sh",
 		"ci/scripts/install-reckon.sh":    ".reckon/install-reckon.sh",
 		"go.mod":                          "go.mod",
 		"go.sum":                          "go.sum",
+	}
+	// The numerics prompts: the first 8 of reckon's (each is probed one token at a time on the
+	// device clock; 8 keep a pre-merge run short and still show a 1% allreduce error).
+	b, err := os.ReadFile(filepath.Join(repoRoot, "fixtures/prompts/numerics.jsonl"))
+	if err != nil {
+		return err
+	}
+	lines := strings.SplitAfter(string(b), "\n")
+	if err := writeFile(filepath.Join(dir, ".reckon/numerics.jsonl"), strings.Join(lines[:min(8, len(lines))], ""), false); err != nil {
+		return err
 	}
 	for from, to := range copies {
 		if err := copyFile(filepath.Join(repoRoot, from), filepath.Join(dir, to)); err != nil {

@@ -12,9 +12,14 @@
 // step names; nothing else is replaced.
 //
 // Templates run: GitHub Actions (reckon-premerge.yml per scenario; reckon-nightly.yml twice:
-// shards, merge, history appended, trend page). Two controls show the rows can fail: the
-// pre-merge template with the spec read from the PR's tree passes the loosened-spec PR, and a
-// wrong pinned checksum stops the install.
+// shards, merge, history appended, trend page), GitLab CI (reckon.gitlab-ci.yml as a merge
+// request pipeline per scenario and as a scheduled pipeline twice, gitlab.go), Buildkite
+// (pipeline.yml as a pull-request build per scenario and as a scheduled build twice,
+// buildkite.go) and Kubernetes (reckon-shards.yaml's shard and merge Jobs twice, k8s.go). Two
+// controls show the rows can fail: the pre-merge template with the spec read from the PR's tree
+// passes the loosened-spec PR, and a wrong pinned checksum stops the install. A row is red only
+// when the gate (or merge) exits 1 with reckon's FAIL line; exit 3 or any other failed step is
+// "error".
 package main
 
 import (
