@@ -196,11 +196,11 @@ func writeFixture(repoRoot, dir string) error {
 		}
 	}
 	copies := map[string]string{
-		"ci/scripts/gpu-lock.sh":          ".reckon/gpu-lock.sh",
-		"ci/scripts/step-summary.sh":      ".reckon/step-summary.sh",
-		"ci/scripts/install-reckon.sh":    ".reckon/install-reckon.sh",
-		"go.mod":                          "go.mod",
-		"go.sum":                          "go.sum",
+		"ci/scripts/gpu-lock.sh":       ".reckon/gpu-lock.sh",
+		"ci/scripts/step-summary.sh":   ".reckon/step-summary.sh",
+		"ci/scripts/install-reckon.sh": ".reckon/install-reckon.sh",
+		"go.mod":                       "go.mod",
+		"go.sum":                       "go.sum",
 	}
 	// The numerics prompts: the first 8 of reckon's (each is probed one token at a time on the
 	// device clock; 8 keep a pre-merge run short and still show a 1% allreduce error).
