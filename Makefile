@@ -55,10 +55,11 @@ bench: build
 	@mkdir -p $(OUT)
 	set -o pipefail; $(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./... | grep -E '^(Benchmark|pkg:|ok|FAIL|---)' | tee $(OUT)/bench.txt
 
-# The engine CI templates (ci/engine/) executed end to end, their own run: lines, against a fixture
-# engine repository (scenarios healthy, slow, numerics, loosened-spec; the nightly twice). Writes
-# $(OUT)/templates-e2e/summary.json and exits non-zero on a mismatch. About 6 minutes on 2 cores
-# (cold build cache), so it is not part of `make test`.
+# The engine CI templates (ci/engine/: GitHub Actions, GitLab CI, Buildkite, Kubernetes) executed
+# end to end, their own commands, against a fixture engine repository (pre-merge scenarios
+# healthy, slow, numerics, loosened-spec; the nightly twice). Writes
+# $(OUT)/templates-e2e/summary.json and exits non-zero on a mismatch. .ci/run runs it after
+# `make fuzz`; it is not part of `make test` (timings: docs/ci.md).
 templates-e2e:
 	$(GO) run ./ci/templates-e2e
 

@@ -58,8 +58,8 @@ func parseEngineWorkflow(t *testing.T, raw string) *engineWorkflow {
 }
 
 var (
-	// pinnedInstall is an install of reckon at a release tag; floatingInstall one that is not.
-	pinnedInstall   = regexp.MustCompile(`go install "?github\.com/reckon-ci/reckon/cmd/reckon@(\$\{RECKON_VERSION\}|\$RECKON_VERSION|v\d+\.\d+\.\d+)"?`)
+	// goInstall is a build of reckon from source; floatingInstall one at a moving version.
+	goInstall       = regexp.MustCompile(`go install "?github\.com/reckon-ci/reckon/cmd/reckon@`)
 	floatingInstall = regexp.MustCompile(`reckon/cmd/reckon@(latest|main|master|HEAD)\b`)
 	semverPin       = regexp.MustCompile(`^v\d+\.\d+\.\d+$`)
 	sha256Pin       = regexp.MustCompile(`^([0-9a-f]{64}|(amd64|arm64)=[0-9a-f]{64}(,(amd64|arm64)=[0-9a-f]{64})*)$`)
@@ -111,13 +111,16 @@ func checkGateCommand(where, cmd string, ciMinutes int) []string {
 }
 
 // checkInstall: reckon is a pinned tool: the release archive of tag RECKON_VERSION checked
-// against the pinned RECKON_SHA256 (install-reckon.sh), or go install at a release tag (the Go
-// checksum database verifies the module).
+// against the pinned RECKON_SHA256 (install-reckon.sh) before it runs, in every template; never
+// go install (it builds from source at whatever the module proxy serves) or a moving version.
 func checkInstall(where, raw string, env map[string]string) []string {
 	var bad []string
 	release := releaseInstall.MatchString(raw)
-	if !release && (!pinnedInstall.MatchString(raw) || floatingInstall.MatchString(raw)) {
-		bad = append(bad, where+": reckon is not installed from a pinned release (install-reckon.sh \"$RECKON_VERSION\" \"$RECKON_SHA256\", or go install .../cmd/reckon@vX.Y.Z)")
+	if !release {
+		bad = append(bad, where+": reckon is not installed from the pinned release archive (install-reckon.sh \"$RECKON_VERSION\" \"$RECKON_SHA256\" DIR, sha256 verified)")
+	}
+	if goInstall.MatchString(raw) {
+		bad = append(bad, where+": reckon is built with go install instead of installed from the checksummed release archive")
 	}
 	if floatingInstall.MatchString(raw) {
 		bad = append(bad, where+": reckon is installed at a moving version")
@@ -509,6 +512,12 @@ func trustedCI(where, script string, env map[string]string, jobMinutes int, shar
 	if !strings.Contains(script, "git archive FETCH_HEAD .reckon | tar -x -C trusted") {
 		bad = append(bad, where+": trusted/ is not filled from the fetched base branch")
 	}
+	for _, l := range strings.Split(script, "\n") {
+		if strings.Contains(l, "install-reckon.sh") && !strings.HasPrefix(strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(l), "- ")), "trusted/.reckon/install-reckon.sh ") {
+			bad = append(bad, where+": the install script does not come from trusted/ (the base branch): "+strings.TrimSpace(l))
+		}
+	}
+	bad = append(bad, checkMergeBase(where, script)...)
 	cmds := gateCommands(script)
 	if len(cmds) == 0 {
 		bad = append(bad, where+": no reckon gate command")
@@ -524,6 +533,42 @@ func trustedCI(where, script string, env map[string]string, jobMinutes int, shar
 			bad = append(bad, where+": the gate is not sharded with "+shardArg)
 		}
 		bad = append(bad, checkGateCommand(where, cmd, jobMinutes)...)
+	}
+	return bad
+}
+
+// checkMergeBase: the PR's build is given the merge base of the PR with the target branch
+// (git merge-base after a fetch of the target that is not shallow), not the target's tip: a
+// PR is compared on what it changed, not on what the target branch did since it forked.
+func checkMergeBase(where, script string) []string {
+	var bad []string
+	lines := strings.Split(script, "\n")
+	mb := -1
+	for i, l := range lines {
+		if strings.Contains(l, "git merge-base FETCH_HEAD HEAD") && strings.Contains(l, "base_rev=") {
+			mb = i
+			break
+		}
+	}
+	if mb < 0 {
+		return []string{where + ": no base_rev=\"$(git merge-base FETCH_HEAD HEAD)\" for the PR's build"}
+	}
+	for i := mb - 1; i >= 0; i-- {
+		if strings.Contains(lines[i], "git fetch") {
+			if strings.Contains(lines[i], "--depth") {
+				bad = append(bad, where+": the target branch is fetched shallow before git merge-base (the merge base may be cut off)")
+			}
+			break
+		}
+	}
+	var pr bool
+	for _, l := range lines {
+		if strings.Contains(l, "build-engine.sh . engines/pr") {
+			pr = strings.Contains(l, `engines/pr "$base_rev"`)
+		}
+	}
+	if !pr {
+		bad = append(bad, where+": the PR's build is not given the merge base (build-engine.sh . engines/pr \"$base_rev\")")
 	}
 	return bad
 }
@@ -573,6 +618,11 @@ func checkBuildkiteEngine(raw string) []string {
 		bad = append(bad, "buildkite gate: the nightly does not pass --require-baseline")
 	}
 	mcmd := fmt.Sprint(merge["command"])
+	// The agent runs a command with bash -e: a red gate or merge must not end the script before
+	// the status is kept (the merge still annotates and appends the night).
+	if !strings.Contains(cmd, "--timeout 220m $$extra || status=$$?") || !strings.Contains(mcmd, " out out-* || status=$$?") {
+		bad = append(bad, "buildkite: the gate's or merge's exit status is not kept (|| status=$$?): under the agent's bash -e a red run ends the step early")
+	}
 	if gateAt > mergeAt || waits == 0 {
 		bad = append(bad, "buildkite: the merge does not follow the gate after a wait with continue_on_failure")
 	}
@@ -591,14 +641,15 @@ func checkBuildkiteEngine(raw string) []string {
 
 func checkGitLabEngine(raw string) []string {
 	type job struct {
-		Extends  string   `yaml:"extends"`
-		Tags     []string `yaml:"tags"`
-		Parallel int      `yaml:"parallel"`
-		Timeout  string   `yaml:"timeout"`
-		Needs    []string `yaml:"needs"`
-		When     string   `yaml:"when"`
-		Script   []any    `yaml:"script"`
-		Rules    []struct {
+		Extends   string            `yaml:"extends"`
+		Tags      []string          `yaml:"tags"`
+		Parallel  int               `yaml:"parallel"`
+		Timeout   string            `yaml:"timeout"`
+		Needs     []string          `yaml:"needs"`
+		When      string            `yaml:"when"`
+		Variables map[string]string `yaml:"variables"`
+		Script    []any             `yaml:"script"`
+		Rules     []struct {
 			If        string            `yaml:"if"`
 			When      string            `yaml:"when"`
 			Variables map[string]string `yaml:"variables"`
@@ -659,6 +710,9 @@ func checkGitLabEngine(raw string) []string {
 	if g.Parallel < 2 || !slices.Contains(g.Tags, "gpu") || g.Extends != ".reckon-rules" {
 		bad = append(bad, fmt.Sprintf("gitlab gate: parallel %d tags %v extends %q", g.Parallel, g.Tags, g.Extends))
 	}
+	if g.Variables["GIT_DEPTH"] != "0" {
+		bad = append(bad, fmt.Sprintf("gitlab gate: GIT_DEPTH %q: a shallow clone may not hold the MR's merge base (GIT_DEPTH: \"0\")", g.Variables["GIT_DEPTH"]))
+	}
 	if g.ResourceGroup != "" {
 		bad = append(bad, "gitlab gate: a resource_group allows one gate at a time across every GPU machine (the GPU lock is per machine)")
 	}
@@ -699,8 +753,16 @@ func TestEngineBuildkitePipeline(t *testing.T) {
 		"nightly unbaselined":    {`extra="--require-baseline"`, `extra=""`},
 		"not sharded":            {"    parallelism: 2\n", "    parallelism: 1\n"},
 		"merge stops on red":     {"  - wait: ~\n    continue_on_failure: true\n\n  - label: \":twisted", "  - wait: ~\n\n  - label: \":twisted"},
-		"unpinned":               {"RECKON_VERSION: v0.9.0", "RECKON_VERSION: latest"},
+		"unpinned":               {"RECKON_VERSION: v0.1.0", "RECKON_VERSION: latest"},
 		"unescaped":              {`--out "out-$$shard"`, `--out "out-$shard"`},
+		"go install":             {`trusted/.reckon/install-reckon.sh "$$RECKON_VERSION" "$$RECKON_SHA256" trusted/.bin || exit 3`, `GOBIN="$$PWD/trusted/.bin" go install "github.com/reckon-ci/reckon/cmd/reckon@$${RECKON_VERSION}" || exit 3`},
+		"no checksum":            {`RECKON_SHA256: "0000000000000000000000000000000000000000000000000000000000000000"`, `RECKON_SHA256: ""`},
+		"install from the PR":    {`trusted/.reckon/install-reckon.sh "$$RECKON_VERSION"`, `.reckon/install-reckon.sh "$$RECKON_VERSION"`},
+		"diff against base tip":  {`engines/pr "$$base_rev" || exit 3`, `engines/pr FETCH_HEAD || exit 3`},
+		"no merge base":          {`base_rev="$$(git merge-base FETCH_HEAD HEAD)" || exit 3`, `base_rev=FETCH_HEAD`},
+		"shallow base":           {`git fetch origin "$$base" || exit 3`, `git fetch --depth 1 origin "$$base" || exit 3`},
+		"red gate exits early":   {"--timeout 220m $$extra || status=$$?", "--timeout 220m $$extra"},
+		"red merge exits early":  {" out out-* || status=$$?", " out out-*"},
 	}, checkBuildkiteEngine)
 }
 
@@ -715,6 +777,13 @@ func TestEngineGitLabPipeline(t *testing.T) {
 		"nightly unbaselined":      {"        RECKON_EXTRA: --require-baseline\n", "        RECKON_EXTRA: \"\"\n"},
 		"one gate across machines": {"  parallel: 2\n", "  parallel: 2\n  resource_group: reckon-gpu\n"},
 		"merge skips red":          {"      when: always\n      variables:\n        RECKON_SPEC_FILE: nightly.yaml", "      variables:\n        RECKON_SPEC_FILE: nightly.yaml"},
-		"unpinned":                 {`reckon@${RECKON_VERSION}"`, `reckon@latest"`},
+		"unpinned":                 {"RECKON_VERSION: v0.1.0", "RECKON_VERSION: latest"},
+		"go install":               {`trusted/.reckon/install-reckon.sh "$RECKON_VERSION" "$RECKON_SHA256" trusted/.bin`, `GOBIN="$CI_PROJECT_DIR/trusted/.bin" go install "github.com/reckon-ci/reckon/cmd/reckon@${RECKON_VERSION}"`},
+		"no checksum":              {`RECKON_SHA256: "0000000000000000000000000000000000000000000000000000000000000000"`, `RECKON_SHA256: ""`},
+		"install from the MR":      {`  - trusted/.reckon/install-reckon.sh`, `  - .reckon/install-reckon.sh`},
+		"diff against target tip":  {`engines/pr "$base_rev"`, `engines/pr FETCH_HEAD`},
+		"no merge base":            {`base_rev="$(git merge-base FETCH_HEAD HEAD)"`, `base_rev=FETCH_HEAD`},
+		"shallow target":           {"    - git fetch origin \"$TRUSTED_REF\"\n    - git worktree", "    - git fetch --depth 1 origin \"$TRUSTED_REF\"\n    - git worktree"},
+		"shallow clone":            {`GIT_DEPTH: "0"`, `GIT_DEPTH: "20"`},
 	}, checkGitLabEngine)
 }

@@ -3,6 +3,8 @@ package ci_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -107,6 +109,53 @@ func checkShardJobs(jobs []batchv1.Job) []string {
 	if !strings.Contains(mcmd, "reckon history add \"$run/merged/results.json\"") || !strings.Contains(mcmd, "reckon history report") {
 		bad = append(bad, "the merge Job does not append the merged night to the history with its trend page")
 	}
+	bad = append(bad, checkPodInstall("shard", shards.Spec.Template.Spec, "reckon gate ")...)
+	bad = append(bad, checkPodInstall("merge", merge.Spec.Template.Spec, "reckon merge ")...)
+	return bad
+}
+
+// checkPodInstall: the pod's reckon is the pinned release archive, sha256 verified: an init
+// container runs the trusted tree's install-reckon.sh with a release tag and a sha256 into a
+// volume that the container mounts read-only and runs reckon from (not a reckon of the image).
+func checkPodInstall(which string, pod corev1.PodSpec, verb string) []string {
+	var bad []string
+	var dir string
+	for _, ic := range pod.InitContainers {
+		argv := strings.Join(append(append([]string{}, ic.Command...), ic.Args...), " ")
+		if !strings.Contains(argv, "install-reckon.sh") {
+			continue
+		}
+		env := map[string]string{}
+		for _, e := range ic.Env {
+			env[e.Name] = e.Value
+		}
+		if !strings.HasPrefix(argv, "/trusted/.reckon/install-reckon.sh $(RECKON_VERSION) $(RECKON_SHA256) ") {
+			bad = append(bad, which+": the install does not run the trusted tree's install-reckon.sh \"$(RECKON_VERSION)\" \"$(RECKON_SHA256)\" DIR: "+argv)
+		}
+		if !semverPin.MatchString(env["RECKON_VERSION"]) || !sha256Pin.MatchString(env["RECKON_SHA256"]) {
+			bad = append(bad, fmt.Sprintf("%s: RECKON_VERSION %q / RECKON_SHA256 %q are not a release tag and a sha256", which, env["RECKON_VERSION"], env["RECKON_SHA256"]))
+		}
+		f := strings.Fields(argv)
+		dir = f[len(f)-1]
+	}
+	if dir == "" {
+		return append(bad, which+": no init container installs reckon from the release archive (install-reckon.sh)")
+	}
+	c := pod.Containers[0]
+	cmd := strings.Join(append(append([]string{}, c.Command...), c.Args...), " ")
+	if !strings.Contains(cmd, dir+"/"+verb) {
+		bad = append(bad, fmt.Sprintf("%s: the container does not run the installed %s%s", which, dir+"/", strings.TrimSpace(verb)))
+	}
+	if regexp.MustCompile(`(^|[\s;&|])reckon `).MatchString(cmd) {
+		bad = append(bad, which+": the container runs a reckon from the image's PATH")
+	}
+	mounted := false
+	for _, m := range c.VolumeMounts {
+		mounted = mounted || m.MountPath == dir && m.ReadOnly
+	}
+	if !mounted {
+		bad = append(bad, which+": the installed reckon's volume is not mounted read-only at "+dir)
+	}
 	return bad
 }
 
@@ -136,6 +185,12 @@ func TestKubernetesIndexedJob(t *testing.T) {
 		"shards share one dir":  {`--out "/results/$RECKON_RUN_ID/shard-`, `--out "/results/shard-`},
 		"no run id in merge":    {"            - name: RECKON_RUN_ID\n              value: RECKON_RUN_ID_VALUE\n            - name: RECKON_HISTORY", "            - name: RECKON_HISTORY"},
 		"no history":            {`reckon history add "$run/merged/results.json" &&`, `true &&`},
+		"reckon of the image":   {"exec /reckon-bin/reckon gate", "exec reckon gate"},
+		"merge from the image":  {"              /reckon-bin/reckon merge --spec", "              reckon merge --spec"},
+		"untrusted install":     {`command: ["/trusted/.reckon/install-reckon.sh"`, `command: ["/src/.reckon/install-reckon.sh"`},
+		"no checksum":           {`              value: "0000000000000000000000000000000000000000000000000000000000000000"`, `              value: ""`},
+		"floating version":      {"              value: v0.1.0", "              value: latest"},
+		"no install":            {`command: ["/trusted/.reckon/install-reckon.sh", "$(RECKON_VERSION)", "$(RECKON_SHA256)", "/reckon-bin"]`, `command: ["/bin/true"]`},
 	} {
 		bad := strings.Replace(raw, edit[0], edit[1], 1)
 		if bad == raw {
