@@ -339,16 +339,7 @@ func pval(p float64) string {
 // commonMetrics returns the metrics with a known direction present in every trial, sorted with
 // throughput first.
 func commonMetrics(sets ...[]map[string]float64) []string {
-	count := map[string]int{}
-	total := 0
-	for _, set := range sets {
-		for _, t := range set {
-			total++
-			for k := range t {
-				count[k]++
-			}
-		}
-	}
+	count, total := metricCounts(sets...)
 	var out []string
 	for k, c := range count {
 		if _, ok := gate.MetricFor(k); ok && c == total {

@@ -233,16 +233,7 @@ func nonNil(s []string) []string {
 // partialMetrics returns the metrics with a known direction that some trials have and others
 // (of either side) lack: they are not compared.
 func partialMetrics(sets ...[]map[string]float64) []string {
-	count := map[string]int{}
-	total := 0
-	for _, set := range sets {
-		for _, t := range set {
-			total++
-			for k := range t {
-				count[k]++
-			}
-		}
-	}
+	count, total := metricCounts(sets...)
 	var out []string
 	for k, c := range count {
 		if _, ok := gate.MetricFor(k); ok && c < total {
@@ -251,4 +242,19 @@ func partialMetrics(sets ...[]map[string]float64) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// metricCounts counts, over every trial of the sets, the trials that have each metric; total is
+// the number of trials.
+func metricCounts(sets ...[]map[string]float64) (count map[string]int, total int) {
+	count = map[string]int{}
+	for _, set := range sets {
+		for _, t := range set {
+			total++
+			for k := range t {
+				count[k]++
+			}
+		}
+	}
+	return count, total
 }
