@@ -1,40 +1,17 @@
 package ci_test
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 
-	"github.com/goccy/go-yaml"
 	batchv1 "k8s.io/api/batch/v1"
+
+	"github.com/reckon-ci/reckon/ci/k8sjobs"
 	corev1 "k8s.io/api/core/v1"
 )
-
-// decodeJobs decodes every document of a manifest strictly into upstream batch/v1 Jobs: a field
-// the Job types do not have (a typo, an indentation slip) is an error, as kubectl's server-side
-// field validation would make it.
-func decodeJobs(t *testing.T, raw string) ([]batchv1.Job, error) {
-	t.Helper()
-	var jobs []batchv1.Job
-	for _, doc := range strings.Split(raw, "\n---\n") {
-		j, err := yaml.YAMLToJSON([]byte(doc))
-		if err != nil {
-			return nil, err
-		}
-		dec := json.NewDecoder(bytes.NewReader(j))
-		dec.DisallowUnknownFields()
-		var job batchv1.Job
-		if err := dec.Decode(&job); err != nil {
-			return nil, err
-		}
-		jobs = append(jobs, job)
-	}
-	return jobs, nil
-}
 
 // checkShardJobs: the rules of the Kubernetes template. An Indexed Job runs N shards, each pod
 // asks for GPUs and passes --shard from its completion index (0-based, +1) out of the same N,
@@ -163,7 +140,7 @@ func itoa(n int32) string { return strconv.Itoa(int(n)) }
 
 func TestKubernetesIndexedJob(t *testing.T) {
 	raw := readFile(t, "engine/k8s/reckon-shards.yaml")
-	jobs, err := decodeJobs(t, raw)
+	jobs, err := k8sjobs.Decode(raw)
 	if err != nil {
 		t.Fatalf("engine/k8s/reckon-shards.yaml does not decode strictly into batch/v1 Jobs: %v", err)
 	}
@@ -196,7 +173,7 @@ func TestKubernetesIndexedJob(t *testing.T) {
 		if bad == raw {
 			t.Fatalf("%s: edit did not apply", name)
 		}
-		jobs, err := decodeJobs(t, bad)
+		jobs, err := k8sjobs.Decode(bad)
 		if err == nil && len(checkShardJobs(jobs)) == 0 {
 			t.Errorf("%s: neither the strict decoding nor the rules objected", name)
 		}

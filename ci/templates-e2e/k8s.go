@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/goccy/go-yaml"
 	batchv1 "k8s.io/api/batch/v1"
+
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -36,24 +34,6 @@ type k8sCluster struct {
 	secrets map[string]map[string]string
 	dir     string // pods' emptyDirs and roots
 	pods    int
-}
-
-func decodeK8sJobs(raw string) ([]batchv1.Job, error) {
-	var jobs []batchv1.Job
-	for _, doc := range strings.Split(raw, "\n---\n") {
-		j, err := yaml.YAMLToJSON([]byte(doc))
-		if err != nil {
-			return nil, err
-		}
-		dec := json.NewDecoder(bytes.NewReader(j))
-		dec.DisallowUnknownFields()
-		var job batchv1.Job
-		if err := dec.Decode(&job); err != nil {
-			return nil, err
-		}
-		jobs = append(jobs, job)
-	}
-	return jobs, nil
 }
 
 var k8sVarRef = regexp.MustCompile(`\$\(([A-Za-z_][A-Za-z0-9_]*)\)`)

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/reckon-ci/reckon/ci/k8sjobs"
+
 	"github.com/reckon-ci/reckon/history"
 )
 
@@ -223,7 +225,7 @@ func (e *e2e) k8s() error {
 	for night := 1; night <= 2; night++ {
 		t0 := time.Now()
 		runID := fmt.Sprintf("nightly-2026010%d-%d", night, 300+night)
-		jobs, err := decodeK8sJobs(strings.ReplaceAll(string(raw), "RECKON_RUN_ID_VALUE", runID))
+		jobs, err := k8sjobs.Decode(strings.ReplaceAll(string(raw), "RECKON_RUN_ID_VALUE", runID))
 		if err != nil {
 			return fmt.Errorf("k8s manifest: %w", err)
 		}
