@@ -8,16 +8,21 @@ import (
 )
 
 // Defaults of Options, those of Apache Otava (formerly Hunter): p <= 0.001, a window of 50
-// points, no magnitude floor.
+// points, no magnitude floor. Unlike Otava, the level is length-aware (Options.level).
 const (
 	DefaultPValue  = 0.001
 	DefaultWindow  = 50
 	DefaultMinSize = 3
+	// RecentRuns is the most points the newest segment may hold and still be tested at PValue
+	// rather than at the length-aware level (Options.level).
+	RecentRuns = 10
 )
 
 // Options tune change-point detection.
 type Options struct {
-	// PValue is the significance a change point must reach in the final (merge) pass.
+	// PValue is the significance a change point must reach in the final (merge) pass: as is for
+	// the newest RecentRuns runs and in series of at most Window points, divided by n/Window in
+	// longer ones (Bonferroni over windows).
 	PValue float64
 	// Magnitude is the smallest |forward change| (after/before - 1) a change point may have.
 	Magnitude float64
@@ -68,6 +73,10 @@ type ChangePoint struct {
 	Forward float64 `json:"forward_change"`
 	// PValue is the two-sided Student t-test (pooled variance) of the two segments.
 	PValue float64 `json:"p_value"`
+	// Level is the p-value the change point had to reach: Options.PValue when its newer side is
+	// the newest RecentRuns runs or fewer, else PValue × Window/n (n the series' length, when
+	// longer than Window).
+	Level float64 `json:"level"`
 	// Energy is the E-divisive statistic of the split within its first-pass window.
 	Energy float64 `json:"energy"`
 }
@@ -80,7 +89,10 @@ type ChangePoint struct {
 //     kept when Student's t-test of the two sides reaches the relaxed level (10 × PValue), and both
 //     sides are split again recursively ("weak" change points).
 //  2. The candidates are merged: each is re-tested against the whole segments between its
-//     neighbours, and the weakest that fails PValue or Magnitude is dropped, until all pass.
+//     neighbours, and the weakest that fails its level or Magnitude is dropped, until all pass.
+//     The level is PValue for a change point whose newer side is the newest RecentRuns runs or
+//     fewer, and PValue × Window/n for the others in a series of n > Window points, so that a
+//     long stationary series does not split more often the longer it grows.
 //
 // It is deterministic (no permutations). NaN values are not allowed (callers drop them).
 func Detect(xs []float64, o Options) []ChangePoint {
@@ -114,10 +126,13 @@ func Detect(xs []float64, o Options) []ChangePoint {
 		for k := range idx {
 			lo, hi := bounds(idx, k, n)
 			p, fwd := ps.test(lo, idx[k], hi, o.MinSize)
-			fails := p > o.PValue || math.Abs(fwd) < o.Magnitude
+			lv := o.level(idx[k], hi, n)
+			fails := p > lv || math.Abs(fwd) < o.Magnitude
 			if !fails {
 				continue
 			}
+			// The weakest is the farthest above its own level.
+			p /= lv
 			// Ties (typically p = 1 for two candidates a point apart): drop the one that is the
 			// weaker when its too-close neighbours are ignored.
 			tie := ps.looseP(idx, k, n, o.MinSize)
@@ -134,9 +149,23 @@ func Detect(xs []float64, o Options) []ChangePoint {
 	for k, i := range idx {
 		lo, hi := bounds(idx, k, n)
 		p, fwd := ps.test(lo, i, hi, o.MinSize)
-		out[k] = ChangePoint{Index: i, Before: ps.segment(lo, i), After: ps.segment(i, hi), Forward: fwd, PValue: p, Energy: cands[i]}
+		out[k] = ChangePoint{Index: i, Before: ps.segment(lo, i), After: ps.segment(i, hi), Forward: fwd, PValue: p, Level: o.level(i, hi, n), Energy: cands[i]}
 	}
 	return out
+}
+
+// level is the p-value the merge pass holds a change point at index at to, its newer segment ending
+// at hi, in a series of n points:
+//   - the newest segment (hi == n) of at most RecentRuns points: PValue. A night's analysis asks
+//     this once, of the runs since the last change point, so a step is reported within a few nights;
+//   - every other change point: PValue × Window/n once the series is longer than a window
+//     (Bonferroni over its n/Window windows), so the false change points of a whole series stay
+//     bounded as it grows instead of growing with its length.
+func (o Options) level(at, hi, n int) float64 {
+	if hi == n && n-at <= RecentRuns {
+		return o.PValue
+	}
+	return o.PValue * float64(o.Window) / float64(max(o.Window, n))
 }
 
 func bounds(idx []int, k, n int) (lo, hi int) {
