@@ -30,7 +30,22 @@ type Options struct {
 	Window int
 	// MinSize is the fewest points a segment may have on each side of a change point.
 	MinSize int
+	// rule picks the merge pass's level; only the tests choose another than the default, to show
+	// what the length-aware level buys.
+	rule levelRule
 }
+
+// levelRule is how the merge pass sets a change point's level (Options.level).
+type levelRule int
+
+const (
+	// lengthAware: PValue for the newest segment, PValue × Window/n for the rest (the default).
+	lengthAware levelRule = iota
+	// uniformLevel: PValue for every change point, as Apache Otava does.
+	uniformLevel
+	// noRecent: PValue × Window/n for every change point, the newest segment included.
+	noRecent
+)
 
 func (o Options) withDefaults() Options {
 	if o.PValue <= 0 {
@@ -162,7 +177,10 @@ func Detect(xs []float64, o Options) []ChangePoint {
 //     (Bonferroni over its n/Window windows), so the false change points of a whole series stay
 //     bounded as it grows instead of growing with its length.
 func (o Options) level(at, hi, n int) float64 {
-	if hi == n && n-at <= RecentRuns {
+	switch {
+	case o.rule == uniformLevel:
+		return o.PValue
+	case o.rule == lengthAware && hi == n && n-at <= RecentRuns:
 		return o.PValue
 	}
 	return o.PValue * float64(o.Window) / float64(max(o.Window, n))
