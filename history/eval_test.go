@@ -293,11 +293,12 @@ func fmtDelay(d int) string {
 // nightlyAlarms follows reps series of pure noise night by night: `history` runs of history,
 // then `nights` more, each night analysed whole. It returns the false alarms per 1,000 nights:
 // nights whose analysis reports a change point among the newest 25 runs when the night before's
-// did not (each such episode shrinks `against: history`'s window until it goes away).
-func nightlyAlarms(seed uint64, reps, history, nights int, cv float64, o Options) float64 {
+// did not (each such episode shrinks `against: history`'s window while it lasts), and how many
+// nights an episode lasts on average.
+func nightlyAlarms(seed uint64, reps, history, nights int, cv float64, o Options) (per1000, meanNights float64) {
 	const newest = 25
 	rng := rand.New(rand.NewPCG(seed, uint64(history+nights)))
-	alarms := 0
+	alarms, alarmNights := 0, 0
 	for r := 0; r < reps; r++ {
 		xs := runs(rng, history+nights, 3, cv, flat)
 		prev := false
@@ -306,13 +307,19 @@ func nightlyAlarms(seed uint64, reps, history, nights int, cv float64, o Options
 			for _, cp := range Detect(xs[:t+1], o) {
 				hit = hit || cp.Index > t-newest
 			}
-			if hit && !prev {
-				alarms++
+			if hit {
+				alarmNights++
+				if !prev {
+					alarms++
+				}
 			}
 			prev = hit
 		}
 	}
-	return 1000 * float64(alarms) / float64(reps*nights)
+	if alarms > 0 {
+		meanNights = float64(alarmNights) / float64(alarms)
+	}
+	return 1000 * float64(alarms) / float64(reps*nights), meanNights
 }
 
 // longSeriesMisses lists the targets of docs/history.md ("Long series") that o misses, with
@@ -383,9 +390,21 @@ func BenchmarkChangePointLongSeries(b *testing.B) {
 				b.ReportMetric(share*100, "series_with_any_%")
 			}
 		})
+		b.Run(r.name+"/noise-by-length", func(b *testing.B) {
+			// The share of pure-noise series with any change point, by length: bounded
+			// (length-aware) or growing (uniform).
+			for i := 0; i < b.N; i++ {
+				for _, c := range []struct{ reps, n int }{{500, 200}, {200, 1000}, {20, 10000}} {
+					_, share := noiseFalse(43, c.reps, c.n, 0.03, o)
+					b.ReportMetric(share*100, fmt.Sprintf("with_any_%%_at_%d_runs", c.n))
+				}
+			}
+		})
 		b.Run(r.name+"/nightly-noise", func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
-				b.ReportMetric(nightlyAlarms(41, 8, 500, 1000, 0.03, o), "false_alarms_per_1000_nights")
+				f, d := nightlyAlarms(41, 8, 500, 1000, 0.03, o)
+				b.ReportMetric(f, "false_alarms_per_1000_nights")
+				b.ReportMetric(d, "nights_per_alarm")
 			}
 		})
 		for _, cv := range []float64{0.03, 0.02} {
