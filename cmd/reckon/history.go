@@ -270,7 +270,7 @@ func (a *analyzeFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&a.f.Config, "config", "", "only this config")
 	fl.StringVar(&a.f.Workload, "workload", "", "only this workload ('engine' for engine-report values)")
 	fl.StringVar(&a.f.Metric, "metric", "", "only this metric (e.g. output_throughput, kv_cache_tokens)")
-	fl.Float64Var(&a.o.PValue, "p-value", history.DefaultPValue, "significance a change point must reach: as is in the newest 10 runs and in series of one window, times window/n in longer ones")
+	fl.Float64Var(&a.o.PValue, "p-value", history.DefaultPValue, fmt.Sprintf("significance a change point must reach: as is in the newest %d runs and in series of one window, times window/n in longer ones", history.RecentRuns))
 	fl.Float64Var(&a.o.Magnitude, "magnitude", 0, "smallest |forward change| that counts (0.02 = 2%)")
 	fl.IntVar(&a.o.Window, "window", history.DefaultWindow, "sliding window of the first pass (points)")
 	fl.BoolVar(&a.json, "json", false, "print JSON")
@@ -291,12 +291,12 @@ func newHistoryAnalyzeCmd(dsn *string) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "analyze [--testbed K] [--spec S] [--config C] [--workload W] [--metric M] [--json]",
 		Short: "Find the change points of every series",
-		Long: `analyze runs E-divisive means with a Student t-test significance (defaults p <= 0.001, window 50)
+		Long: fmt.Sprintf(`analyze runs E-divisive means with a Student t-test significance (defaults p <= %g, window %d)
 over each series and prints each change point: its run, the commit range it falls in, the forward
 change, mean and spread before and after, and p. The level is length-aware: a change point whose
-newer side is the newest 10 runs or fewer must reach --p-value, every other one --p-value x
+newer side is the newest %d runs or fewer must reach --p-value, every other one --p-value x
 window/n in a series of n > window runs, so a long stationary series does not split more often the
-longer it grows (docs/history.md).`,
+longer it grows (docs/history.md).`, history.DefaultPValue, history.DefaultWindow, history.RecentRuns),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ser, fs, err := a.run(cmd, *dsn)
