@@ -367,7 +367,7 @@ func TestChangePointLongSeries(t *testing.T) {
 
 // BenchmarkChangePointLongSeries prints the long-series table of docs/history.md (go test
 // ./history -run '^$' -bench ChangePointLongSeries -benchtime 1x): false change points per
-// 1,000 runs of pure noise (100 series of 3,000 runs, 3 of 100,000; 3 trials a run, trial CV
+// 1,000 runs of pure noise (1,000 series of 3,000 runs, 3 of 100,000; 3 trials a run, trial CV
 // 3%), false alarms of the nightly analysis per 1,000 nights, and the delay to report a 5% step
 // (200 series, 1,000 runs before it), for reckon's length-aware level and Otava's uniform one.
 func BenchmarkChangePointLongSeries(b *testing.B) {
@@ -376,9 +376,9 @@ func BenchmarkChangePointLongSeries(b *testing.B) {
 		rule levelRule
 	}{{"length-aware", lengthAware}, {"uniform", uniformLevel}} {
 		o := Options{rule: r.rule}
-		b.Run(r.name+"/noise3000x100", func(b *testing.B) {
+		b.Run(r.name+"/noise3000x1000", func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
-				f, share := noiseFalse(41, 100, 3000, 0.03, o)
+				f, share := noiseFalse(41, 1000, 3000, 0.03, o)
 				b.ReportMetric(f, "false_per_1000_runs")
 				b.ReportMetric(share*100, "series_with_any_%")
 			}
