@@ -97,11 +97,15 @@ probes exactly as the gate's equivalence check does (teacher-forced KL distance,
 its bootstrap interval, near-bitwise rule, greedy smoke test). Negative controls are correct
 allreduce algorithms against each other (ring, tree via NCCL_ALGO=Tree, one-shot: four
 candidate/base/twin triples per cell); positive controls are the engine's allreduce faults at
-several magnitudes, judged against base ring with twin tree. It prints the false-alarm and
-detection table; --write-docs replaces it between the numerics calibration markers of that file
-(docs/statistics.md).`,
+several magnitudes, judged against base ring with twin tree (the twin check). The oracle check
+judges every config on the custom path (the correct one-shot and every fault) against the custom
+path's reference kernel (--allreduce-oracle forward) with the same kernel summing in reverse as
+its twin. It prints the false-alarm and detection table; --write-docs replaces it between the
+numerics calibration markers of that file (docs/statistics.md). Use --first-seed to calibrate on
+weight seeds no test uses.`,
 		Example: `  reckon calibrate numerics --seeds 10
   reckon calibrate numerics --tp 4 --dtype bfloat16 --seeds 2
+  reckon calibrate numerics --seeds 4 --first-seed 101 --parallel 1
   reckon calibrate numerics --seeds 10 --parallel 8 --write-docs docs/statistics.md`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
