@@ -72,6 +72,7 @@ func TestCalibratedFaultFixturesFail(t *testing.T) {
 		{"refengine_tp4_candidate_drop_peer.json", Fail, []string{"65540 B", "one_shot is not exact on integer inputs"}},
 		{"refengine_tp4_candidate_stale.json", Fail, []string{"one_shot is not exact on integer inputs"}},
 		{"refengine_tp4_candidate_fallback.json", Fail, []string{"one_shot took its custom path in only 0 of 64 calls", "fell back"}},
+		{"refengine_tp4_candidate_rank_order.json", Fail, []string{"left the ranks holding different results"}},
 		{"refengine_tp4_no_controls.json", Error, []string{"the calibrated rule rejects this probe", "no positive controls"}},
 	} {
 		p := loadProbeFile(t, filepath.Join(probesDir, "faults", tc.file))

@@ -84,3 +84,35 @@ func TestNumericsCorrectAlgorithmsStayGreen(t *testing.T) {
 		t.Errorf("%d equivalence checks, want 6", n)
 	}
 }
+
+// TestNumericsOracleCatchesBF16Accumulation: a custom kernel that accumulates in bf16 rounds as
+// often as the NCCL ring, so the twin check (against nccl, twin nccl-tree) passes it; the oracle
+// check (the custom path's reference kernel, twin the same kernel summing in reverse, which
+// agree bit for bit) fails it by the near-bitwise rule and passes the correct kernel.
+func TestNumericsOracleCatchesBF16Accumulation(t *testing.T) {
+	t.Parallel() // a gate run of its own: engines on free ports, reports in t.TempDir
+	r := redGate(t, "numerics-bf16-accumulate.yaml")
+	for _, c := range []struct {
+		name   string
+		status gate.Status
+		want   string
+	}{
+		{"equivalence custom-ar vs nccl", gate.StatusPassed, "calibrated by twin nccl-tree"},
+		{"equivalence custom-ar vs oracle", gate.StatusFailed, "near-bitwise expected (oracle-reversed within 1e-06 of oracle everywhere"},
+		{"equivalence custom-ok vs oracle", gate.StatusPassed, "near-bitwise (one at a time; max |Δ| 0 <= 1e-06)"},
+	} {
+		ch := r.check(t, c.name)
+		if ch.Status != c.status || !strings.Contains(ch.Message, c.want) {
+			t.Errorf("%s: %s %s; want %s with %q", c.name, ch.Status, ch.Message, c.status, c.want)
+		}
+	}
+	failed := 0
+	for _, ch := range r.results.Checks {
+		if ch.Status == gate.StatusFailed || ch.Status == gate.StatusError {
+			failed++
+		}
+	}
+	if failed != 1 {
+		t.Errorf("%d checks red, want only the oracle check of custom-ar\n%s", failed, r.dump())
+	}
+}

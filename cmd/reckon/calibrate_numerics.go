@@ -39,6 +39,14 @@ type numericsControl struct {
 	Env  map[string]string
 	// Mirrors is the kind of field bug a fault stands for.
 	Mirrors string
+	// MinTP is the smallest tp size the control means anything at (0: any): a per-rank order
+	// or a bf16 accumulator over two ranks adds once, exactly as the correct kernel does.
+	MinTP int
+	// Oracle marks the custom path's reference kernels (--allreduce-oracle): they calibrate the
+	// oracle check and are no candidates of their own.
+	Oracle bool
+	// Custom: the control runs the custom (one-shot) path, so the oracle check judges it too.
+	Custom bool
 }
 
 // numericsControls are the calibration's controls, as data. The faults act on the custom
@@ -48,18 +56,23 @@ type numericsControl struct {
 var numericsControls = []numericsControl{
 	{Name: "ring", Correct: true, NCCL: true},
 	{Name: "tree", Correct: true, NCCL: true, Env: map[string]string{"NCCL_ALGO": "Tree"}},
-	{Name: "one-shot", Correct: true},
-	{Name: "error 0.5%", DTypes: []string{"bfloat16"}, Args: []string{"--fault-allreduce-error", "0.005"}, Mirrors: "noisy reduction"},
-	{Name: "error 1%", DTypes: []string{"bfloat16"}, Args: []string{"--fault-allreduce-error", "0.01"}, Mirrors: "noisy reduction"},
-	{Name: "error 3%", DTypes: []string{"bfloat16"}, Args: []string{"--fault-allreduce-error", "0.03"}, Mirrors: "noisy reduction"},
-	{Name: "error 0.01%", DTypes: []string{"float32"}, Args: []string{"--fault-allreduce-error", "0.0001"}, Mirrors: "noisy reduction"},
-	{Name: "error 0.1%", DTypes: []string{"float32"}, Args: []string{"--fault-allreduce-error", "0.001"}, Mirrors: "noisy reduction"},
-	{Name: "scale +1%", DTypes: []string{"bfloat16"}, Args: []string{"--fault-allreduce-scale", "0.01"}, Mirrors: "wrong scale factor"},
-	{Name: "scale +0.1%", DTypes: []string{"float32"}, Args: []string{"--fault-allreduce-scale", "0.001"}, Mirrors: "wrong scale factor"},
-	{Name: "drop rank above 32KiB", Args: []string{"--fault-allreduce-drop-rank-above", "32KiB"}, Mirrors: "large-message path misses a peer (reached under load only)"},
-	{Name: "stale above 8KiB", Args: []string{"--fault-allreduce-stale-above", "8KiB"}, Mirrors: "stale buffer / graph replay"},
-	{Name: "error 1% at >=128 tokens", DTypes: []string{"bfloat16"}, Args: []string{"--fault-allreduce-error", "0.01", "--fault-allreduce-min-batch", "128"}, Mirrors: "big-batch-only bug (under load only)"},
-	{Name: "error 0.1% at >=128 tokens", DTypes: []string{"float32"}, Args: []string{"--fault-allreduce-error", "0.001", "--fault-allreduce-min-batch", "128"}, Mirrors: "big-batch-only bug (under load only)"},
+	{Name: "one-shot", Correct: true, Custom: true},
+	{Name: "oracle", Correct: true, Oracle: true, Args: []string{"--allreduce-oracle", "forward"}},
+	{Name: "oracle reversed", Correct: true, Oracle: true, Args: []string{"--allreduce-oracle", "reverse"}},
+	{Name: "error 0.5%", DTypes: []string{"bfloat16"}, Args: []string{"--fault-allreduce-error", "0.005"}, Mirrors: "noisy reduction", Custom: true},
+	{Name: "error 1%", DTypes: []string{"bfloat16"}, Args: []string{"--fault-allreduce-error", "0.01"}, Mirrors: "noisy reduction", Custom: true},
+	{Name: "error 3%", DTypes: []string{"bfloat16"}, Args: []string{"--fault-allreduce-error", "0.03"}, Mirrors: "noisy reduction", Custom: true},
+	{Name: "error 0.01%", DTypes: []string{"float32"}, Args: []string{"--fault-allreduce-error", "0.0001"}, Mirrors: "noisy reduction", Custom: true},
+	{Name: "error 0.1%", DTypes: []string{"float32"}, Args: []string{"--fault-allreduce-error", "0.001"}, Mirrors: "noisy reduction", Custom: true},
+	{Name: "scale +1%", DTypes: []string{"bfloat16"}, Args: []string{"--fault-allreduce-scale", "0.01"}, Mirrors: "wrong scale factor", Custom: true},
+	{Name: "scale +0.1%", DTypes: []string{"float32"}, Args: []string{"--fault-allreduce-scale", "0.001"}, Mirrors: "wrong scale factor", Custom: true},
+	{Name: "drop rank above 32KiB", Args: []string{"--fault-allreduce-drop-rank-above", "32KiB"}, Mirrors: "large-message path misses a peer (reached under load only)", Custom: true},
+	{Name: "stale above 8KiB", Args: []string{"--fault-allreduce-stale-above", "8KiB"}, Mirrors: "stale buffer / graph replay", Custom: true},
+	{Name: "error 1% at >=128 tokens", DTypes: []string{"bfloat16"}, Args: []string{"--fault-allreduce-error", "0.01", "--fault-allreduce-min-batch", "128"}, Mirrors: "big-batch-only bug (under load only)", Custom: true},
+	{Name: "error 0.1% at >=128 tokens", DTypes: []string{"float32"}, Args: []string{"--fault-allreduce-error", "0.001", "--fault-allreduce-min-batch", "128"}, Mirrors: "big-batch-only bug (under load only)", Custom: true},
+	{Name: "accumulate bf16", DTypes: []string{"bfloat16"}, Args: []string{"--fault-allreduce-accumulate", "bfloat16"}, Mirrors: "one-shot kernel adding bf16 without a float32 accumulator", MinTP: 4, Custom: true},
+	{Name: "rank order", Args: []string{"--fault-allreduce-rank-order"}, Mirrors: "ranks summing in their own order (ranks disagree)", MinTP: 4, Custom: true},
+	{Name: "rank order, accumulate bf16", DTypes: []string{"bfloat16"}, Args: []string{"--fault-allreduce-rank-order", "--fault-allreduce-accumulate", "bfloat16"}, Mirrors: "ranks summing in their own order in bf16", MinTP: 4, Custom: true},
 }
 
 // negativeTriples are the clean comparisons of every cell: (candidate, base, twin), all correct.
@@ -73,7 +86,7 @@ const (
 func newCalibrateNumericsCmd() *cobra.Command {
 	var (
 		enginePath, model, promptsPath, tps, dtypes, outDir, writeDocs string
-		seeds, maxTokens, topK, batch, parallel                        int
+		seeds, firstSeed, maxTokens, topK, batch, parallel             int
 		maxRatio                                                       float64
 	)
 	cmd := &cobra.Command{
@@ -84,11 +97,15 @@ probes exactly as the gate's equivalence check does (teacher-forced KL distance,
 its bootstrap interval, near-bitwise rule, greedy smoke test). Negative controls are correct
 allreduce algorithms against each other (ring, tree via NCCL_ALGO=Tree, one-shot: four
 candidate/base/twin triples per cell); positive controls are the engine's allreduce faults at
-several magnitudes, judged against base ring with twin tree. It prints the false-alarm and
-detection table; --write-docs replaces it between the numerics calibration markers of that file
-(docs/statistics.md).`,
+several magnitudes, judged against base ring with twin tree (the twin check). The oracle check
+judges every config on the custom path (the correct one-shot and every fault) against the custom
+path's reference kernel (--allreduce-oracle forward) with the same kernel summing in reverse as
+its twin. It prints the false-alarm and detection table; --write-docs replaces it between the
+numerics calibration markers of that file (docs/statistics.md). Use --first-seed to calibrate on
+weight seeds no test uses.`,
 		Example: `  reckon calibrate numerics --seeds 10
   reckon calibrate numerics --tp 4 --dtype bfloat16 --seeds 2
+  reckon calibrate numerics --seeds 4 --first-seed 101 --parallel 1
   reckon calibrate numerics --seeds 10 --parallel 8 --write-docs docs/statistics.md`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -104,8 +121,8 @@ detection table; --write-docs replaces it between the numerics calibration marke
 				}
 				dts = append(dts, d)
 			}
-			if seeds < 1 || parallel < 1 || topK < 1 || maxTokens < 1 || batch < 0 || (batch > 0 && batch < 8) {
-				return withExitCode(2, fmt.Errorf("--seeds, --parallel, --top-logprobs and --max-tokens must be positive, --batch 0 or at least 8 (as numerics.batch_size)"))
+			if seeds < 1 || firstSeed < 1 || parallel < 1 || topK < 1 || maxTokens < 1 || batch < 0 || (batch > 0 && batch < 8) {
+				return withExitCode(2, fmt.Errorf("--seeds, --first-seed, --parallel, --top-logprobs and --max-tokens must be positive, --batch 0 or at least 8 (as numerics.batch_size)"))
 			}
 			if !(maxRatio > 0) {
 				return withExitCode(2, fmt.Errorf("--max-ratio %v: expected a ratio > 0", maxRatio))
@@ -134,7 +151,7 @@ detection table; --write-docs replaces it between the numerics calibration marke
 			var cells []numCell
 			for _, d := range dts {
 				for _, tp := range tpList {
-					for s := 1; s <= seeds; s++ {
+					for s := firstSeed; s < firstSeed+seeds; s++ {
 						cells = append(cells, numCell{dtype: d, tp: tp, seed: s})
 					}
 				}
@@ -144,7 +161,7 @@ detection table; --write-docs replaces it between the numerics calibration marke
 			if err != nil {
 				return withExitCode(3, err)
 			}
-			table := numericsTable(res, seeds, maxRatio, len(prompts))
+			table := numericsTable(res, firstSeed, seeds, maxRatio, len(prompts))
 			fmt.Fprint(cmd.OutOrStdout(), table)
 			fmt.Fprintf(cmd.ErrOrStderr(), "calibrated %d cells in %s\n", len(cells), time.Since(start).Round(time.Second))
 			if writeDocs != "" {
@@ -162,7 +179,8 @@ detection table; --write-docs replaces it between the numerics calibration marke
 	f.StringVar(&promptsPath, "prompts", "fixtures/prompts/numerics.jsonl", "numerics prompts (JSONL)")
 	f.StringVar(&tps, "tp", "2,4,8", "tensor-parallel sizes")
 	f.StringVar(&dtypes, "dtype", "bfloat16,float32", "dtypes")
-	f.IntVar(&seeds, "seeds", 10, "weight seeds per (dtype, tp) cell (--weight-seed 1..N)")
+	f.IntVar(&seeds, "seeds", 10, "weight seeds per (dtype, tp) cell (--weight-seed F..F+N-1)")
+	f.IntVar(&firstSeed, "first-seed", 1, "the first weight seed F (held-out runs: seeds no test uses)")
 	f.IntVar(&maxTokens, "max-tokens", 24, "greedy continuation length (numerics.max_tokens)")
 	f.IntVar(&topK, "top-logprobs", spec.DefaultTopLogprobs, "top-k candidates per position (numerics.top_logprobs)")
 	f.IntVar(&batch, "batch", spec.DefaultProbeBatch, "under-load pass: sequences in flight at once (numerics.batch_size; 0: off)")
@@ -189,9 +207,18 @@ type numCell struct {
 	tp, seed int
 }
 
+// The calibration's two checks: the twin check (base ring, twin tree; the negatives are the four
+// triples of correct algorithms) and the oracle check (base the custom path's reference kernel,
+// twin the same kernel summing in reverse; the negative is the correct one-shot).
+const (
+	checkTwin   = "twin"
+	checkOracle = "oracle"
+)
+
 // numOutcome is one judged comparison.
 type numOutcome struct {
 	cell      numCell
+	check     string // checkTwin or checkOracle
 	candidate string
 	negative  bool
 	failed    bool
@@ -245,7 +272,7 @@ func (nc numCal) cell(ctx context.Context, c numCell) ([]numOutcome, error) {
 	var seqs map[string][]int
 	dir := filepath.Join(nc.outDir, fmt.Sprintf("%s-tp%d-seed%d", c.dtype, c.tp, c.seed))
 	for _, ctl := range numericsControls {
-		if ctl.DTypes != nil && !slices.Contains(ctl.DTypes, c.dtype) {
+		if ctl.DTypes != nil && !slices.Contains(ctl.DTypes, c.dtype) || c.tp < ctl.MinTP {
 			continue
 		}
 		lc := engine.LaunchConfig{
@@ -276,9 +303,9 @@ func (nc numCal) cell(ctx context.Context, c numCell) ([]numOutcome, error) {
 	}
 	chk := gate.EquivalenceCheck{TopK: nc.topK, MaxRatio: &nc.maxRatio, DType: c.dtype, TP: c.tp}
 	var out []numOutcome
-	judge := func(cand, base, twin string, negative bool) {
+	judge := func(check, cand, base, twin string, negative bool) {
 		v := gate.Equivalence(gate.EquivalenceProbes{Base: probes[base], Head: probes[cand], Twin: probes[twin]}, chk)
-		o := numOutcome{cell: c, candidate: cand, negative: negative, failed: v.Outcome != gate.Pass, message: v.Message, ratio: math.NaN(), metrics: v.Metrics}
+		o := numOutcome{cell: c, check: check, candidate: cand, negative: negative, failed: v.Outcome != gate.Pass, message: v.Message, ratio: math.NaN(), metrics: v.Metrics}
 		if r, ok := v.Metrics["ratio"]; ok {
 			o.ratio = r
 			if rb, ok := v.Metrics["ratio_batched"]; ok {
@@ -293,17 +320,24 @@ func (nc numCal) cell(ctx context.Context, c numCell) ([]numOutcome, error) {
 		out = append(out, o)
 	}
 	for _, t := range negativeTriples {
-		judge(t[0], t[1], t[2], true)
+		judge(checkTwin, t[0], t[1], t[2], true)
 	}
 	for _, ctl := range numericsControls {
 		if !ctl.Correct && probes[ctl.Name] != nil {
-			judge(ctl.Name, "ring", "tree", false)
+			judge(checkTwin, ctl.Name, "ring", "tree", false)
+		}
+	}
+	// The oracle check: every control on the custom path against the reference kernel, with
+	// the reference kernel summing in reverse as the twin.
+	for _, ctl := range numericsControls {
+		if ctl.Custom && probes[ctl.Name] != nil {
+			judge(checkOracle, ctl.Name, "oracle", "oracle reversed", ctl.Correct)
 		}
 	}
 	// Every judged comparison, for analysis beyond the table.
 	var lines []byte
 	for _, o := range out {
-		b, _ := json.Marshal(map[string]any{"dtype": c.dtype, "tp": c.tp, "seed": c.seed, "candidate": o.candidate, "negative": o.negative,
+		b, _ := json.Marshal(map[string]any{"dtype": c.dtype, "tp": c.tp, "seed": c.seed, "check": o.check, "candidate": o.candidate, "negative": o.negative,
 			"failed": o.failed, "bitwise": o.bitwise, "ratio": finiteOrNil(o.ratio), "message": o.message, "metrics": o.metrics})
 		lines = append(append(lines, b...), '\n')
 	}
@@ -351,16 +385,18 @@ func fileName(s string) string {
 
 // numericsTable renders the calibration: per (dtype, tp) the clean comparisons with their false
 // alarms and ratio quantiles, then per fault its detection.
-func numericsTable(res []numOutcome, seeds int, maxRatio float64, prompts int) string {
+func numericsTable(res []numOutcome, firstSeed, seeds int, maxRatio float64, prompts int) string {
+	seedsText := fmt.Sprintf("%d weight seeds (%d..%d)", seeds, firstSeed, firstSeed+seeds-1)
 	type key struct {
 		dtype string
+		check string
 		tp    int
 		name  string
 	}
 	groups := map[key][]numOutcome{}
 	var keys []key
 	for _, o := range res {
-		k := key{o.cell.dtype, o.cell.tp, ""}
+		k := key{o.cell.dtype, o.check, o.cell.tp, ""}
 		if !o.negative {
 			k.name = o.candidate
 		}
@@ -378,6 +414,9 @@ func numericsTable(res []numOutcome, seeds int, maxRatio float64, prompts int) s
 		if ka.dtype != kb.dtype {
 			return ka.dtype < kb.dtype
 		}
+		if ka.check != kb.check {
+			return ka.check == checkTwin
+		}
 		if (ka.name == "") != (kb.name == "") {
 			return ka.name == ""
 		}
@@ -387,8 +426,8 @@ func numericsTable(res []numOutcome, seeds int, maxRatio float64, prompts int) s
 		return ka.tp < kb.tp
 	})
 	var b strings.Builder
-	fmt.Fprintf(&b, "Numerics calibration: %d weight seeds per cell, %d prompts, max_ratio %g; negative controls are the four correct candidate/base/twin triples of ring, tree (NCCL_ALGO=Tree) and one-shot; positive controls are judged against base ring with twin tree. Ratio: the KL-distance ratio, the larger of the sequential and under-load passes.\n\n", seeds, prompts, maxRatio)
-	b.WriteString("| dtype | tp | control | comparisons | failed | near-bitwise | ratio median | ratio p99 (negative) / min (positive) | failed uncalibrated (no twin) |\n|---|---:|---|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(&b, "Numerics calibration: %s per cell, %d prompts, max_ratio %g. Twin check: negative controls are the four correct candidate/base/twin triples of ring, tree (NCCL_ALGO=Tree) and one-shot; positive controls are judged against base ring with twin tree. Oracle check: every config on the custom path (the correct one-shot is the negative control) against base `--allreduce-oracle forward` with twin `--allreduce-oracle reverse`. Ratio: the KL-distance ratio, the larger of the sequential and under-load passes.\n\n", seedsText, prompts, maxRatio)
+	b.WriteString("| dtype | check | tp | control | comparisons | failed | near-bitwise | ratio median | ratio p99 (negative) / min (positive) | failed uncalibrated (no twin) |\n|---|---|---:|---|---:|---:|---:|---:|---:|---:|\n")
 	neg, negFail := 0, 0
 	for _, k := range keys {
 		os := groups[k]
@@ -427,7 +466,7 @@ func numericsTable(res []numOutcome, seeds int, maxRatio float64, prompts int) s
 		if len(rs) > 0 {
 			med = fmt.Sprintf("%.3g", rs[len(rs)/2])
 		}
-		fmt.Fprintf(&b, "| %s | %d | %s | %d | %d (%.0f%%) | %d | %s | %s | %d (%.0f%%) |\n", k.dtype, k.tp, name, len(os), failed, 100*float64(failed)/float64(len(os)), bitwise, med, tail,
+		fmt.Fprintf(&b, "| %s | %s | %d | %s | %d | %d (%.0f%%) | %d | %s | %s | %d (%.0f%%) |\n", k.dtype, k.check, k.tp, name, len(os), failed, 100*float64(failed)/float64(len(os)), bitwise, med, tail,
 			uncal, 100*float64(uncal)/float64(len(os)))
 	}
 	fmt.Fprintf(&b, "\nFalse alarms: %d of %d clean comparisons (%.2f%%).\n", negFail, neg, 100*float64(negFail)/float64(max(neg, 1)))

@@ -35,7 +35,8 @@ type ProbeOptions struct {
 	// NoControls leaves the positive controls out (a probe the calibrated rule rejects).
 	NoControls bool
 	// CandidateFault injects a fault into the candidate itself, to record a broken kernel:
-	// "" (none), "scale", "drop_peer" (above DropAbove), "stale" or "fallback" (the custom path
+	// "" (none), "scale", "drop_peer" (above DropAbove), "stale", "rank_order" (every rank sums in
+	// its own order), "accumulate_bf16" (a bf16 accumulator, bf16 data only) or "fallback" (the custom path
 	// silently hands every call to the ring).
 	CandidateFault string
 }
@@ -176,6 +177,11 @@ func (o ProbeOptions) custom(fault string) func([][]float32, int64, precision) (
 			return false, false
 		}
 		faulted := false
+		if v, ok := kernelFault(fault, p); ok {
+			// a faulty kernel: it changes how the sum is formed, not what is summed
+			AllReduceOneShot(w, p == bf16, v)
+			return true, n > 2
+		}
 		if fault == "drop_peer" && size > o.DropAbove {
 			run(OneShot, w[:n-1], p)
 			copy(w[n-1], w[0])
@@ -211,6 +217,19 @@ func (o ProbeOptions) custom(fault string) func([][]float32, int64, precision) (
 		}
 		return true, faulted
 	}
+}
+
+// kernelFault is the one-shot variant of a kernel fault: "rank_order" (every rank sums in its
+// own order) or "accumulate_bf16" (a bf16 accumulator; on float32 data the kernel accumulates in
+// float32, so it is the correct one there and ok is false).
+func kernelFault(fault string, p precision) (OneShotVariant, bool) {
+	switch {
+	case fault == "rank_order":
+		return OneShotVariant{Order: OrderPerRank}, true
+	case fault == "accumulate_bf16" && p == bf16:
+		return OneShotVariant{AccumulateBF16: true}, true
+	}
+	return OneShotVariant{}, false
 }
 
 func (o ProbeOptions) validate() error {
@@ -255,9 +274,9 @@ func (o ProbeOptions) validate() error {
 		return fmt.Errorf("--custom-max-bytes %d, --drop-above %d, --scale-fault %g: expected sizes >= 0 and a finite factor >= 0", o.CustomMaxBytes, o.DropAbove, o.ScaleFault)
 	}
 	switch o.CandidateFault {
-	case "", "scale", "drop_peer", "stale", "fallback":
+	case "", "scale", "drop_peer", "stale", "fallback", "rank_order", "accumulate_bf16":
 	default:
-		return fmt.Errorf("--candidate-fault %q: expected scale, drop_peer, stale or fallback", o.CandidateFault)
+		return fmt.Errorf("--candidate-fault %q: expected scale, drop_peer, stale, fallback, rank_order or accumulate_bf16", o.CandidateFault)
 	}
 	return nil
 }

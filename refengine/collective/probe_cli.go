@@ -94,7 +94,7 @@ func RunProbeCLI(args []string, stdout, stderr io.Writer) int {
 	dropAbove := fs.String("drop-above", "64KiB", "the drop_peer positive control leaves the last rank out of messages above this size")
 	scaleFault := fs.Float64("scale-fault", DefaultScaleFault, "the scale positive control multiplies the output by 1+X")
 	noControls := fs.Bool("no-controls", false, "leave the positive controls out (the calibrated rule then rejects the probe)")
-	candFault := fs.String("candidate-fault", "", "inject a fault into the candidate itself, to record a broken kernel: scale, drop_peer, stale or fallback")
+	candFault := fs.String("candidate-fault", "", "inject a fault into the candidate itself, to record a broken kernel: scale, drop_peer, stale, fallback, rank_order (every rank sums in its own order) or accumulate_bf16 (a bf16 accumulator)")
 	seed := fs.Uint64("seed", 1, "random seed")
 	repeats := fs.Int("repeats", 5, "timed runs per algorithm and case (median reported)")
 	asJSON := fs.Bool("json", false, "print the reckon.allreduce-probe/v2 JSON instead of a table")

@@ -157,6 +157,21 @@ func TestProbeControlsAndFaults(t *testing.T) {
 			t.Errorf("candidate fault %s not visible: %+v", tc.fault, a)
 		}
 	}
+	// A per-rank order: in bf16 the float32 accumulator makes it exact (ranks agree); in float32
+	// the ranks disagree in the last bits, which the probe records.
+	o.CandidateFault = "rank_order"
+	for _, dt := range []string{"bfloat16", "float32"} {
+		o.DTypes = []string{dt}
+		p, err := Probe(context.Background(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := get(p.Results[0], "one_shot")
+		if a.RanksIdentical == nil || *a.RanksIdentical != (dt == "bfloat16") {
+			t.Errorf("rank_order %s: ranks identical %v", dt, a.RanksIdentical)
+		}
+	}
+	o.DTypes = []string{"bfloat16"}
 	o.NoControls, o.CandidateFault = true, ""
 	if p, err := Probe(context.Background(), o); err != nil || len(p.Calibration.Roles) != 4 || len(p.Results[0].Algorithms) != 4 {
 		t.Errorf("--no-controls: %v %+v", err, p.Calibration)

@@ -345,3 +345,51 @@ func TestAllReduceOrderSpread(t *testing.T) {
 		}
 	}
 }
+
+// TestKernelFaultsAndOracle: the bf16-accumulation fault moves bf16 logprobs and is counted; the
+// per-rank order changes nothing in bf16 (float32 sums of bf16 values are exact) but makes the
+// float32 ranks disagree; the oracle kernels equal the correct custom kernel in bf16 in either
+// order, and the flags show in the faults map.
+func TestKernelFaultsAndOracle(t *testing.T) {
+	run := func(args ...string) ([]float64, map[string]any) {
+		t.Helper()
+		ts := start(t, nil, true, append([]string{"--tp-size", "4"}, args...)...)
+		lps := echoLogprobs(t, ts, faultPrompt)
+		info := ts.info(t)
+		_ = ts.stop()
+		return lps, info
+	}
+	bf := []string{"--dtype", "bfloat16"}
+	clean, _ := run(bf...)
+	for _, c := range []struct {
+		name   string
+		args   []string
+		moved  bool
+		key    string
+		keyVal any
+	}{
+		{"accumulate bf16", []string{"--fault-allreduce-accumulate", "bfloat16"}, true, "allreduce_accumulate", "bfloat16"},
+		{"rank order, bf16", []string{"--fault-allreduce-rank-order"}, false, "allreduce_rank_order", true},
+		{"oracle forward", []string{"--allreduce-oracle", "forward"}, false, "", nil},
+		{"oracle reverse", []string{"--allreduce-oracle", "reverse"}, false, "", nil},
+	} {
+		lps, info := run(append(append([]string{}, bf...), c.args...)...)
+		d, faulted := maxAbsDiff(lps, clean), num(t, info, "faulted_calls")
+		t.Logf("%-18s max |Δ prompt logprob| vs clean custom %.3g, faulted_calls %v", c.name, d, faulted)
+		if c.moved != (d > 1e-3 && faulted > 0) || (!c.moved && (!identical(lps, clean) || faulted != 0)) {
+			t.Errorf("%s: moved %.3g, faulted_calls %v; want moved=%v", c.name, d, faulted, c.moved)
+		}
+		if c.key != "" {
+			if f := info["faults"].(map[string]any); f[c.key] != c.keyVal {
+				t.Errorf("%s: faults[%q] = %v", c.name, c.key, f[c.key])
+			}
+		} else if info["allreduce_oracle"] != c.args[1] {
+			t.Errorf("%s: allreduce_oracle %v", c.name, info["allreduce_oracle"])
+		}
+	}
+	f32, _ := run()
+	lps, info := run("--fault-allreduce-rank-order")
+	if d := maxAbsDiff(lps, f32); d == 0 || d > 1e-3 || num(t, info, "faulted_calls") == 0 {
+		t.Errorf("rank order, float32: moved by %.3g, faulted_calls %v; want a last-bits change, counted", d, info["faulted_calls"])
+	}
+}

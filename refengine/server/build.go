@@ -216,6 +216,14 @@ func (e *Engine) selectAllreduce(s *startup, topo interconnect.Topology) {
 	s.customARBytes, s.largest = customARBytes, largest
 }
 
+// reasonSuffix is "; REASON" for a non-empty reason.
+func reasonSuffix(reason string) string {
+	if reason == "" {
+		return ""
+	}
+	return "; " + reason
+}
+
 // loadGroup generates the weights (and the draft's) and shards them over the tensor-parallel
 // group.
 func (e *Engine) loadGroup(s *startup) error {
@@ -227,13 +235,26 @@ func (e *Engine) loadGroup(s *startup) error {
 	if s.spec {
 		draft = target.Draft()
 	}
+	var oracle *collective.SumOrder
+	if opts.AllReduceOracle != "" {
+		if !s.custom {
+			return fmt.Errorf("--allreduce-oracle %s acts on the custom allreduce, which this engine does not use (backend %s%s): the oracle would be NCCL's",
+				opts.AllReduceOracle, e.Backend, reasonSuffix(e.CustomDisabledReason))
+		}
+		o := collective.OrderForward
+		if opts.AllReduceOracle == "reverse" {
+			o = collective.OrderReverse
+		}
+		oracle = &o
+	}
 	group, err := tp.NewGroup(target, draft, tp.Options{
 		TP: opts.TPSize, BF16: opts.DType == "bfloat16", Custom: s.custom, CustomMaxBytes: e.CustomMaxBytes,
 		NCCLAlgorithm: e.NCCLAlgorithm, Interconnect: e.Interconnect, Deterministic: opts.Deterministic,
 		FaultAllReduceError: opts.FaultAllReduceError, FaultAllReduceScale: opts.FaultAllReduceScale,
 		FaultDropRank: opts.FaultDropRank, FaultDropRankAbove: opts.FaultDropRankAbove,
 		FaultStale: opts.FaultStale, FaultStaleAbove: opts.FaultStaleAbove,
-		FaultMinBatch: opts.FaultMinBatch,
+		FaultMinBatch: opts.FaultMinBatch, FaultAccumulateBF16: opts.FaultAccumulate == "bfloat16",
+		FaultRankOrder: opts.FaultRankOrder, Oracle: oracle,
 	})
 	if err != nil {
 		return err

@@ -73,11 +73,18 @@ type Options struct {
 	FaultStale          bool
 	FaultStaleAbove     int64
 	FaultMinBatch       int
-	FaultReserveMB      float64
-	FaultSlowdown       float64
-	FaultCrashAfter     int
-	FaultHangStartup    bool
-	FaultLeakMBPerReq   float64
+	// FaultAccumulate is the custom kernel's accumulator: "" (float32, correct) or "bfloat16"
+	// (the bf16 accumulation fault). FaultRankOrder: every rank sums in its own order.
+	FaultAccumulate string
+	FaultRankOrder  bool
+	// AllReduceOracle, when not "", makes the custom path the reference kernel summing in that
+	// fixed rank order ("forward" or "reverse"): an oracle config for the equivalence check.
+	AllReduceOracle   string
+	FaultReserveMB    float64
+	FaultSlowdown     float64
+	FaultCrashAfter   int
+	FaultHangStartup  bool
+	FaultLeakMBPerReq float64
 
 	// Clock is "wall" (each step takes its real CPU compute plus the modelled communication) or
 	// "modelled" (the device clock: each step lasts the longer of its real compute and the
@@ -265,12 +272,32 @@ func registerEngineFlags(fs *flag.FlagSet, o *Options) engineFlags {
 	ef.dropAbove = fs.String("fault-allreduce-drop-rank-above", "", "fault (custom allreduce): messages of more than `SIZE` bytes (e.g. 64KiB; 0 = all) miss the last rank's contribution, on every rank (default off)")
 	ef.staleAbove = fs.String("fault-allreduce-stale-above", "", "fault (custom allreduce): messages of more than `SIZE` bytes (e.g. 64KiB; 0 = all) return the previous call's result of the same size; the first call of a size is correct (default off)")
 	fs.IntVar(&o.FaultMinBatch, "fault-allreduce-min-batch", 0, "fault (custom allreduce): the other --fault-allreduce-* faults apply only to allreduces of at least `N` tokens (0 = any size)")
+	fs.StringVar(&o.FaultAccumulate, "fault-allreduce-accumulate", "", "fault (custom allreduce): `DTYPE` of the kernel's accumulator: bfloat16 adds the ranks' bf16 inputs in bf16 in rank order, rounding after every addition (needs --dtype bfloat16); float32 or empty = the correct kernel")
+	fs.BoolVar(&o.FaultRankOrder, "fault-allreduce-rank-order", false, "fault (custom allreduce): every rank r sums the inputs in its own order r, r+1, ..., r-1 instead of 0..n-1, so the ranks' results can differ in the last bits")
+	fs.StringVar(&o.AllReduceOracle, "allreduce-oracle", "", "oracle config: the custom path runs the reference kernel, float32 accumulation in a fixed rank `ORDER` (forward = 0..n-1, reverse = n-1..0) with one rounding; needs the custom allreduce in effect and no --fault-allreduce-* flag")
 	fs.Float64Var(&o.FaultReserveMB, "fault-reserve-mb", 0, "fault: extra reserved memory per rank in MiB (KV shrinks)")
 	fs.Float64Var(&o.FaultSlowdown, "fault-slowdown", 1, "fault: each step takes this many times longer")
 	fs.IntVar(&o.FaultCrashAfter, "fault-crash-after", 0, "fault: crash (exit 1, traceback in the log) after this many requests")
 	fs.BoolVar(&o.FaultHangStartup, "fault-hang-startup", false, "fault: never become ready")
 	fs.Float64Var(&o.FaultLeakMBPerReq, "fault-leak-mb-per-request", 0, "fault: each finished request leaks this many MiB of KV pages")
 	return ef
+}
+
+// allReduceFaultFlags names the --fault-allreduce-* flags that are on.
+func (o *Options) allReduceFaultFlags() []string {
+	var on []string
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{{"--fault-allreduce-error", o.FaultAllReduceError != 0}, {"--fault-allreduce-scale", o.FaultAllReduceScale != 0},
+		{"--fault-allreduce-drop-rank-above", o.FaultDropRank}, {"--fault-allreduce-stale-above", o.FaultStale},
+		{"--fault-allreduce-min-batch", o.FaultMinBatch != 0}, {"--fault-allreduce-accumulate", o.FaultAccumulate == "bfloat16"},
+		{"--fault-allreduce-rank-order", o.FaultRankOrder}} {
+		if f.set {
+			on = append(on, f.name)
+		}
+	}
+	return on
 }
 
 // finish parses the engine flags' raw values into o.
@@ -356,6 +383,27 @@ func (o *Options) validate() error {
 	}
 	if o.FaultMinBatch < 0 {
 		return fmt.Errorf("--fault-allreduce-min-batch %d: expected a number of tokens >= 0 (0 = any batch)", o.FaultMinBatch)
+	}
+	switch o.FaultAccumulate {
+	case "", "float32", "fp32":
+		o.FaultAccumulate = ""
+	case "bfloat16", "bf16":
+		o.FaultAccumulate = "bfloat16"
+		if o.DType != "bfloat16" {
+			return fmt.Errorf("--fault-allreduce-accumulate bfloat16 needs --dtype bfloat16 (the dtype is %s: its allreduce inputs are float32, accumulated in float32)", o.DType)
+		}
+	default:
+		return fmt.Errorf("--fault-allreduce-accumulate %q: expected bfloat16 (the fault) or float32 (the correct kernel)", o.FaultAccumulate)
+	}
+	switch o.AllReduceOracle {
+	case "", "forward", "reverse":
+	default:
+		return fmt.Errorf("--allreduce-oracle %q: expected forward or reverse", o.AllReduceOracle)
+	}
+	if o.AllReduceOracle != "" {
+		if on := o.allReduceFaultFlags(); len(on) > 0 {
+			return fmt.Errorf("--allreduce-oracle %s: an oracle must be correct, but %s given", o.AllReduceOracle, strings.Join(on, ", "))
+		}
 	}
 	if o.FaultReserveMB < 0 || o.FaultSlowdown < 1 || o.FaultCrashAfter < 0 || o.FaultLeakMBPerReq < 0 {
 		return errors.New("fault flags: errors, reserves and leaks must be >= 0 and --fault-slowdown >= 1")

@@ -114,13 +114,15 @@ func (e *Engine) refengineFacts(st sched.Stats) map[string]any {
 			"allreduce_drop_rank_above": sizeOrNil(e.Opts.FaultDropRank, e.Opts.FaultDropRankAbove),
 			"allreduce_stale_above":     sizeOrNil(e.Opts.FaultStale, e.Opts.FaultStaleAbove),
 			"allreduce_min_batch":       e.Opts.FaultMinBatch, "reserve_mb": e.Opts.FaultReserveMB,
+			"allreduce_accumulate": nilIfEmpty(e.Opts.FaultAccumulate), "allreduce_rank_order": e.Opts.FaultRankOrder,
 			"slowdown": e.Opts.FaultSlowdown, "crash_after": e.Opts.FaultCrashAfter, "hang_startup": e.Opts.FaultHangStartup,
 			"leak_mb_per_request": e.Opts.FaultLeakMBPerReq},
-		"weight_seed":     e.WeightSeed,
-		"model_file_seed": e.FileSeed,
-		"profiling":       e.prof.active(),
-		"clock":           e.Opts.Clock,
-		"device_clock":    e.deviceClockFacts(st),
+		"allreduce_oracle": nilIfEmpty(e.Opts.AllReduceOracle),
+		"weight_seed":      e.WeightSeed,
+		"model_file_seed":  e.FileSeed,
+		"profiling":        e.prof.active(),
+		"clock":            e.Opts.Clock,
+		"device_clock":     e.deviceClockFacts(st),
 	}
 }
 

@@ -150,3 +150,95 @@ func TestNewGroupRejectsBadOptions(t *testing.T) {
 		}
 	}
 }
+
+// variantOf runs the one-shot variant v over a copy of in and returns every rank's result.
+func variantOf(in [][]float32, bf16 bool, v collective.OneShotVariant) [][]float32 {
+	b := cloneBufs(in)
+	collective.AllReduceOneShot(b, bf16, v)
+	return b
+}
+
+func TestFaultAccumulateBF16(t *testing.T) {
+	for _, n := range []int{2, 4, 8} {
+		g := reduceGroup(t, Options{TP: n, BF16: true, Custom: true, CustomMaxBytes: 1 << 20, FaultAccumulateBF16: true})
+		in := randBufs(uint64(10+n), n, 64*row)
+		b := cloneBufs(in)
+		g.reduce(b, row)
+		want := variantOf(in, true, collective.OneShotVariant{AccumulateBF16: true})[0]
+		checkAll(t, "bf16 accumulation", b, want)
+		good := variantOf(in, true, collective.OneShotVariant{})[0]
+		differ := 0
+		for i := range good {
+			if good[i] != want[i] {
+				differ++
+			}
+		}
+		s := g.Stats()
+		if n == 2 {
+			if differ != 0 || s.FaultedCalls != 0 {
+				t.Errorf("tp 2: one addition rounds once either way: %d elements differ, faulted %d", differ, s.FaultedCalls)
+			}
+			continue
+		}
+		if differ == 0 || s.FaultedCalls != 1 {
+			t.Errorf("tp %d: %d elements differ from the float32 accumulator, faulted %d: expected a change, counted", n, differ, s.FaultedCalls)
+		}
+	}
+	// NCCL calls are never faulted.
+	g := reduceGroup(t, Options{TP: 4, BF16: true, FaultAccumulateBF16: true})
+	in := randBufs(3, 4, 8*row)
+	b := cloneBufs(in)
+	g.reduce(b, row)
+	r := cloneBufs(in)
+	collective.AllReduceBF16(collective.Ring, r)
+	checkAll(t, "nccl path", b, r[0])
+}
+
+func TestFaultRankOrder(t *testing.T) {
+	g := reduceGroup(t, Options{TP: 4, Custom: true, CustomMaxBytes: 1 << 20, FaultRankOrder: true})
+	in := randBufs(4, 4, 64*row)
+	b := cloneBufs(in)
+	g.reduce(b, row)
+	want := variantOf(in, false, collective.OneShotVariant{Order: collective.OrderPerRank})
+	disagree := 0
+	for r := range b {
+		for i := range b[r] {
+			if math.Float32bits(b[r][i]) != math.Float32bits(want[r][i]) {
+				t.Fatalf("rank %d element %d = %v, want %v", r, i, b[r][i], want[r][i])
+			}
+			if r > 0 && b[r][i] != b[0][i] {
+				disagree++
+			}
+		}
+	}
+	if disagree == 0 || g.Stats().FaultedCalls != 1 {
+		t.Errorf("float32 tp 4: %d rank disagreements, faulted %d: expected the ranks to disagree and the call counted", disagree, g.Stats().FaultedCalls)
+	}
+	// Rank 0 adds in the common order: its result is the correct kernel's.
+	checkAll(t, "rank 0", b[:1], expect(collective.OneShot, in, 4))
+}
+
+func TestOracleOrders(t *testing.T) {
+	for _, o := range []collective.SumOrder{collective.OrderForward, collective.OrderReverse} {
+		g := reduceGroup(t, Options{TP: 4, Custom: true, CustomMaxBytes: 1 << 20, Oracle: &o})
+		in := randBufs(5, 4, 16*row)
+		b := cloneBufs(in)
+		g.reduce(b, row)
+		checkAll(t, "oracle", b, variantOf(in, false, collective.OneShotVariant{Order: o})[0])
+		if s := g.Stats(); s.CustomCalls != 1 || s.FaultedCalls != 0 {
+			t.Errorf("oracle %d: stats %+v", o, s)
+		}
+	}
+	fwd := collective.OrderForward
+	for name, opts := range map[string]Options{
+		"oracle with a fault":          {TP: 4, Custom: true, Oracle: &fwd, FaultAllReduceError: 0.01},
+		"oracle with rank order":       {TP: 4, Custom: true, Oracle: &fwd, FaultRankOrder: true},
+		"bf16 accumulation, float32":   {TP: 4, Custom: true, FaultAccumulateBF16: true},
+		"oracle with an unknown order": {TP: 4, Custom: true, Oracle: new(collective.SumOrder(collective.OrderPerRank))},
+	} {
+		opts.Interconnect = interconnect.Default(interconnect.NVLink)
+		if _, err := NewGroup(model.Generate(tinyConfig(t)), nil, opts); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}

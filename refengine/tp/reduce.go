@@ -4,6 +4,7 @@
 package tp
 
 import (
+	"math"
 	"sync"
 	"time"
 
@@ -47,8 +48,9 @@ func (r *reducer) allReduce(rank int, buf []float32, rowWidth int) {
 // reduce runs one allreduce over all ranks' buffers, choosing the algorithm as SGLang does: the
 // custom one-shot when enabled and the tensor fits its buffer, else NCCL (ring or tree). The
 // faults of Options apply to the custom path only, in this order: a dropped rank changes what is
-// summed, a stale result replaces the fresh sum, then the scale and the relative error multiply
-// it.
+// summed, the kernel faults (bf16 accumulation, per-rank order) change how it is summed, a stale
+// result replaces the fresh sum, then the scale and the relative error multiply it. An oracle
+// replaces the custom kernel by the reference one in its fixed order.
 func (g *Group) reduce(bufs [][]float32, rowWidth int) {
 	n := len(bufs)
 	if n == 1 {
@@ -79,6 +81,7 @@ func (g *Group) reduce(bufs [][]float32, rowWidth int) {
 	stale := faultable && g.opts.FaultStale && bytes > g.opts.FaultStaleAbove
 	faulted := false
 
+	variant, useVariant := g.kernelVariant(custom, faultable, n)
 	parts := bufs
 	if drop {
 		// The large-message path returned without the last peer's data: the others are summed
@@ -86,7 +89,14 @@ func (g *Group) reduce(bufs [][]float32, rowWidth int) {
 		parts = bufs[:n-1]
 		faulted = true
 	}
-	g.runAllReduce(alg, parts, elems, rowWidth)
+	if useVariant {
+		collective.AllReduceOneShot(parts, g.opts.BF16, variant)
+		if g.variantAltered(variant, parts, n) {
+			faulted = true
+		}
+	} else {
+		g.runAllReduce(alg, parts, elems, rowWidth)
+	}
 	if drop {
 		copy(bufs[n-1], bufs[0])
 	}
@@ -101,6 +111,54 @@ func (g *Group) reduce(bufs [][]float32, rowWidth int) {
 		(*hook)(AllReduceRecord{Algorithm: alg, Ranks: n, Bytes: bytes, BF16: g.opts.BF16, Start: t0, Duration: time.Since(t0)})
 	}
 	g.account(alg, bytes, n, faulted)
+}
+
+// kernelVariant is the custom kernel that a call of n ranks runs when it is not the engine's
+// own one-shot: the oracle's fixed order, or the kernel the accumulation and rank-order faults
+// describe (when the call is faultable).
+func (g *Group) kernelVariant(custom, faultable bool, n int) (collective.OneShotVariant, bool) {
+	if !custom {
+		return collective.OneShotVariant{}, false
+	}
+	if g.opts.Oracle != nil {
+		return collective.OneShotVariant{Order: *g.opts.Oracle}, true
+	}
+	if !faultable || !(g.opts.FaultAccumulateBF16 || g.opts.FaultRankOrder) {
+		return collective.OneShotVariant{}, false
+	}
+	v := collective.OneShotVariant{AccumulateBF16: g.opts.FaultAccumulateBF16}
+	if g.opts.FaultRankOrder {
+		v.Order = collective.OrderPerRank
+	}
+	return v, true
+}
+
+// variantAltered reports whether a faulty kernel variant changed a call's result: a bf16
+// accumulator rounds more than once from three ranks on (at two, one addition rounds once
+// either way); a per-rank order counts where the ranks' results disagree.
+func (g *Group) variantAltered(v collective.OneShotVariant, parts [][]float32, n int) bool {
+	if g.opts.Oracle != nil {
+		return false
+	}
+	if v.AccumulateBF16 && n > 2 {
+		return true
+	}
+	if v.Order == collective.OrderPerRank {
+		for r := 1; r < len(parts); r++ {
+			for i, x := range parts[r] {
+				if math.Float32bits(x) != math.Float32bits(parts[0][i]) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// hasAllReduceFault reports whether any custom-allreduce fault of o is on.
+func hasAllReduceFault(o Options) bool {
+	return o.FaultAllReduceError != 0 || o.FaultAllReduceScale != 0 || o.FaultDropRank || o.FaultStale ||
+		o.FaultAccumulateBF16 || o.FaultRankOrder || o.FaultMinBatch != 0
 }
 
 // runAllReduce sums parts (elems elements per rank) with alg, in the dtype; with Deterministic
@@ -204,7 +262,7 @@ func (g *Group) account(alg collective.Algorithm, bytes int64, n int, faulted bo
 // faultOpts is the fault part of o, for error messages.
 func faultOpts(o Options) map[string]any {
 	return map[string]any{"error": o.FaultAllReduceError, "scale": o.FaultAllReduceScale, "drop_rank_above": o.FaultDropRankAbove,
-		"stale_above": o.FaultStaleAbove, "min_batch": o.FaultMinBatch}
+		"stale_above": o.FaultStaleAbove, "min_batch": o.FaultMinBatch, "accumulate_bf16": o.FaultAccumulateBF16, "rank_order": o.FaultRankOrder}
 }
 
 // hashUnit maps (a, b) to a deterministic value in [-1, 1).

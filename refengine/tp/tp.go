@@ -56,9 +56,21 @@ type Options struct {
 	// each size is correct).
 	FaultStale      bool
 	FaultStaleAbove int64
+	// FaultAccumulateBF16 (bf16 only) makes the custom kernel add the ranks' bf16 inputs in bf16,
+	// rounding after every addition, instead of upcasting them to a float32 accumulator: n-1
+	// roundings per element instead of one.
+	FaultAccumulateBF16 bool
+	// FaultRankOrder makes every rank r of the custom kernel add the inputs in its own order (r,
+	// r+1, ..., r-1) instead of the common order 0..n-1, so the ranks' results can differ in
+	// the last bits and the ranks go on with different activations.
+	FaultRankOrder bool
 	// FaultMinBatch restricts every fault above to allreduces of at least this many tokens
 	// (elements / row width; 0 = any size).
 	FaultMinBatch int
+	// Oracle, when set, makes the custom path a reference kernel: float32 accumulation in this
+	// fixed rank order (collective.OrderForward or collective.OrderReverse), one rounding to the
+	// dtype. It excludes every fault.
+	Oracle *collective.SumOrder
 	// Deterministic makes the allreduce batch-invariant: each token's row is reduced on its own, so
 	// its summation order does not depend on the other sequences in the batch.
 	Deterministic bool
@@ -159,6 +171,17 @@ func NewGroup(target, draft *model.Weights, opts Options) (*Group, error) {
 	}
 	if opts.FaultAllReduceError < 0 || !(opts.FaultAllReduceScale > -1) || opts.FaultDropRankAbove < 0 || opts.FaultStaleAbove < 0 || opts.FaultMinBatch < 0 {
 		return nil, fmt.Errorf("tp: fault options %+v: expected error >= 0, scale > -1, sizes >= 0 and min batch >= 0", faultOpts(opts))
+	}
+	if opts.FaultAccumulateBF16 && !opts.BF16 {
+		return nil, fmt.Errorf("tp: a bf16 accumulation fault needs bf16 data (float32 data accumulates in float32)")
+	}
+	if opts.Oracle != nil {
+		if *opts.Oracle != collective.OrderForward && *opts.Oracle != collective.OrderReverse {
+			return nil, fmt.Errorf("tp: oracle order %d: expected forward or reverse", *opts.Oracle)
+		}
+		if hasAllReduceFault(opts) {
+			return nil, fmt.Errorf("tp: an oracle allreduce takes no faults (fault options %+v)", faultOpts(opts))
+		}
 	}
 	g := &Group{opts: opts, cfg: target.Cfg}
 	g.rope = model.NewRope(target.Cfg.HeadDim(), target.Cfg.MaxPositions, target.Cfg.RopeTheta)
