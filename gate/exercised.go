@@ -55,6 +55,20 @@ func EquivalenceExercised(base, head EquivalenceSide, twin *EquivalenceSide) err
 }
 
 func equivalenceExercised(base, head EquivalenceSide, twin *EquivalenceSide) error {
+	sides := []EquivalenceSide{head, base}
+	if twin != nil {
+		sides = append(sides, *twin)
+	}
+	for _, s := range sides {
+		if s.effective() == BackendFused && s.Requested != BackendFused {
+			off := ""
+			if s.AllReduce.TurnOff != "" {
+				off = "; turn it off with " + s.AllReduce.TurnOff
+			}
+			return fmt.Errorf("%s asks for %s allreduce but ran FlashInfer allreduce fusion (%s): the check would compare fusion, not %s%s",
+				s.Config, s.Requested, s.AllReduce.decidedBy(), s.Requested, off)
+		}
+	}
 	if base.Requested != head.Requested {
 		be, he := base.effective(), head.effective()
 		switch {
