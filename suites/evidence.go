@@ -17,8 +17,8 @@ import (
 	"github.com/reckon-ci/reckon/engine/vllm"
 	"github.com/reckon-ci/reckon/gate"
 	"github.com/reckon-ci/reckon/spec"
-	"github.com/reckon-ci/reckon/wire/enginefacts"
 	"github.com/reckon-ci/reckon/wire"
+	"github.com/reckon-ci/reckon/wire/enginefacts"
 	"github.com/reckon-ci/reckon/workload"
 )
 
