@@ -113,6 +113,13 @@ func equivalenceExercised(base, head EquivalenceSide, twin *EquivalenceSide) err
 				algo := te
 				if te == BackendNCCL && len(ta) > 0 {
 					algo = fmt.Sprintf("NCCL %s", strings.Join(ta, "+"))
+					if !slices.Contains(ta, "TREE") {
+						// NCCL kernel names tell TREE from the rest only: NVLS, CollNet and PAT
+						// also run in ..._RING_LL kernels (wire/enginefacts nccl.kernel.algorithm).
+						algo = "NCCL non-TREE kernels on both (RING_LL names also cover NVLS, CollNet and PAT)"
+						return fmt.Errorf("twin %s cannot be shown to sum in another order than base %s (%s), though it asks for another summation order: it calibrates nothing it can show",
+							twin.Config, base.Config, algo)
+					}
 				}
 				return fmt.Errorf("twin %s ran the same allreduce as base %s (%s), though it asks for another summation order: its spread is zero and calibrates nothing",
 					twin.Config, base.Config, algo)
