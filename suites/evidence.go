@@ -133,6 +133,7 @@ func (fw *framework) profiledAllReduce(ctx context.Context, cs *configState) gat
 	}
 	c := fw.client(cs)
 	since := time.Now().Add(-time.Second) // file systems with coarse modification times
+	before := profile.Snapshot(dir)       // a shared directory: earlier windows' traces are not this one's
 	if err := c.StartProfile(ctx, dir); err != nil {
 		src.Detail = profileUnavailable(err)
 		return src
@@ -158,7 +159,7 @@ func (fw *framework) profiledAllReduce(ctx context.Context, cs *configState) gat
 	// Wait for every rank's trace to be written and stop growing (bounded), then count the
 	// readable ones: a rank still flushing is skipped and named, not fatal to the others.
 	wctx, wcancel := context.WithTimeout(ctx, traceSettleTimeout)
-	files, settled, err := profile.WaitTraces(wctx, dir, since, profile.SettleOptions{Ranks: cs.launch.TPSize})
+	files, settled, err := profile.WaitTraces(wctx, dir, since, profile.SettleOptions{Ranks: cs.launch.TPSize, Existing: before})
 	wcancel()
 	if err == nil && len(files) == 0 {
 		err = errors.New("the engine wrote no trace file")

@@ -158,3 +158,23 @@ func TestWaitTracesSettles(t *testing.T) {
 		t.Error("a missing directory is not an error")
 	}
 }
+
+// TestWaitTracesSharedDir: a directory shared by two windows (a user's own trace directory):
+// the first window's traces, written a moment before and so within the coarse "since", are not
+// the second window's.
+func TestWaitTracesSharedDir(t *testing.T) {
+	dir := t.TempDir()
+	old := writeFile(t, dir, "w_1-rank-0.1.pt.trace.json.gz", kinetoTrace(0, kernel(voidNCCL, 1)), true)
+	before := Snapshot(dir)
+	if len(before) != 1 {
+		t.Fatalf("Snapshot = %v", before)
+	}
+	fresh := writeFile(t, dir, "w_2-rank-0.2.pt.trace.json.gz", kinetoTrace(0, kernel(fusedOneShot, 1)), true)
+	files, settled, err := WaitTraces(context.Background(), dir, time.Now().Add(-time.Hour), SettleOptions{Ranks: 1, Poll: time.Millisecond, Existing: before})
+	if err != nil || !settled || len(files) != 1 || files[0] != fresh {
+		t.Errorf("WaitTraces = %v, %v, %v; want only %s (not %s)", files, settled, err, fresh, old)
+	}
+	if len(Snapshot(filepath.Join(dir, "missing"))) != 0 {
+		t.Error("a missing directory's snapshot is not empty")
+	}
+}

@@ -42,8 +42,25 @@ func ParseTraces(ctx context.Context, paths []string) (*Summary, error) {
 	return s, nil
 }
 
+// Existing is the trace files a directory held before a profiling window (Snapshot): a file
+// still the same afterwards (size and modification time) is not the window's, which matters when
+// several configs or launches share one directory (a user's own VLLM_TORCH_PROFILER_DIR).
+type Existing map[string]fileState
+
+// Snapshot records the trace files under dir (CollectTraces) as they are now; a missing dir is
+// an empty snapshot.
+func Snapshot(dir string) Existing {
+	files, err := CollectTraces(dir, time.Time{})
+	if err != nil {
+		return Existing{}
+	}
+	return Existing(snapshot(files))
+}
+
 // SettleOptions bound WaitTraces.
 type SettleOptions struct {
+	// Existing are files to leave out while they are unchanged (Snapshot before the window).
+	Existing Existing
 	// Ranks is how many rank traces (files that are not vLLM's front-end trace) to wait for;
 	// 0 waits for at least one.
 	Ranks int
@@ -54,8 +71,8 @@ type SettleOptions struct {
 // onPoll, when set by tests, runs after each look at the directory.
 var onPoll func(n int)
 
-// WaitTraces waits until the traces under dir (CollectTraces, modified at or after since) have
-// settled: at least opts.Ranks rank traces exist, and no file appeared, vanished or changed size
+// WaitTraces waits until the traces under dir (CollectTraces, modified at or after since, less
+// opts.Existing files that did not change) have settled: at least opts.Ranks rank traces exist, and no file appeared, vanished or changed size
 // or modification time between two consecutive looks. It returns the files and true once
 // settled; when ctx ends first, the files of the last look and false (the caller parses them,
 // and ParseTraces skips a file still being written). An unreadable dir is an error.
@@ -75,12 +92,19 @@ func WaitTraces(ctx context.Context, dir string, since time.Time, opts SettleOpt
 			return files, false, nil
 		case <-t.C:
 		}
-		var err error
-		files, err = CollectTraces(dir, since)
+		all, err := CollectTraces(dir, since)
 		if err != nil {
 			return nil, false, err
 		}
-		cur := snapshot(files)
+		cur := snapshot(all)
+		files = nil
+		for _, f := range all {
+			if old, ok := opts.Existing[f]; ok && old == cur[f] {
+				delete(cur, f)
+				continue
+			}
+			files = append(files, f)
+		}
 		if onPoll != nil {
 			onPoll(n)
 		}
