@@ -23,7 +23,8 @@ import (
 )
 
 // traceSettleTimeout bounds the wait for a profiling window's traces to settle after
-// /stop_profile (SGLang before 0.4.4 answers before every rank has written its trace).
+// /stop_profile: an engine may answer before every rank has written its trace (reported of
+// SGLang before about 0.4.4; wire/enginefacts sglang.profiler.stop_before_written, unverified).
 const traceSettleTimeout = 30 * time.Second
 
 // profileWindowTokens is the length of the one greedy request run under the profiler: a prefill
