@@ -33,15 +33,15 @@ func TestPersonaFullRelease(t *testing.T) {
 	if code := Main(context.Background(), []string{"vllm", "--engine-version", "0.11.0", "--version"}, io.Discard, &errb); code != 2 || !strings.Contains(errb.String(), "unknown vllm release") {
 		t.Errorf("0.11.0 (no persona of that line): exit %d, %q", code, errb.String())
 	}
-	for v, want := range map[string][3]bool{ // capture-size flag, --profiler-config, env var
-		"0.10": {false, false, true}, "0.12.0": {true, false, true}, "0.22": {true, true, false}, "latest": {true, true, false},
+	for v, want := range map[string][4]bool{ // capture-size flag, --profiler-config, env var, no spec with logprobs
+		"0.10": {false, false, true, true}, "0.12.0": {true, false, true, true}, "0.22": {true, true, false, false}, "latest": {true, true, false, false},
 	} {
 		p, err := LookupPersona(DialectVLLM, v)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := [3]bool{p.MaxCaptureSizeFlag, p.ProfilerConfigFlag, p.ProfilerEnv}; got != want {
-			t.Errorf("vllm %s: capture-size flag, profiler config, env = %v, want %v", v, got, want)
+		if got := [4]bool{p.MaxCaptureSizeFlag, p.ProfilerConfigFlag, p.ProfilerEnv, p.SpecSkipLogprobs}; got != want {
+			t.Errorf("vllm %s: capture-size flag, profiler config, env, spec skips logprobs = %v, want %v", v, got, want)
 		}
 	}
 }

@@ -84,7 +84,8 @@ type Persona struct {
 	SpecAcceptMeta bool
 	// SpecSkipLogprobs: vLLM does not speculate for a request with logprobs or prompt_logprobs
 	// (vllm/v1/spec_decode/utils.py is_spec_decode_unsupported: "or sampling_params.logprobs is
-	// not None"); removed around v0.14.0 (vllm-project/vllm#34497).
+	// not None"); removed around v0.14.0 (vllm-project/vllm#34497). Set from
+	// wire/enginefacts.VLLMSpecSkipsLogprobs.
 	SpecSkipLogprobs bool
 }
 
@@ -100,9 +101,9 @@ var personas = []Persona{
 		CustomARV2: true, RegisteringLine: true, GraphFlagDecode: true, SpecV2LogprobTruncation: true, SpecAcceptMeta: true,
 		FusionAutoEnable: true},
 	{Dialect: DialectVLLM, Name: "0.10", Version: "0.10.2",
-		RegisteringLine: true, SpecSkipLogprobs: true},
+		RegisteringLine: true},
 	{Dialect: DialectVLLM, Name: "0.12", Version: "0.12.0",
-		RegisteringLine: true, SpecSkipLogprobs: true},
+		RegisteringLine: true},
 	{Dialect: DialectVLLM, Name: "0.22", Version: "0.22.1",
 		RegisteringLine: true, ARBackendsLine: true, NewReadyLine: true},
 }
@@ -116,6 +117,7 @@ func withFacts(p Persona) Persona {
 	p.MaxCaptureSizeFlag = enginefacts.VLLMMaxCaptureSize.InRange(v, newest)
 	p.ProfilerConfigFlag = enginefacts.VLLMProfilerConfig.InRange(v, newest)
 	p.ProfilerEnv = enginefacts.VLLMProfilerEnv.InRange(v, newest)
+	p.SpecSkipLogprobs = enginefacts.VLLMSpecSkipsLogprobs.InRange(v, newest)
 	return p
 }
 

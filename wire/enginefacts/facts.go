@@ -223,6 +223,36 @@ var (
 		Says:   "With spec v2 and return_logprob, output logprobs come back for the first token only (#14046 is a closed PR, not a fix); later releases crash instead (#17349, #19761); NGRAM omits output logprobs entirely (#10660).",
 		Values: []string{"SGLANG_ENABLE_SPEC_V2"},
 	}
+	// VLLMSpecSkipsLogprobs: old vLLM does not speculate for requests with logprobs.
+	VLLMSpecSkipsLogprobs = Fact{
+		ID: "vllm.spec.skip_logprobs", Engine: VLLM, Until: "0.14.0",
+		Says:   "A request with logprobs or prompt_logprobs is not speculated (decoded one token per step); the check was removed around 0.14.",
+		Values: []string{"logprobs", "prompt_logprobs"},
+		Sources: []Source{
+			{Repo: "vllm-project/vllm", Path: "vllm/v1/spec_decode/utils.py", Ref: "is_spec_decode_unsupported, before #34497", Quote: "or sampling_params.logprobs is not None"},
+			{Repo: "vllm-project/vllm", Path: "#34497", Ref: "≈ v0.14.0 (boundary inferred, not from a tag)", Quote: "is_spec_decode_unsupported removal"},
+		},
+	}
+	// SGLangGraphMaxBSDecode: the decode spelling of the CUDA graph batch flag.
+	SGLangGraphMaxBSDecode = Fact{
+		ID: "sglang.flag.cuda_graph_max_bs_decode", Engine: SGLang, Since: "0.5.15",
+		Says:   "--cuda-graph-max-bs-decode replaces --cuda-graph-max-bs, which still works with a deprecation warning; v0.5.15 is the earliest release seen launched with it.",
+		Values: []string{"--cuda-graph-max-bs-decode", "--cuda-graph-max-bs"},
+		Sources: []Source{
+			{Repo: "sgl-project/sglang", Path: "#29591", Ref: "2026-06-29", Quote: "'--cuda-graph-max-bs is deprecated, use --cuda-graph-max-bs-decode'"},
+			{Repo: "docker image lmsysorg/sglang", Path: "v0.5.15-cu129", Ref: "third-party report of 2026-07", Quote: "launched with --cuda-graph-max-bs-decode", Secondary: true},
+		},
+	}
+	// SGLangCustomARV2: current SGLang's custom allreduce needs full NVLink.
+	SGLangCustomARV2 = Fact{
+		ID: "sglang.custom_allreduce.v2_nvlink_only", Engine: SGLang,
+		Says:   "CustomAllReduceV2 (the default in current SGLang; SGLANG_OPT_USE_CUSTOM_ALL_REDUCE_V2=0 falls back to v1) runs only with full NVLink: at TP2 over PCIe it is silently NCCL, and it logs nothing when on.",
+		Values: []string{"SGLANG_OPT_USE_CUSTOM_ALL_REDUCE_V2"},
+		Sources: []Source{
+			{Repo: "sgl-project/sglang", Path: "python/sglang/srt/distributed/device_communicators/custom_all_reduce_v2.py", Ref: "2026 main (can_use_custom_all_reduce_v2)", Quote: "return full_nvlink is True"},
+			{Repo: "sgl-project/sglang", Path: "#29562", Ref: "2026-06-28 (real log)", Quote: "CustomAllReduceV2 is disabled because"},
+		},
+	}
 	// VLLMRegisteringDebug: the custom allreduce's graph-registration line.
 	VLLMRegisteringDebug = Fact{
 		ID: "vllm.log.registering_graph_addresses", Engine: VLLM,
@@ -234,7 +264,8 @@ var (
 // all is every fact, in the order the docs list them.
 var all = []*Fact{
 	&VLLMProfilerEnv, &VLLMProfilerConfig, &VLLMStartProfileNeedsProfiler, &VLLMFrontendTrace, &VLLMMaxCaptureSize,
-	&VLLMRegisteringDebug,
+	&VLLMRegisteringDebug, &VLLMSpecSkipsLogprobs,
+	&SGLangGraphMaxBSDecode, &SGLangCustomARV2,
 	&SGLangFusionAutoEnable, &SGLangFusionDisableFlag, &SGLangStopProfileEarly, &SGLangTraceName, &SGLangSpecV2Logprobs,
 	&FlashInferFusionKernels, &CustomAllReduceKernels, &NCCLKernelAlgorithm,
 }
