@@ -10,6 +10,10 @@ const (
 	BackendCustom  = "custom"
 	BackendNCCL    = "nccl"
 	BackendUnknown = "unknown"
+	// BackendFused is FlashInfer allreduce fusion (allreduce fused with residual add and
+	// RMSNorm): neither NCCL nor custom allreduce, and invisible to the log and /server_info,
+	// which speak only of custom allreduce.
+	BackendFused = "fused"
 )
 
 // Sources of allreduce evidence, in the order of trust CombineAllReduce gives them: kernels that
@@ -24,8 +28,8 @@ const (
 type AllReduceSource struct {
 	// Source is one of the Source* constants.
 	Source string `json:"source"`
-	// Says is BackendCustom, BackendNCCL or BackendUnknown (the source was tried and proves
-	// nothing, or could not be read: Detail says why).
+	// Says is BackendCustom, BackendNCCL, BackendFused or BackendUnknown (the source was tried
+	// and proves nothing, or could not be read: Detail says why).
 	Says string `json:"says"`
 	// Detail is the source's own words: the kernel counts, the log's reason, the error.
 	Detail string `json:"detail,omitempty"`
@@ -46,22 +50,27 @@ type AllReduceEvidence struct {
 	Sources []AllReduceSource `json:"sources"`
 	// Disagreement names sources that contradict Effective ("" when all that know agree).
 	Disagreement string `json:"disagreement,omitempty"`
+	// TurnOff says how to turn off the implementation that ran when the engine chose it by
+	// itself (FlashInfer allreduce fusion: the engine's flag), for messages.
+	TurnOff string `json:"turn_off,omitempty"`
 }
 
 // CombineAllReduce decides the effective allreduce from the sources, in order of trust: the first
-// that says custom or nccl decides; later ones that say otherwise are kept as a disagreement.
+// that says custom, nccl or fused decides; later ones that say otherwise are kept as a
+// disagreement, except a log or /server_info saying nccl beside fused: they speak only of custom
+// allreduce (off), which fusion does not contradict.
 func CombineAllReduce(sources []AllReduceSource) AllReduceEvidence {
 	ev := AllReduceEvidence{Effective: BackendUnknown, Sources: sources}
 	var against []string
 	for _, s := range sources {
-		if s.Says != BackendCustom && s.Says != BackendNCCL {
+		if s.Says != BackendCustom && s.Says != BackendNCCL && s.Says != BackendFused {
 			continue
 		}
 		if ev.From == "" {
 			ev.Effective, ev.From, ev.NCCLAlgorithms = s.Says, s.Source, s.NCCLAlgorithms
 			continue
 		}
-		if s.Says != ev.Effective {
+		if s.Says != ev.Effective && !(ev.Effective == BackendFused && s.Says == BackendNCCL && s.Source != SourceProfiler) {
 			against = append(against, fmt.Sprintf("%s says %s", s.Source, s.Says))
 		}
 	}
@@ -125,6 +134,12 @@ func ExpectAllReduce(name string, ev *AllReduceEvidence, want string) Verdict {
 	case want:
 		v.Outcome = Pass
 		v.Message = fmt.Sprintf("%s: allreduce is %q as expected, from the %s", name, ev.Effective, ev.From)
+	case BackendFused:
+		v.Outcome, v.Category = Fail, CategoryBrokenInvariant
+		v.Message = fmt.Sprintf("%s: allreduce is FlashInfer allreduce fusion (%q), expected %q (%s); SGLang turns it on by itself for some MoE models on SM90/SM100", name, ev.Effective, want, ev.decidedBy())
+		if ev.TurnOff != "" {
+			v.Message += "; turn it off with " + ev.TurnOff
+		}
 	default:
 		v.Outcome, v.Category = Fail, CategoryBrokenInvariant
 		v.Message = fmt.Sprintf("%s: allreduce is %q, expected %q (%s)", name, ev.Effective, want, ev.decidedBy())

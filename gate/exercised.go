@@ -55,6 +55,20 @@ func EquivalenceExercised(base, head EquivalenceSide, twin *EquivalenceSide) err
 }
 
 func equivalenceExercised(base, head EquivalenceSide, twin *EquivalenceSide) error {
+	sides := []EquivalenceSide{head, base}
+	if twin != nil {
+		sides = append(sides, *twin)
+	}
+	for _, s := range sides {
+		if s.effective() == BackendFused && s.Requested != BackendFused {
+			off := ""
+			if s.AllReduce.TurnOff != "" {
+				off = "; turn it off with " + s.AllReduce.TurnOff
+			}
+			return fmt.Errorf("%s asks for %s allreduce but ran FlashInfer allreduce fusion (%s): the check would compare fusion, not %s%s",
+				s.Config, s.Requested, s.AllReduce.decidedBy(), s.Requested, off)
+		}
+	}
 	if base.Requested != head.Requested {
 		be, he := base.effective(), head.effective()
 		switch {
@@ -99,6 +113,13 @@ func equivalenceExercised(base, head EquivalenceSide, twin *EquivalenceSide) err
 				algo := te
 				if te == BackendNCCL && len(ta) > 0 {
 					algo = fmt.Sprintf("NCCL %s", strings.Join(ta, "+"))
+					if !slices.Contains(ta, "TREE") {
+						// NCCL kernel names tell TREE from the rest only: NVLS, CollNet and PAT
+						// also run in ..._RING_LL kernels (wire/enginefacts nccl.kernel.algorithm).
+						algo = "NCCL non-TREE kernels on both (RING_LL names also cover NVLS, CollNet and PAT)"
+						return fmt.Errorf("twin %s cannot be shown to sum in another order than base %s (%s), though it asks for another summation order: it calibrates nothing it can show",
+							twin.Config, base.Config, algo)
+					}
 				}
 				return fmt.Errorf("twin %s ran the same allreduce as base %s (%s), though it asks for another summation order: its spread is zero and calibrates nothing",
 					twin.Config, base.Config, algo)

@@ -56,7 +56,7 @@ func TestEquivalenceExercised(t *testing.T) {
 		{"custom vs nccl", nccl, custom, &tree, ""},
 		{"custom fell back to nccl", nccl, fellBack, &tree, "custom-ar and nccl both ran nccl allreduce: nothing was compared (custom-ar asked for custom, ran nccl; engine said: it's not supported"},
 		{"no evidence", nccl, unknown, nil, "cannot show that custom-ar (asks for custom allreduce) and nccl (asks for nccl) ran different allreduces: no evidence for custom-ar (log: no allreduce record)"},
-		{"twin ignored NCCL_ALGO", nccl, custom, &treeIgnored, "twin nccl-tree ran the same allreduce as base nccl (NCCL RING)"},
+		{"twin ignored NCCL_ALGO", nccl, custom, &treeIgnored, "twin nccl-tree cannot be shown to sum in another order than base nccl (NCCL non-TREE kernels on both"},
 		{"speculation skipped", custom, func() EquivalenceSide { e := eagle; e.SpecWhy = "0 drafts for 32 requests"; return e }(), nil, "eagle3: speculative decoding did not demonstrably run for the numerics probe's requests, so eagle3 was compared with plain decoding: 0 drafts for 32 requests"},
 		{"speculation ran", custom, func() EquivalenceSide { e := eagle; e.SpecRan = true; return e }(), nil, ""},
 	} {

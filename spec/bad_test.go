@@ -39,7 +39,7 @@ var badSpecs = []struct {
 	}},
 	{"bad-enum", []string{
 		"bad-enum.yaml:3:9: engine.kind: expected one of sglang, vllm; got \"sglng\"",
-		"bad-enum.yaml:7:25: configs[0].expect.allreduce: expected one of custom, nccl; got \"custom-ar\"",
+		"bad-enum.yaml:7:25: configs[0].expect.allreduce: expected one of custom, nccl, fused; got \"custom-ar\"",
 		"bad-enum.yaml:9:30: configs[1].speculative.algorithm: expected one of EAGLE, EAGLE3, NEXTN, MTP, STANDALONE, NGRAM, MEDUSA; got \"eagle4\"",
 		"bad-enum.yaml:11:11: checks[0].kind: expected one of floor, relative, expect, equivalence, allreduce_probe, throughput, latency; got \"ceiling\"",
 	}},

@@ -322,7 +322,7 @@ func (b *builder) speculative(m *mapping) *Speculative {
 // expect reads the fields of an expectation (configs[].expect or an explicit expect check).
 func (b *builder) expect(m *mapping) Expect {
 	var x Expect
-	x.AllReduce, _ = m.enum("allreduce", false, AllReduceCustom, AllReduceNCCL)
+	x.AllReduce, _ = m.enum("allreduce", false, AllReduceCustom, AllReduceNCCL, AllReduceFused)
 	return x
 }
 

@@ -22,6 +22,9 @@ const (
 const (
 	AllReduceCustom = "custom"
 	AllReduceNCCL   = "nccl"
+	// AllReduceFused is FlashInfer allreduce fusion, which SGLang turns on by itself for some
+	// MoE models (wire/enginefacts).
+	AllReduceFused = "fused"
 )
 
 // Spec is one gate spec file.

@@ -76,7 +76,7 @@ func TestEngineVersion(t *testing.T) {
 	if l, _ := s.Resolved("a"); s.Engine.Version != "0.12.0" || l.EngineVersion != "0.12.0" {
 		t.Errorf("version %q, launch %q", s.Engine.Version, l.EngineVersion)
 	}
-	for _, v := range []string{"0.0.0.dev1+g5dd2c243e", "0.5.3.post1", "v0.22.1", "0.4"} {
+	for _, v := range []string{"0.0.0.dev1+g5dd2c243e", "0.5.3.post1", "0.4.4.post1", "v0.22.1", "0.4"} {
 		mustParse(t, "name: v\nengine: {kind: vllm, model: m, version: "+v+"}\nconfigs: [{name: a}]\n")
 	}
 	_, err := Parse([]byte("name: v\nengine: {kind: vllm, model: m, version: latest-ish}\nconfigs: [{name: a}]\n"), "v.yaml")

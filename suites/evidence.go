@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -15,15 +14,18 @@ import (
 	"github.com/reckon-ci/reckon/engine"
 	"github.com/reckon-ci/reckon/engine/client"
 	"github.com/reckon-ci/reckon/engine/profile"
+	"github.com/reckon-ci/reckon/engine/vllm"
 	"github.com/reckon-ci/reckon/gate"
 	"github.com/reckon-ci/reckon/spec"
 	"github.com/reckon-ci/reckon/wire"
+	"github.com/reckon-ci/reckon/wire/enginefacts"
 	"github.com/reckon-ci/reckon/workload"
 )
 
-// vllmProfilerDirEnv is where vLLM writes torch-profiler traces; /start_profile exists only when
-// it (or, in newer releases, --profiler-config) is set at launch.
-const vllmProfilerDirEnv = "VLLM_TORCH_PROFILER_DIR"
+// traceSettleTimeout bounds the wait for a profiling window's traces to settle after
+// /stop_profile: an engine may answer before every rank has written its trace (reported of
+// SGLang before about 0.4.4; wire/enginefacts sglang.profiler.stop_before_written, unverified).
+const traceSettleTimeout = 30 * time.Second
 
 // profileWindowTokens is the length of the one greedy request run under the profiler: a prefill
 // and a few decode steps, enough for every allreduce path the engine takes at batch 1.
@@ -34,25 +36,35 @@ func (fw *framework) profileDir(name string) string {
 	return filepath.Join(fw.opts.OutDir, "profiles", name)
 }
 
-// profilerEnv adds what an engine needs at launch to serve /start_profile (vLLM's trace
-// directory); SGLang is told the directory per request.
-func (fw *framework) profilerEnv(lc *engine.LaunchConfig, name string) {
+// profilerSetup adds what an engine needs at launch to serve /start_profile and records where
+// its traces will land (cs.traceDir): vLLM's --profiler-config from 0.13, its
+// VLLM_TORCH_PROFILER_DIR before, a user's own setting kept and collected
+// (vllm.ProfilerLaunch). SGLang is told the directory per request.
+func (fw *framework) profilerSetup(lc *engine.LaunchConfig, cs *configState) {
+	cs.traceDir = ""
 	if fw.adapter.Name() != spec.EngineVLLM {
 		return
 	}
-	if _, set := lc.Env[vllmProfilerDirEnv]; set {
+	dir, err := filepath.Abs(fw.profileDir(cs.name))
+	if err != nil {
+		dir = fw.profileDir(cs.name)
+	}
+	ps, err := vllm.ProfilerLaunch(lc.EngineVersion, lc.Env, lc.ExtraArgs, dir)
+	log := fw.log.WithField("config", cs.name)
+	if err != nil {
+		// The launch itself will fail on the same argument; the profiler source says why.
+		log.WithError(err).Warn("profiler setup")
+		cs.traceDir = dir
 		return
 	}
-	env := maps.Clone(lc.Env)
-	if env == nil {
-		env = map[string]string{}
+	lc.Env = ps.Env
+	if len(ps.Args) > 0 {
+		lc.ExtraArgs = append(slices.Clone(lc.ExtraArgs), ps.Args...)
 	}
-	dir, err := filepath.Abs(fw.profileDir(name))
-	if err != nil {
-		dir = fw.profileDir(name)
+	cs.traceDir = ps.TraceDir
+	if ps.Note != "" {
+		log.WithField("traces", ps.TraceDir).Info("profiler: " + ps.Note)
 	}
-	env[vllmProfilerDirEnv] = dir
-	lc.Env = env
 }
 
 // needsAllReduceEvidence reports whether any selected check of the spec judges what allreduce the
@@ -81,6 +93,9 @@ func (fw *framework) gatherAllReduceEvidence(ctx context.Context, cs *configStat
 		sources = append(sources, s)
 	}
 	ev := gate.CombineAllReduce(sources)
+	if ev.Effective == gate.BackendFused && fw.adapter.Name() == spec.EngineSGLang {
+		ev.TurnOff = enginefacts.SGLangFusionDisableFlag.Value()
+	}
 	cs.allreduce = &ev
 	log := fw.log.WithField("config", cs.name).WithField("allreduce", ev.Summary())
 	if ev.Disagreement != "" {
@@ -102,6 +117,14 @@ func (fw *framework) gatherAllReduceEvidence(ctx context.Context, cs *configStat
 func (fw *framework) profiledAllReduce(ctx context.Context, cs *configState) gate.AllReduceSource {
 	src := gate.AllReduceSource{Source: gate.SourceProfiler, Says: gate.BackendUnknown}
 	dir, err := filepath.Abs(fw.profileDir(cs.name))
+	if fw.adapter.Name() == spec.EngineVLLM {
+		// vLLM's directory is fixed at launch (profilerSetup).
+		if cs.traceDir == "" {
+			src.Detail = "the config's own --profiler-config names no torch profiler: no torch traces to count"
+			return src
+		}
+		dir, err = cs.traceDir, nil
+	}
 	if err == nil {
 		err = os.MkdirAll(dir, 0o755)
 	}
@@ -111,6 +134,7 @@ func (fw *framework) profiledAllReduce(ctx context.Context, cs *configState) gat
 	}
 	c := fw.client(cs)
 	since := time.Now().Add(-time.Second) // file systems with coarse modification times
+	before := profile.Snapshot(dir)       // a shared directory: earlier windows' traces are not this one's
 	if err := c.StartProfile(ctx, dir); err != nil {
 		src.Detail = profileUnavailable(err)
 		return src
@@ -133,7 +157,11 @@ func (fw *framework) profiledAllReduce(ctx context.Context, cs *configState) gat
 		src.Detail = fmt.Sprintf("the profiled request failed: %v", reqErr)
 		return src
 	}
-	files, err := profile.CollectTraces(dir, since)
+	// Wait for every rank's trace to be written and stop growing (bounded), then count the
+	// readable ones: a rank still flushing is skipped and named, not fatal to the others.
+	wctx, wcancel := context.WithTimeout(ctx, traceSettleTimeout)
+	files, settled, err := profile.WaitTraces(wctx, dir, since, profile.SettleOptions{Ranks: cs.launch.TPSize, Existing: before})
+	wcancel()
 	if err == nil && len(files) == 0 {
 		err = errors.New("the engine wrote no trace file")
 	}
@@ -141,15 +169,21 @@ func (fw *framework) profiledAllReduce(ctx context.Context, cs *configState) gat
 		src.Detail = fmt.Sprintf("traces in %s: %v", dir, err)
 		return src
 	}
-	sum, err := profile.ParseFiles(ctx, files)
+	sum, err := profile.ParseTraces(ctx, files)
 	if err != nil {
-		src.Detail = err.Error()
+		src.Detail = fmt.Sprintf("traces in %s: %v", dir, err)
 		return src
 	}
 	src.Says, src.Detail = sum.Verdict(), sum.String()
+	if !settled {
+		src.Detail += fmt.Sprintf(" (traces had not settled after %s: %d file(s) for %d rank(s))", traceSettleTimeout, len(files), cs.launch.TPSize)
+	}
 	if r, steps := sum.Ranks(), completionTokens(resp); r > 0 && steps > 0 && sum.CustomAllReduce+sum.NCCLAllReduce > 0 {
 		// One forward step per generated token: the prefill, then the decode steps.
 		src.Detail += fmt.Sprintf(" (%.1f per rank per step over %d steps)", float64(sum.CustomAllReduce+sum.NCCLAllReduce)/float64(r*steps), steps)
+	}
+	if src.Says == profile.VerdictFused {
+		src.Says = gate.BackendFused
 	}
 	if src.Says == profile.VerdictUnknown {
 		src.Says = gate.BackendUnknown
@@ -163,7 +197,8 @@ func (fw *framework) profiledAllReduce(ctx context.Context, cs *configState) gat
 func profileUnavailable(err error) string {
 	var ae *client.APIError
 	if errors.As(err, &ae) && ae.StatusCode == 404 {
-		return "the engine serves no /start_profile (vLLM needs " + vllmProfilerDirEnv + " or --profiler-config at launch)"
+		return fmt.Sprintf("the engine serves no /start_profile (vLLM needs %s at launch; %s only before %s)",
+			enginefacts.VLLMProfilerConfig.Value(), enginefacts.VLLMProfilerEnv.Value(), enginefacts.VLLMProfilerEnv.Until)
 	}
 	return fmt.Sprintf("start profile: %v", err)
 }

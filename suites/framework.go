@@ -101,6 +101,9 @@ type configState struct {
 	allreduce *gate.AllReduceEvidence
 	// release is the engine release the launch's flags were built for ("" = the newest).
 	release string
+	// traceDir is where a vLLM launch's profiler traces land (profilerSetup; "" when the
+	// config's own --profiler-config names no torch profiler).
+	traceDir string
 	// serverMemory is the memory plan the engine reported at /server_info (server_memory.go).
 	serverMemory map[string]float64
 	// replayed marks a config read back from a shard's results.json by reckon merge: it was

@@ -15,7 +15,7 @@ func (fw *framework) engineLaunch(ctx context.Context, cs *configState) engine.L
 	lc.Host = "127.0.0.1"
 	lc.EngineVersion = fw.release(ctx, cs, lc)
 	cs.release = lc.EngineVersion
-	fw.profilerEnv(&lc, cs.name)
+	fw.profilerSetup(&lc, cs)
 	return lc
 }
 

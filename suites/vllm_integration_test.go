@@ -35,6 +35,14 @@ func TestDefaultVLLMSpecPasses(t *testing.T) {
 		if c.Launches != 1 {
 			t.Errorf("config %s launched %d times, want exactly 1", c.Name, c.Launches)
 		}
+		// vLLM 0.22 serves /start_profile only with --profiler-config (the environment variable
+		// was removed in 0.16): every effective allreduce is decided by the kernels that ran.
+		if ev := c.AllReduce; ev != nil && (ev.From != gate.SourceProfiler || ev.Effective == gate.BackendUnknown) {
+			t.Errorf("config %s: allreduce %s, want it decided by the profiler", c.Name, ev.Summary())
+		}
+	}
+	if n := countProfiled(r.results.Configs); n < 4 {
+		t.Errorf("%d configs have profiler evidence, want the 4 with an allreduce expect at least", n)
 	}
 	if r.junit.Failures != 0 || r.junit.Errors != 0 || r.junit.Tests == 0 {
 		t.Errorf("junit: tests=%d failures=%d errors=%d", r.junit.Tests, r.junit.Failures, r.junit.Errors)
@@ -200,4 +208,15 @@ func compareSummary(out []byte) string {
 		}
 	}
 	return strings.TrimSpace(string(out))
+}
+
+// countProfiled is the number of configs whose allreduce evidence came from the profiler.
+func countProfiled(cs []gate.Config) int {
+	n := 0
+	for _, c := range cs {
+		if c.AllReduce != nil && c.AllReduce.From == gate.SourceProfiler {
+			n++
+		}
+	}
+	return n
 }

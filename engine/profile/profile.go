@@ -5,13 +5,16 @@
 // evidence for the effective allreduce backend where the log says nothing (current SGLang's
 // CustomAllReduceV2 logs neither "on" nor, at TP2 over PCIe, "off").
 //
-// Only complete kernel events count: cat "kernel" (any case) and ph "X". A kernel whose name
-// starts with "nccl" (any case) is NCCL: an NCCL allreduce when its name contains "AllReduce"
-// (ncclDevKernel_AllReduce_Sum_bf16_RING_LL(...), older ncclKernel_AllReduce_RING_LL_Sum_half),
-// another collective otherwise (AllGather, ReduceScatter, Broadcast, SendRecv, and NCCL's
-// ncclDevKernel_Generic, whose collective the name does not say). A kernel not from NCCL whose
-// name contains cross_device_reduce, all_reduce or allreduce (any case, so AllReduce too) is a
-// custom allreduce. Everything else is ignored.
+// Only complete kernel events count: cat "kernel" (any case) and ph "X". Names are reduced to
+// the bare function name first (BaseName: "void ", namespaces, templates and parameters go). A
+// kernel whose bare name starts with "nccl" (any case) is NCCL: an NCCL allreduce when its name
+// contains "AllReduce" (ncclDevKernel_AllReduce_Sum_bf16_RING_LL, older
+// ncclKernel_AllReduce_RING_LL_Sum_half), another collective otherwise (AllGather,
+// ReduceScatter, Broadcast, SendRecv, and NCCL's ncclDevKernel_Generic, whose collective the
+// name does not say). FlashInfer's allreduce fusion kernels (allreduce_fusion_kernel_oneshot_lamport
+// and kin, wire/enginefacts) are a third implementation, "fused". Any other name containing
+// cross_device_reduce, all_reduce or allreduce (any case) is a custom allreduce. Everything else
+// is ignored.
 //
 // The package never judges; Summary.Verdict reports what ran.
 package profile
@@ -68,22 +71,6 @@ const (
 	OtherCollective
 )
 
-// Classify says what the kernel called name is (see the package comment for the rules).
-func Classify(name string) Kind {
-	lower := strings.ToLower(strings.TrimSpace(name))
-	// Demangled C++ names may start with a return type: "void vllm::cross_device_reduce...".
-	if strings.HasPrefix(lower, "nccl") {
-		if strings.Contains(lower, "allreduce") {
-			return NCCLAllReduce
-		}
-		return OtherCollective
-	}
-	if strings.Contains(lower, "cross_device_reduce") || strings.Contains(lower, "all_reduce") || strings.Contains(lower, "allreduce") {
-		return CustomAllReduce
-	}
-	return Ignored
-}
-
 // FileCounts is what one trace file holds.
 type FileCounts struct {
 	// Path is the trace file.
@@ -94,6 +81,8 @@ type FileCounts struct {
 	NCCLAllReduce int `json:"nccl_allreduce"`
 	// CustomAllReduce counts custom allreduce kernels.
 	CustomAllReduce int `json:"custom_allreduce"`
+	// FusedAllReduce counts FlashInfer allreduce fusion kernels.
+	FusedAllReduce int `json:"fused_allreduce,omitempty"`
 	// OtherCollectives counts the other NCCL kernels.
 	OtherCollectives int `json:"other_collectives"`
 	// Kernels are the distinct names of the counted kernels, in first-seen order, at most
@@ -108,22 +97,33 @@ type FileCounts struct {
 type Summary struct {
 	// Files are the per-file counts, in the order given.
 	Files []FileCounts `json:"files"`
-	// NCCLAllReduce, CustomAllReduce and OtherCollectives are the totals over Files.
+	// NCCLAllReduce, CustomAllReduce, FusedAllReduce and OtherCollectives are the totals over
+	// Files.
 	NCCLAllReduce    int `json:"nccl_allreduce"`
 	CustomAllReduce  int `json:"custom_allreduce"`
+	FusedAllReduce   int `json:"fused_allreduce,omitempty"`
 	OtherCollectives int `json:"other_collectives"`
+	// Skipped are the files ParseTraces could not read (a truncated trace), left out of the
+	// counts.
+	Skipped []SkippedFile `json:"skipped,omitempty"`
 }
 
-// Verdict is the allreduce implementation that ran: "custom" when any custom allreduce kernel
-// ran on any rank (engines with custom allreduce on still fall back to NCCL for tensors too
-// large for it, so NCCL kernels beside custom ones do not mean it was off), "nccl" when only
-// NCCL allreduce kernels ran, "unknown" when no allreduce kernel ran in the window (nothing
-// was profiled, TP 1, or a kernel name this package does not know).
+// Verdict is the allreduce implementation that ran. An implementation counts as having run
+// when it has at least MinShare of the window's allreduce kernels (fewer are outliers, named by
+// String, never the verdict). Then "fused" when FlashInfer allreduce fusion ran (it replaces
+// the allreduce of the layers it fuses; the rest go to NCCL or custom allreduce), else "custom"
+// when custom allreduce ran (engines with it on still send tensors too large for it to NCCL, so
+// NCCL kernels beside custom ones do not mean it was off), else "nccl"; "unknown" when no
+// allreduce kernel ran in the window (nothing was profiled, TP 1, or a kernel name this package
+// does not know).
 func (s *Summary) Verdict() string {
+	total := s.NCCLAllReduce + s.CustomAllReduce + s.FusedAllReduce
 	switch {
-	case s.CustomAllReduce > 0:
+	case ran(s.FusedAllReduce, total):
+		return VerdictFused
+	case ran(s.CustomAllReduce, total):
 		return VerdictCustom
-	case s.NCCLAllReduce > 0:
+	case ran(s.NCCLAllReduce, total):
 		return VerdictNCCL
 	}
 	return VerdictUnknown
@@ -155,8 +155,17 @@ func (s *Summary) String() string {
 		unit = "rank"
 	}
 	out := fmt.Sprintf("%d custom / %d NCCL allreduce kernels on %d %s", s.CustomAllReduce, s.NCCLAllReduce, r, unit)
+	if s.FusedAllReduce > 0 {
+		out = fmt.Sprintf("%d FlashInfer allreduce fusion / ", s.FusedAllReduce) + out
+	}
 	if s.OtherCollectives > 0 {
 		out += fmt.Sprintf(" (%d other NCCL collective kernels)", s.OtherCollectives)
+	}
+	for _, o := range s.outliers() {
+		out += "; " + o
+	}
+	if n := len(s.Skipped); n > 0 {
+		out += fmt.Sprintf("; %d unreadable trace file(s) skipped (%s: %s)", n, s.Skipped[0].Path, s.Skipped[0].Reason)
 	}
 	return out
 }
@@ -166,6 +175,7 @@ func (s *Summary) Add(f FileCounts) {
 	s.Files = append(s.Files, f)
 	s.NCCLAllReduce += f.NCCLAllReduce
 	s.CustomAllReduce += f.CustomAllReduce
+	s.FusedAllReduce += f.FusedAllReduce
 	s.OtherCollectives += f.OtherCollectives
 }
 
@@ -371,6 +381,8 @@ func count(fc *FileCounts, seen map[string]bool, ev event) {
 		fc.NCCLAllReduce++
 	case CustomAllReduce:
 		fc.CustomAllReduce++
+	case FusedAllReduce:
+		fc.FusedAllReduce++
 	case OtherCollective:
 		fc.OtherCollectives++
 	default:
@@ -389,7 +401,8 @@ func count(fc *FileCounts, seen map[string]bool, ev event) {
 
 // CollectTraces returns the trace files (names ending in .json or .json.gz, e.g. SGLang's
 // {id}-TP-{rank}.trace.json.gz and vLLM's {worker}.{ms}.pt.trace.json.gz) under dir, at any
-// depth, modified at or after since (zero: any time), sorted by path. Symlinks are not
+// depth, modified at or after since (zero: any time), sorted by path. vLLM's front-end CPU trace
+// ({host}_{pid}.async_llm.*, IsFrontendTrace) is not a rank and is left out. Symlinks are not
 // followed. At most 4096 files; more is an error.
 func CollectTraces(dir string, since time.Time) ([]string, error) {
 	var out []string
@@ -404,7 +417,7 @@ func CollectTraces(dir string, since time.Time) ([]string, error) {
 			return nil
 		}
 		name := strings.ToLower(d.Name())
-		if !strings.HasSuffix(name, ".json") && !strings.HasSuffix(name, ".json.gz") {
+		if !strings.HasSuffix(name, ".json") && !strings.HasSuffix(name, ".json.gz") || IsFrontendTrace(path) {
 			return nil
 		}
 		info, err := d.Info()

@@ -59,7 +59,7 @@ func TestClassify(t *testing.T) {
 		ncclRing: NCCLAllReduce, ncclOld: NCCLAllReduce, ncclGath: OtherCollective,
 		"ncclDevKernel_Generic_4(ncclDevKernelArgsStorage<4096ul>)": OtherCollective,
 		sglCustom: CustomAllReduce, vllmTwo: CustomAllReduce,
-		"void flashinfer::trtllm_allreduce_fusion::allreduce_fusion_kernel_oneshot_lamport<bf16>": CustomAllReduce,
+		"void flashinfer::trtllm_allreduce_fusion::allreduce_fusion_kernel_oneshot_lamport<bf16>": FusedAllReduce,
 		"two_shot_all_reduce_kernel": CustomAllReduce, "QuickAllReduce": CustomAllReduce,
 		"void at::native::vectorized_elementwise_kernel<4>": Ignored, "nvjet_tst_192x192": Ignored,
 	} {

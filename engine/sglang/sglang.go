@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/reckon-ci/reckon/engine/internal/core"
+	"github.com/reckon-ci/reckon/wire/enginefacts"
 )
 
 // Name is the engine kind of this adapter.
@@ -46,7 +47,13 @@ func (*Adapter) ReadyLine(line string) bool { return strings.Contains(line, Read
 // v0.5.15 (docker image lmsysorg/sglang:v0.5.15-cu129) is the earliest release seen launched
 // with the new flag (a third-party report of 2026-07). Earlier releases keep the old spelling,
 // which every release accepts so far, so a threshold set too late costs only a warning.
-var GraphMaxBSDecodeSince = [3]int{0, 5, 15}
+// The boundary is wire/enginefacts.SGLangGraphMaxBSDecode.
+var GraphMaxBSDecodeSince = graphMaxBSDecodeSince()
+
+func graphMaxBSDecodeSince() [3]int {
+	v, _ := enginefacts.SGLangGraphMaxBSDecode.SinceTriple()
+	return v
+}
 
 // speculativeNames maps reckon's spellings (spec/ accepts EAGLE, EAGLE3, NEXTN, MTP,
 // STANDALONE, NGRAM, MEDUSA) to SGLang's --speculative-algorithm choices. MTP is SGLang's

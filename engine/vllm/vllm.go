@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/reckon-ci/reckon/engine/internal/core"
+	"github.com/reckon-ci/reckon/wire/enginefacts"
 )
 
 // Name is the engine kind of this adapter.
@@ -43,11 +44,14 @@ func (*Adapter) ReadyLine(line string) bool {
 
 // MaxCaptureSizeSince is the first release (major, minor, patch) given
 // --max-cudagraph-capture-size N; earlier releases get --cuda-graph-sizes N (one value: capture
-// sizes 1, 2, 4 and multiples of 8 up to N) and reject the new flag (argparse exit 2).
-// Current vllm/engine/arg_utils.py registers --max-cudagraph-capture-size; the boundary
-// (≈ v0.11) is inferred from releases, not from a tag (shared/reference/real-engines-2026.md
-// §5.1, §9).
-var MaxCaptureSizeSince = [3]int{0, 11, 0}
+// sizes 1, 2, 4 and multiples of 8 up to N) and reject the new flag (argparse exit 2). It is
+// wire/enginefacts.VLLMMaxCaptureSize (0.11.1; 0.11.0 still takes only --cuda-graph-sizes).
+var MaxCaptureSizeSince = maxCaptureSizeSince()
+
+func maxCaptureSizeSince() [3]int {
+	v, _ := enginefacts.VLLMMaxCaptureSize.SinceTriple()
+	return v
+}
 
 // speculativeMethods maps reckon's spellings (spec/ accepts EAGLE, EAGLE3, NEXTN, MTP,
 // STANDALONE, NGRAM, MEDUSA) to the "method" of vLLM's --speculative-config. NEXTN

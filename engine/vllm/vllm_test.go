@@ -39,7 +39,7 @@ func TestCommand(t *testing.T) {
 func TestCommandGraphFlagByVersion(t *testing.T) {
 	for ver, want := range map[string]string{
 		"": "--max-cudagraph-capture-size", "0.22.1": "--max-cudagraph-capture-size", "0.12.0": "--max-cudagraph-capture-size",
-		"0.11.0": "--max-cudagraph-capture-size", "0.10.2": "--cuda-graph-sizes", "0.10.2rc2.dev47+g1234abc": "--cuda-graph-sizes",
+		"0.11.1": "--max-cudagraph-capture-size", "0.11.0": "--cuda-graph-sizes", "0.10.2": "--cuda-graph-sizes", "0.10.2rc2.dev47+g1234abc": "--cuda-graph-sizes",
 	} {
 		got, err := New().Command(core.LaunchConfig{Model: "m", CUDAGraphMaxBS: 64, EngineVersion: ver})
 		if err != nil {

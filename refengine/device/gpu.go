@@ -26,6 +26,9 @@ type GPU struct {
 	BF16TFLOPS float64
 	// Interconnect is how the product's boards are usually connected ("nvlink" or "pcie").
 	Interconnect string
+	// SM is the compute capability times ten (90 for Hopper, 120 for the RTX Blackwell parts),
+	// what engines test to pick kernels (SGLang's is_sm90_supported).
+	SM int
 	// Source cites the datasheet the numbers come from.
 	Source string
 }
@@ -42,11 +45,11 @@ const gib = 1 << 30
 
 // gpus is the table; keys are lower case.
 var gpus = map[string]GPU{
-	"h200": {Name: "h200", Display: "NVIDIA H200 SXM (141 GB HBM3e)", MemoryBytes: 143771 << 20, HBMGBps: 4800, BF16TFLOPS: 989.5, Interconnect: "nvlink",
+	"h200": {Name: "h200", Display: "NVIDIA H200 SXM (141 GB HBM3e)", MemoryBytes: 143771 << 20, HBMGBps: 4800, BF16TFLOPS: 989.5, Interconnect: "nvlink", SM: 90,
 		Source: "NVIDIA H200 Tensor Core GPU datasheet (2024): 141 GB HBM3e, 4.8 TB/s, BF16 1,979 TFLOPS with sparsity (989.5 dense); nvidia-smi total 143,771 MiB"},
-	"h100": {Name: "h100", Display: "NVIDIA H100 SXM5 (80 GB HBM3)", MemoryBytes: 81559 << 20, HBMGBps: 3350, BF16TFLOPS: 989.5, Interconnect: "nvlink",
+	"h100": {Name: "h100", Display: "NVIDIA H100 SXM5 (80 GB HBM3)", MemoryBytes: 81559 << 20, HBMGBps: 3350, BF16TFLOPS: 989.5, Interconnect: "nvlink", SM: 90,
 		Source: "NVIDIA H100 Tensor Core GPU datasheet (2023), SXM5: 80 GB HBM3, 3.35 TB/s, BF16 1,979 TFLOPS with sparsity (989.5 dense); nvidia-smi total 81,559 MiB"},
-	"rtx-pro-6000": {Name: "rtx-pro-6000", Display: "NVIDIA RTX PRO 6000 Blackwell (96 GB GDDR7, PCIe)", MemoryBytes: 97887 << 20, HBMGBps: 1792, BF16TFLOPS: 503.8, Interconnect: "pcie",
+	"rtx-pro-6000": {Name: "rtx-pro-6000", Display: "NVIDIA RTX PRO 6000 Blackwell (96 GB GDDR7, PCIe)", MemoryBytes: 97887 << 20, HBMGBps: 1792, BF16TFLOPS: 503.8, Interconnect: "pcie", SM: 120,
 		Source: "NVIDIA RTX PRO 6000 Blackwell Workstation/Server Edition datasheet (2025): 96 GB GDDR7 ECC, 1,792 GB/s, PCIe Gen5 x16, no NVLink; NVIDIA RTX Blackwell GPU architecture whitepaper: FP16/BF16 tensor 503.8 TFLOPS dense with FP32 accumulate; nvidia-smi total 97,887 MiB"},
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/reckon-ci/reckon/refengine/model"
 	"github.com/reckon-ci/reckon/refengine/sched"
 	"github.com/reckon-ci/reckon/refengine/tp"
+	"github.com/reckon-ci/reckon/wire/enginefacts"
 )
 
 // customTokens is the size of the standard custom-allreduce buffer in tokens of hidden-size
@@ -214,6 +216,22 @@ func (e *Engine) selectAllreduce(s *startup, topo interconnect.Topology) {
 	}
 	s.custom, s.forced, s.rule = custom, forced, rule
 	s.customARBytes, s.largest = customARBytes, largest
+	if n > 1 && !opts.EnforceDisableFusion && (opts.EnableFusion || e.fusionAutoEnabled()) {
+		e.Fused = true
+		e.FusedMaxBytes = customTokens * int64(H) * 4
+	}
+}
+
+// fusionAutoEnabled is SGLang's auto-enable of FlashInfer allreduce fusion (server_args.py,
+// wire/enginefacts.SGLangFusionAutoEnable): a persona that has it, a model architecture of the
+// list, and an SM90 or SM100 modelled GPU (the reference engine is always single-node, without
+// DP attention or an MoE all-to-all backend).
+func (e *Engine) fusionAutoEnabled() bool {
+	if e.Opts.Persona == nil || !e.Opts.Persona.FusionAutoEnable || !slices.Contains(enginefacts.SGLangFusionAutoEnable.Values, archName(e.Cfg)) {
+		return false
+	}
+	gpu, err := device.LookupGPU(e.Opts.ModelledGPU)
+	return err == nil && (gpu.SM == 90 || gpu.SM == 100)
 }
 
 // reasonSuffix is "; REASON" for a non-empty reason.
@@ -249,6 +267,7 @@ func (e *Engine) loadGroup(s *startup) error {
 	}
 	group, err := tp.NewGroup(target, draft, tp.Options{
 		TP: opts.TPSize, BF16: opts.DType == "bfloat16", Custom: s.custom, CustomMaxBytes: e.CustomMaxBytes,
+		Fused: e.Fused, FusedMaxBytes: e.FusedMaxBytes,
 		NCCLAlgorithm: e.NCCLAlgorithm, Interconnect: e.Interconnect, Deterministic: opts.Deterministic,
 		FaultAllReduceError: opts.FaultAllReduceError, FaultAllReduceScale: opts.FaultAllReduceScale,
 		FaultDropRank: opts.FaultDropRank, FaultDropRankAbove: opts.FaultDropRankAbove,

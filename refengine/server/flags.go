@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/reckon-ci/reckon/refengine/device"
+	"github.com/reckon-ci/reckon/wire/enginefacts"
 )
 
 // Options are the engine's command-line settings. Names follow SGLang's server arguments where
@@ -43,10 +44,13 @@ type Options struct {
 	CUDAGraphMaxBS    int
 	DisableCUDAGraph  bool
 	DisableCustomAR   bool
-	Deterministic     bool
-	RandomSeed        int64
-	DecodeLogInterval int
-	Topology          string
+	// EnableFusion and EnforceDisableFusion are SGLang's --enable-flashinfer-allreduce-fusion
+	// and --enforce-disable-flashinfer-allreduce-fusion (personas with FusionAutoEnable).
+	EnableFusion, EnforceDisableFusion bool
+	Deterministic                      bool
+	RandomSeed                         int64
+	DecodeLogInterval                  int
+	Topology                           string
 	// LogLevel is SGLang's --log-level (also uvicorn's there); vLLM's engine lines follow
 	// VLLM_LOGGING_LEVEL instead.
 	LogLevel string
@@ -180,6 +184,10 @@ func ParseFlags(args []string, stderr io.Writer) (*Options, error) {
 	fs.BoolVar(&o.DisableCUDAGraph, "disable-cuda-graph", false, "no graph reserve")
 	fs.BoolVar(&o.SkipWarmup, "skip-server-warmup", false, "declare ready without the warmup request")
 	fs.BoolVar(&o.DisableCustomAR, "disable-custom-all-reduce", false, "disable the custom (one-shot) allreduce and fall back to NCCL (ring; tree with NCCL_ALGO=Tree)")
+	if persona.FusionAutoEnable {
+		fs.BoolVar(&o.EnableFusion, "enable-flashinfer-allreduce-fusion", false, "run the allreduces as FlashInfer allreduce fusion (one-shot); auto-enabled for "+strings.Join(enginefacts.SGLangFusionAutoEnable.Values, ", ")+" on an SM90/SM100 modelled GPU")
+		fs.BoolVar(&o.EnforceDisableFusion, "enforce-disable-flashinfer-allreduce-fusion", false, "never run FlashInfer allreduce fusion, whatever the auto-enable says")
+	}
 	fs.BoolVar(&o.Deterministic, "enable-deterministic-inference", false, "batch-invariant allreduce (each token row reduced on its own)")
 	fs.Int64Var(&o.RandomSeed, "random-seed", 0, "seed for sampling (requests without a seed)")
 	fs.IntVar(&o.DecodeLogInterval, "decode-log-interval", 40, "decode steps between Decode batch log lines")

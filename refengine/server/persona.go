@@ -2,7 +2,10 @@ package server
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
+
+	"github.com/reckon-ci/reckon/wire/enginefacts"
 )
 
 // A Persona is a named release of a real engine that the reference engine imitates
@@ -43,13 +46,23 @@ type Persona struct {
 	// with the warning "'--cuda-graph-max-bs is deprecated, use --cuda-graph-max-bs-decode'"
 	// (sgl-project/sglang PR #29591, 2026-06). Older releases know only --cuda-graph-max-bs.
 	GraphFlagDecode bool
-	// MaxCaptureSizeFlag: vLLM accepts --max-cudagraph-capture-size (vllm/engine/arg_utils.py,
-	// compilation_group, about 0.11 and later); without it the release takes --cuda-graph-sizes
-	// and argparse rejects --max-cudagraph-capture-size ("unrecognized arguments", exit 2).
+	// MaxCaptureSizeFlag: vLLM accepts --max-cudagraph-capture-size; without it the release
+	// takes --cuda-graph-sizes and argparse rejects --max-cudagraph-capture-size ("unrecognized
+	// arguments", exit 2). Set from wire/enginefacts.VLLMMaxCaptureSize (0.11.1 and later).
 	MaxCaptureSizeFlag bool
 	// ProfilerConfigFlag: vLLM's --profiler-config '{"profiler":"torch","torch_profiler_dir":DIR}'
-	// (newer vllm/config/profiler.py); older releases only read VLLM_TORCH_PROFILER_DIR.
+	// (vllm/config/profiler.py). Set from wire/enginefacts.VLLMProfilerConfig (0.13 and later).
 	ProfilerConfigFlag bool
+	// ProfilerEnv: vLLM reads VLLM_TORCH_PROFILER_DIR (deprecated in 0.13, removed in 0.16: a
+	// later release with only the variable set serves no /start_profile). Set from
+	// wire/enginefacts.VLLMProfilerEnv.
+	ProfilerEnv bool
+	// FusionAutoEnable: SGLang has --enable-flashinfer-allreduce-fusion and
+	// --enforce-disable-flashinfer-allreduce-fusion and turns the fusion on by itself for the
+	// model architectures of wire/enginefacts.SGLangFusionAutoEnable on an SM90/SM100 GPU
+	// (server_args.py), custom allreduce disabled or not; its traces then show FlashInfer's
+	// allreduce_fusion_kernel_oneshot_lamport.
+	FusionAutoEnable bool
 
 	// ServerInfoOnlyOld: SGLang serves only /get_server_info and /get_model_info (sglang
 	// http_server.py @ 0025436e has only @app.get("/get_server_info")); newer releases also serve
@@ -71,7 +84,8 @@ type Persona struct {
 	SpecAcceptMeta bool
 	// SpecSkipLogprobs: vLLM does not speculate for a request with logprobs or prompt_logprobs
 	// (vllm/v1/spec_decode/utils.py is_spec_decode_unsupported: "or sampling_params.logprobs is
-	// not None"); removed around v0.14.0 (vllm-project/vllm#34497).
+	// not None"); removed around v0.14.0 (vllm-project/vllm#34497). Set from
+	// wire/enginefacts.VLLMSpecSkipsLogprobs.
 	SpecSkipLogprobs bool
 }
 
@@ -84,13 +98,52 @@ var personas = []Persona{
 		RegisteringLine: true, SpecAcceptMeta: true},
 	// Real SGLang main builds report 0.0.0.dev1+g<sha> (the 2026-04 /server_info vector).
 	{Dialect: DialectSGLang, Name: "latest", Version: "0.0.0.dev1+grefengine",
-		CustomARV2: true, RegisteringLine: true, GraphFlagDecode: true, SpecV2LogprobTruncation: true, SpecAcceptMeta: true},
+		CustomARV2: true, RegisteringLine: true, GraphFlagDecode: true, SpecV2LogprobTruncation: true, SpecAcceptMeta: true,
+		FusionAutoEnable: true},
 	{Dialect: DialectVLLM, Name: "0.10", Version: "0.10.2",
-		RegisteringLine: true, SpecSkipLogprobs: true},
+		RegisteringLine: true},
 	{Dialect: DialectVLLM, Name: "0.12", Version: "0.12.0",
-		RegisteringLine: true, MaxCaptureSizeFlag: true, SpecSkipLogprobs: true},
+		RegisteringLine: true},
 	{Dialect: DialectVLLM, Name: "0.22", Version: "0.22.1",
-		RegisteringLine: true, ARBackendsLine: true, NewReadyLine: true, MaxCaptureSizeFlag: true, ProfilerConfigFlag: true},
+		RegisteringLine: true, ARBackendsLine: true, NewReadyLine: true},
+}
+
+// withFacts sets the switches of p that wire/enginefacts decides from the release p reports.
+func withFacts(p Persona) Persona {
+	if p.Dialect != DialectVLLM {
+		return p
+	}
+	v, newest := releaseTriple(p.Version)
+	p.MaxCaptureSizeFlag = enginefacts.VLLMMaxCaptureSize.InRange(v, newest)
+	p.ProfilerConfigFlag = enginefacts.VLLMProfilerConfig.InRange(v, newest)
+	p.ProfilerEnv = enginefacts.VLLMProfilerEnv.InRange(v, newest)
+	p.SpecSkipLogprobs = enginefacts.VLLMSpecSkipsLogprobs.InRange(v, newest)
+	return p
+}
+
+// releaseTriple is a release's (major, minor, patch); newest for a main-branch build
+// (0.0.0.devN+g...) or anything that does not parse.
+func releaseTriple(s string) (v [3]int, newest bool) {
+	s = strings.TrimPrefix(strings.TrimSpace(s), "v")
+	parts := strings.SplitN(s, ".", 4)
+	if len(parts) < 2 {
+		return v, true
+	}
+	for i := 0; i < 3 && i < len(parts); i++ {
+		d := parts[i]
+		for j, r := range d {
+			if r < '0' || r > '9' {
+				d = d[:j]
+				break
+			}
+		}
+		n, err := strconv.Atoi(d)
+		if err != nil {
+			return v, true
+		}
+		v[i] = n
+	}
+	return v, v == [3]int{}
 }
 
 // vllmLatest is the vLLM persona that "latest" names.
@@ -99,8 +152,11 @@ const vllmLatest = "0.22"
 // EngineVersionFlag is the flag that picks the persona, in both dialects.
 const EngineVersionFlag = "--engine-version"
 
-// LookupPersona returns the persona named v in dialect d; "" and "latest" give the newest.
-// An unknown name is an error listing the accepted values.
+// LookupPersona returns the persona named v in dialect d; "" and "latest" give the newest. A
+// full release string of a persona's line is accepted too ("0.12.0", "0.4.4.post1", "v0.22.1"):
+// the persona of that major.minor imitates it and reports the release given, so that the
+// version boundaries of wire/enginefacts apply to it. An unknown name is an error listing the
+// accepted values.
 func LookupPersona(d Dialect, v string) (*Persona, error) {
 	name := strings.TrimSpace(v)
 	if name == "" {
@@ -111,11 +167,37 @@ func LookupPersona(d Dialect, v string) (*Persona, error) {
 	}
 	for i := range personas {
 		if personas[i].Dialect == d && personas[i].Name == name {
-			p := personas[i]
+			p := withFacts(personas[i])
 			return &p, nil
 		}
 	}
-	return nil, fmt.Errorf("%s %q: unknown %s release; expected one of %s", EngineVersionFlag, v, d, strings.Join(PersonaNames(d), ", "))
+	if line, ok := releaseLine(name); ok {
+		for i := range personas {
+			if personas[i].Dialect == d && personas[i].Name == line {
+				p := personas[i]
+				p.Version = strings.TrimPrefix(name, "v")
+				p = withFacts(p)
+				return &p, nil
+			}
+		}
+	}
+	return nil, fmt.Errorf("%s %q: unknown %s release; expected one of %s (or a full release of one of those lines, e.g. 0.12.0)", EngineVersionFlag, v, d, strings.Join(PersonaNames(d), ", "))
+}
+
+// releaseLine is the major.minor of a full release string ("0.12.0" -> "0.12", "0.4.4.post1"
+// -> "0.4"); ok is false for anything else.
+func releaseLine(s string) (string, bool) {
+	s = strings.TrimPrefix(s, "v")
+	parts := strings.SplitN(s, ".", 3)
+	if len(parts) < 3 || parts[2] == "" || parts[2][0] < '0' || parts[2][0] > '9' {
+		return "", false
+	}
+	for _, p := range parts[:2] {
+		if _, err := strconv.Atoi(p); err != nil {
+			return "", false
+		}
+	}
+	return parts[0] + "." + parts[1], true
 }
 
 // PersonaNames lists the accepted --engine-version values of dialect d.

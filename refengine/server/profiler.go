@@ -16,6 +16,7 @@ import (
 
 	"github.com/reckon-ci/reckon/refengine/collective"
 	"github.com/reckon-ci/reckon/refengine/tp"
+	"github.com/reckon-ci/reckon/wire/enginefacts"
 )
 
 // The torch profiler of both dialects: /start_profile and /stop_profile record, per TP rank, one
@@ -180,6 +181,17 @@ func (p *profiler) record(rec tp.AllReduceRecord) {
 // kernelName is the CUDA kernel that the call's algorithm launches: NCCL's ring or tree LL
 // kernel, or the custom allreduce's one-shot kernel (namespace sglang or vllm).
 func (p *profiler) kernelName(rec tp.AllReduceRecord) string {
+	if rec.Fused {
+		// FlashInfer's fusion kernel (allreduce + residual + RMSNorm pattern 1), as torch
+		// demangles it (wire/enginefacts.FlashInferFusionKernels).
+		typ := "float"
+		if rec.BF16 {
+			typ = "__nv_bfloat16"
+		}
+		ns := "flashinfer::trtllm_allreduce_fusion::"
+		return fmt.Sprintf("void %s%s<(%sAllReduceFusionPattern)1, %s, %d, true, true>(%sAllReduceFusionParams<%s>)",
+			ns, enginefacts.FlashInferFusionKernels.Value(), ns, typ, rec.Ranks, ns, typ)
+	}
 	if rec.Algorithm == collective.OneShot {
 		ns, typ := "sglang", "float"
 		if p.e.Opts.Dialect == DialectVLLM {
@@ -204,6 +216,8 @@ func (p *profiler) kernelName(rec tp.AllReduceRecord) string {
 // cpuOpName is the host-side op that launched the call.
 func (p *profiler) cpuOpName(rec tp.AllReduceRecord) string {
 	switch {
+	case rec.Fused:
+		return "flashinfer::trtllm_allreduce_fusion" // the torch op FlashInfer registers (flashinfer/comm/trtllm_ar.py)
 	case rec.Algorithm != collective.OneShot:
 		return "nccl:all_reduce"
 	case p.e.Opts.Dialect == DialectVLLM:
@@ -350,11 +364,15 @@ func (e *Engine) sglangStopProfile(w http.ResponseWriter, _ *http.Request) {
 }
 
 // vllmProfilerDir is where the vLLM dialect's profiler writes ("" = profiling not configured,
-// so /start_profile and /stop_profile do not exist): --profiler-config (0.22) or
-// VLLM_TORCH_PROFILER_DIR.
+// so /start_profile and /stop_profile do not exist, 404): --profiler-config (0.13 and later)
+// or, in releases that still read it (before 0.16), VLLM_TORCH_PROFILER_DIR
+// (wire/enginefacts.VLLMProfilerEnv, VLLMProfilerConfig).
 func (e *Engine) vllmProfilerDir() string {
 	if e.Opts.ProfilerDir != "" {
 		return e.Opts.ProfilerDir
+	}
+	if e.Opts.Persona != nil && !e.Opts.Persona.ProfilerEnv {
+		return ""
 	}
 	return e.getenv(VLLMProfilerDirEnv)
 }

@@ -57,6 +57,10 @@ type Engine struct {
 	CustomARRule string
 	// CustomForced: REFENGINE_FORCE_CUSTOM_AR=1 put the custom allreduce where the rule refused it.
 	CustomForced bool
+	// Fused: FlashInfer allreduce fusion runs the allreduces of at most FusedMaxBytes bytes
+	// (--enable-flashinfer-allreduce-fusion, or SGLang's auto-enable: fusionAutoEnabled).
+	Fused         bool
+	FusedMaxBytes int64
 	// FileSeed is the model file's weight seed (WeightSeed differs with --weight-seed).
 	FileSeed       uint64
 	CustomMaxBytes int64

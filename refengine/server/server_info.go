@@ -69,6 +69,11 @@ func (e *Engine) ServerInfo() map[string]any {
 		info["cuda_graph_max_bs_decode"] = e.Opts.CUDAGraphMaxBS
 		info["cuda_graph_max_bs"] = nil
 	}
+	if e.Opts.Persona.FusionAutoEnable {
+		// sglang server_args after __post_init__: the auto-enable sets the field itself.
+		info["enable_flashinfer_allreduce_fusion"] = e.Fused
+		info["enforce_disable_flashinfer_allreduce_fusion"] = e.Opts.EnforceDisableFusion
+	}
 	if e.Opts.SpecAlgorithm != "" {
 		al := st.AvgAcceptLength()
 		info["speculative_algorithm"] = strings.ToUpper(e.Opts.SpecAlgorithm)
@@ -97,6 +102,7 @@ func (e *Engine) refengineFacts(st sched.Stats) map[string]any {
 		"custom_allreduce_max_bytes":         e.CustomMaxBytes,
 		"nccl_algorithm":                     string(e.NCCLAlgorithm),
 		"custom_allreduce_calls":             gs.CustomCalls,
+		"flashinfer_allreduce_fusion_calls":  gs.FusedCalls,
 		"nccl_allreduce_calls":               gs.RingCalls + gs.TreeCalls,
 		"nccl_ring_calls":                    gs.RingCalls,
 		"nccl_tree_calls":                    gs.TreeCalls,

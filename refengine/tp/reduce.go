@@ -71,10 +71,11 @@ func (g *Group) reduce(bufs [][]float32, rowWidth int) {
 	elems := len(bufs[0])
 	bytes := int64(elems) * elemBytes
 	alg := g.opts.NCCLAlgorithm
-	if g.opts.Custom && bytes <= g.opts.CustomMaxBytes {
+	fused := g.opts.Fused && bytes <= g.opts.FusedMaxBytes
+	if fused || (g.opts.Custom && bytes <= g.opts.CustomMaxBytes) {
 		alg = collective.OneShot
 	}
-	custom := alg == collective.OneShot
+	custom := alg == collective.OneShot && !fused
 	// Faults apply to custom allreduces of at least FaultMinBatch tokens.
 	faultable := custom && (g.opts.FaultMinBatch == 0 || (rowWidth > 0 && elems/rowWidth >= g.opts.FaultMinBatch))
 	drop := faultable && g.opts.FaultDropRank && bytes > g.opts.FaultDropRankAbove
@@ -108,9 +109,9 @@ func (g *Group) reduce(bufs [][]float32, rowWidth int) {
 		faulted = true
 	}
 	if hook != nil {
-		(*hook)(AllReduceRecord{Algorithm: alg, Ranks: n, Bytes: bytes, BF16: g.opts.BF16, Start: t0, Duration: time.Since(t0)})
+		(*hook)(AllReduceRecord{Algorithm: alg, Fused: fused, Ranks: n, Bytes: bytes, BF16: g.opts.BF16, Start: t0, Duration: time.Since(t0)})
 	}
-	g.account(alg, bytes, n, faulted)
+	g.account(alg, fused, bytes, n, faulted)
 }
 
 // kernelVariant is the custom kernel that a call of n ranks runs when it is not the engine's
@@ -238,20 +239,22 @@ func (g *Group) scaleFault(bufs [][]float32) {
 
 // account adds one allreduce of bytes over n ranks by alg to the interconnect time owed and to
 // the group's statistics.
-func (g *Group) account(alg collective.Algorithm, bytes int64, n int, faulted bool) {
+func (g *Group) account(alg collective.Algorithm, fused bool, bytes int64, n int, faulted bool) {
 	d := g.opts.Interconnect.AllReduceTime(alg, bytes, n)
 	g.mu.Lock()
 	g.commDebt += d
 	g.stats.CommTime += d
 	g.stats.AllReduces++
-	switch alg {
-	case collective.OneShot:
+	switch {
+	case fused:
+		g.stats.FusedCalls++
+	case alg == collective.OneShot:
 		g.stats.CustomCalls++
 		g.stats.MaxCustomBytes = max(g.stats.MaxCustomBytes, bytes)
 		if faulted {
 			g.stats.FaultedCalls++
 		}
-	case collective.Tree:
+	case alg == collective.Tree:
 		g.stats.TreeCalls++
 	default:
 		g.stats.RingCalls++

@@ -36,6 +36,12 @@ type Options struct {
 	// larger tensors (and everything when Custom is false) use NCCL (NCCLAlgorithm).
 	Custom         bool
 	CustomMaxBytes int64
+	// Fused runs the allreduces of at most FusedMaxBytes bytes as FlashInfer's allreduce fusion
+	// (a one-shot Lamport allreduce: every rank sums the ranks' inputs in rank order, as the
+	// custom one-shot path does), before the custom path is considered; the engine turned it on
+	// (SGLang's auto-enable for some MoE models on SM90/SM100). Faults never touch it.
+	Fused         bool
+	FusedMaxBytes int64
 	// NCCLAlgorithm is the algorithm of the NCCL path: collective.Ring (also when empty) or
 	// collective.Tree (NCCL_ALGO=Tree).
 	NCCLAlgorithm collective.Algorithm
@@ -99,6 +105,7 @@ const (
 type Stats struct {
 	AllReduces     int64         // allreduce calls
 	CustomCalls    int64         // of which used the one-shot custom allreduce
+	FusedCalls     int64         // of which ran as FlashInfer allreduce fusion (one-shot)
 	RingCalls      int64         // of which used NCCL's ring
 	TreeCalls      int64         // of which used NCCL's tree
 	MaxCustomBytes int64         // the largest custom-allreduce message, bytes per rank
@@ -113,11 +120,13 @@ type AllReduceRecord struct {
 	// Algorithm is what ran: collective.OneShot (the custom path), or NCCL's collective.Ring or
 	// collective.Tree (also for a tensor the custom path handed to NCCL because it was too large).
 	Algorithm collective.Algorithm
-	Ranks     int
-	Bytes     int64 // message size per rank
-	BF16      bool
-	Start     time.Time     // when the call began
-	Duration  time.Duration // measured wall time of the call
+	// Fused: the call ran as FlashInfer allreduce fusion (Algorithm is then collective.OneShot).
+	Fused    bool
+	Ranks    int
+	Bytes    int64 // message size per rank
+	BF16     bool
+	Start    time.Time     // when the call began
+	Duration time.Duration // measured wall time of the call
 }
 
 // Group is a set of tensor-parallel ranks.
