@@ -29,6 +29,11 @@ const vllmProfilerDirEnv = "VLLM_TORCH_PROFILER_DIR"
 // and a few decode steps, enough for every allreduce path the engine takes at batch 1.
 const profileWindowTokens = 16
 
+// traceParseTimeout bounds the parsing of one profile window's traces (at most
+// profile.MaxTotalTraceBytes, uncompressed, about 20 s of JSON): the CPU an engine's traces can
+// cost the gate.
+const traceParseTimeout = 2 * time.Minute
+
 // profileDir is where a config's profiler traces go.
 func (fw *framework) profileDir(name string) string {
 	return filepath.Join(fw.opts.OutDir, "profiles", name)
@@ -141,7 +146,9 @@ func (fw *framework) profiledAllReduce(ctx context.Context, cs *configState) gat
 		src.Detail = fmt.Sprintf("traces in %s: %v", dir, err)
 		return src
 	}
-	sum, err := profile.ParseFiles(ctx, files)
+	pctx, pcancel := context.WithTimeoutCause(ctx, traceParseTimeout, fmt.Errorf("parsing the traces took longer than %s", traceParseTimeout))
+	sum, err := profile.ParseFiles(pctx, files)
+	pcancel()
 	if err != nil {
 		src.Detail = err.Error()
 		return src
