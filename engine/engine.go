@@ -16,13 +16,13 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"os"
 	"regexp"
 	"strings"
 
 	"github.com/reckon-ci/reckon/engine/internal/core"
 	"github.com/reckon-ci/reckon/engine/sglang"
 	"github.com/reckon-ci/reckon/engine/vllm"
+	"github.com/reckon-ci/reckon/internal/safefile"
 )
 
 // Report is the EngineReport read from an engine log (see core.Report for the fields; JSON
@@ -141,7 +141,7 @@ const detectLimit = 8 << 20
 // to detect it). An unknown kind, an undetectable log or an unreadable file is an error that
 // names the file.
 func ParseLogFile(path, kind string) (*Report, error) {
-	f, err := os.Open(path)
+	f, err := safefile.OpenNamed(path)
 	if err != nil {
 		return nil, fmt.Errorf("engine log: %w", err)
 	}

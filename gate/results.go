@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/reckon-ci/reckon/internal/domain"
 	"github.com/reckon-ci/reckon/internal/num"
+	"github.com/reckon-ci/reckon/internal/safefile"
 	"github.com/reckon-ci/reckon/internal/strictjson"
 )
 
@@ -57,20 +57,14 @@ const MaxResultsBytes = 256 << 20
 // this version does not read are reported with the file name, the line and column, and what was
 // expected.
 func ReadResults(path string) (*Run, error) {
-	f, err := os.Open(path)
+	// Never blocks: a FIFO at the path (a shard's directory is written by the shard job) is
+	// refused, as is anything else not a regular file.
+	data, err := safefile.ReadNamed(path, MaxResultsBytes)
 	if err != nil {
+		if errors.Is(err, safefile.ErrTooLarge) {
+			return nil, fmt.Errorf("%s: larger than the %d MiB a results file may have", path, MaxResultsBytes>>20)
+		}
 		return nil, fmt.Errorf("read results: %w", err)
-	}
-	defer f.Close()
-	if st, err := f.Stat(); err == nil && st.Size() > MaxResultsBytes {
-		return nil, fmt.Errorf("%s: %d MiB, larger than the %d MiB a results file may have", path, st.Size()>>20, MaxResultsBytes>>20)
-	}
-	data, err := io.ReadAll(io.LimitReader(f, MaxResultsBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("read results: %w", err)
-	}
-	if len(data) > MaxResultsBytes {
-		return nil, fmt.Errorf("%s: larger than the %d MiB a results file may have", path, MaxResultsBytes>>20)
 	}
 	r, err := DecodeResults(data)
 	if err != nil {

@@ -8,13 +8,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/reckon-ci/reckon/engine"
 	"github.com/reckon-ci/reckon/engine/client"
 	"github.com/reckon-ci/reckon/gate"
+	"github.com/reckon-ci/reckon/internal/safefile"
 	"github.com/reckon-ci/reckon/spec"
 	"github.com/reckon-ci/reckon/testbed"
 )
@@ -194,8 +194,10 @@ func (fw *framework) client(cs *configState) *client.Client {
 	return client.New(cs.inst.BaseURL(), client.Options{Model: cs.launch.Model})
 }
 
+// tailFile is the last n lines of the engine log at path (opened as safefile.Open does: the
+// engine may have left a link or a FIFO there).
 func tailFile(path string, n int) string {
-	f, err := os.Open(path)
+	f, err := safefile.Open(path)
 	if err != nil {
 		return ""
 	}

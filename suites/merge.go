@@ -14,6 +14,7 @@ import (
 
 	"github.com/reckon-ci/reckon/engine"
 	"github.com/reckon-ci/reckon/gate"
+	"github.com/reckon-ci/reckon/internal/safefile"
 	"github.com/reckon-ci/reckon/reporters"
 	"github.com/reckon-ci/reckon/spec"
 	"github.com/reckon-ci/reckon/wire"
@@ -278,9 +279,15 @@ func readShards(dirs []string) ([]shardRun, error) {
 	var out []shardRun
 	for _, d := range dirs {
 		p := filepath.Join(d, reporters.JSONFile)
-		r, err := gate.ReadResults(p)
+		// The shard job wrote this directory: its results.json is opened following no link and
+		// never blocking (a FIFO is refused), like every file merge reads from a shard.
+		data, err := safefile.ReadFileIn(d, reporters.JSONFile, gate.MaxResultsBytes)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("shard %s: %w", d, err)
+		}
+		r, err := gate.DecodeResults(data)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", p, err)
 		}
 		if r.Shard == nil {
 			return nil, fmt.Errorf("%s: not the output of a shard (no \"shard\" field); run each part with reckon gate --shard I/N", p)

@@ -46,6 +46,24 @@ func Open(path string) (*os.File, error) {
 	return open(path)
 }
 
+// OpenNamed opens a path the user named (a results.json given on the command line): a symbolic
+// link is followed, as the user meant it, but the open never blocks and only a regular file is
+// returned.
+func OpenNamed(path string) (*os.File, error) {
+	return openNamed(path)
+}
+
+// ReadNamed reads the file at path, opened as OpenNamed does, refusing one longer than limit
+// bytes.
+func ReadNamed(path string, limit int64) ([]byte, error) {
+	f, err := OpenNamed(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return readAll(f, path, limit)
+}
+
 // OpenIn opens rel, a relative path, inside the directory dir, following no symbolic link on
 // the way (a link at any component of rel is refused), without blocking, and returns the file
 // only when it is a regular file. A rel that is absolute or climbs out of dir ("..") is refused

@@ -34,6 +34,23 @@ func open(path string) (*os.File, error) {
 	return f, nil
 }
 
+func openNamed(path string) (*os.File, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		f.Close()
+		return nil, &os.PathError{Op: "open", Path: path, Err: fmt.Errorf("%w (%s)", ErrNotRegular, st.Mode().Type())}
+	}
+	return f, nil
+}
+
 func openIn(dir, rel string) (*os.File, error) {
 	parts := strings.Split(rel, string(filepath.Separator))
 	for i := range parts[:len(parts)-1] {

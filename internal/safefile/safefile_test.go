@@ -142,3 +142,14 @@ func TestReaderStopsWithItsContext(t *testing.T) {
 		t.Errorf("%v", err)
 	}
 }
+
+// A path the user named may be a link, but never a FIFO.
+func TestOpenNamedFollowsLinksOnly(t *testing.T) {
+	dir := fixture(t)
+	if b, err := ReadNamed(filepath.Join(dir, "link.json"), 100); err != nil || string(b) != `{"a":1}` {
+		t.Errorf("link: %q %v", b, err)
+	}
+	if _, err := ReadNamed(filepath.Join(dir, "fifo.json"), 100); !errors.Is(err, ErrNotRegular) {
+		t.Errorf("FIFO: %v", err)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -19,6 +20,14 @@ func open(path string) (*os.File, error) {
 	fd, err := openat(unix.AT_FDCWD, path, openFlags)
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: path, Err: cause(err)}
+	}
+	return regular(fd, path)
+}
+
+func openNamed(path string) (*os.File, error) {
+	fd, err := openat(unix.AT_FDCWD, path, openFlags&^unix.O_NOFOLLOW)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
 	}
 	return regular(fd, path)
 }
