@@ -84,6 +84,9 @@ func DecodeResults(data []byte) (*Run, error) {
 	if err := json.Unmarshal(data, &probe); err != nil {
 		return nil, jsonError(data, err)
 	}
+	if err := duplicateKeyError(data); err != nil {
+		return nil, err
+	}
 	switch {
 	case probe.Schema == nil:
 		return nil, fmt.Errorf(`no "schema" field: not a reckon results file (expected "schema": %q)`, ResultsSchema)
@@ -110,6 +113,21 @@ func DecodeResults(data []byte) (*Run, error) {
 	// written again as such.
 	r.Schema = ResultsSchema
 	return r, nil
+}
+
+// freeFormFields are the fields of results and baselines whose objects are maps (free-form
+// keys, compared exactly when looking for duplicates) rather than structs.
+var freeFormFields = map[string]bool{"testbed": true, "engine": true, "baseline_engine": true, "metrics": true, "definition": true}
+
+// duplicateKeyError refuses a document (already parsed as JSON) with a key repeated in one
+// object: encoding/json would keep the last silently, so that appending `,"configs":[]` to a
+// red results.json would read as a run that judged nothing.
+func duplicateKeyError(data []byte) error {
+	p, ok := strictjson.DuplicateKey(data, func(field string) bool { return freeFormFields[field] })
+	if !ok {
+		return nil
+	}
+	return fmt.Errorf("line %d, column %d: field %q: %s", p.Line, p.Column, p.Path, p.Msg)
 }
 
 // jsonError turns a decoding error into one that names the line, column and field.

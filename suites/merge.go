@@ -15,6 +15,7 @@ import (
 	"github.com/reckon-ci/reckon/engine"
 	"github.com/reckon-ci/reckon/gate"
 	"github.com/reckon-ci/reckon/internal/safefile"
+	"github.com/reckon-ci/reckon/internal/strictjson"
 	"github.com/reckon-ci/reckon/reporters"
 	"github.com/reckon-ci/reckon/spec"
 	"github.com/reckon-ci/reckon/wire"
@@ -404,6 +405,12 @@ func replay(cs *configState, sh *shardRun, s *spec.Spec) {
 		var probe wire.NumericsProbe
 		if err == nil {
 			err = json.Unmarshal(b, &probe)
+		}
+		if err == nil {
+			// Last-wins would let a shard overwrite what it measured with a second key.
+			if p, dup := strictjson.DuplicateKey(b, nil); dup {
+				err = fmt.Errorf("line %d, column %d: field %q: %s", p.Line, p.Column, p.Path, p.Msg)
+			}
 		}
 		if err != nil {
 			cs.probeErr = fmt.Errorf("config %s: numerics probe of shard %d (%s): %w", cs.name, sh.run.Shard.Index, filepath.Join(sh.dir, rel), err)

@@ -499,3 +499,31 @@ func TestMergeMeasurementErrorFromStructuredFields(t *testing.T) {
 		}
 	})
 }
+
+// A shard's numerics probe with a key twice is refused, naming the key: encoding/json would keep
+// the last without a word.
+func TestMergeRefusesDuplicateKeysInAShardProbe(t *testing.T) {
+	sh := abShards(t)
+	configOf(t, sh[0], "main")["numerics_file"] = "numerics/main.json"
+	dirs := writeShards(t, sh)
+	s, err := spec.Load(abSpecPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shards, err := readShards(dirs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dirs[0], "numerics"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	probe := `{"schema": "reckon.numerics/v1", "config": "main", "top_k": 5, "prompts": [], "config": "other"}`
+	if err := os.WriteFile(filepath.Join(dirs[0], "numerics", "main.json"), []byte(probe), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cs := &configState{name: "main", trials: map[string][]map[string]float64{}, trialLaunch: map[string][]int{}, measErr: map[string]error{}}
+	replay(cs, &shards[0], s)
+	if cs.probe != nil || cs.probeErr == nil || !strings.Contains(cs.probeErr.Error(), `duplicate key "config"`) || !strings.Contains(cs.probeErr.Error(), "main.json") {
+		t.Errorf("probe %v, error %v", cs.probe, cs.probeErr)
+	}
+}
