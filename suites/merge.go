@@ -68,6 +68,10 @@ func Merge(opts MergeOptions) (*gate.Run, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidInput, err)
 	}
+	// The merged reports replace reckon's own only: another tool's results.json is not overwritten.
+	if why := foreignResults(opts.OutDir); why != "" {
+		return nil, fmt.Errorf("%w: --out %s: %s; reckon would overwrite it: choose a new or empty --out", ErrInvalidInput, opts.OutDir, why)
+	}
 	first := shards[0].run
 	specPath := opts.SpecPath
 	if specPath == "" {

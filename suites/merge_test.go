@@ -527,3 +527,20 @@ func TestMergeRefusesDuplicateKeysInAShardProbe(t *testing.T) {
 		t.Errorf("probe %v, error %v", cs.probe, cs.probeErr)
 	}
 }
+
+// reckon merge never overwrites a results.json another tool wrote in its --out.
+func TestMergeRefusesAForeignResultsFile(t *testing.T) {
+	sh := abShards(t)
+	out := t.TempDir()
+	foreign := `{"results": {"gsm8k": {"exact_match": 0.42}}}`
+	if err := os.WriteFile(filepath.Join(out, reporters.JSONFile), []byte(foreign), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Merge(MergeOptions{Dirs: writeShards(t, sh), OutDir: out, SpecPath: abSpecPath, BaselineDir: t.TempDir(), Log: quietLog()})
+	if !errors.Is(err, ErrInvalidInput) || !strings.Contains(err.Error(), "not a reckon results file") {
+		t.Fatalf("merge into a foreign --out: %v", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(out, reporters.JSONFile)); string(b) != foreign {
+		t.Errorf("the foreign results.json was overwritten: %.200s", b)
+	}
+}
