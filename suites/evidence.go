@@ -104,8 +104,15 @@ func (fw *framework) gatherAllReduceEvidence(ctx context.Context, cs *configStat
 // profiledAllReduce runs one greedy request of profileWindowTokens tokens between
 // /start_profile and /stop_profile and counts the allreduce kernels in the traces the engine
 // wrote.
-func (fw *framework) profiledAllReduce(ctx context.Context, cs *configState) gate.AllReduceSource {
-	src := gate.AllReduceSource{Source: gate.SourceProfiler, Says: gate.BackendUnknown}
+func (fw *framework) profiledAllReduce(ctx context.Context, cs *configState) (src gate.AllReduceSource) {
+	src = gate.AllReduceSource{Source: gate.SourceProfiler, Says: gate.BackendUnknown}
+	defer func() {
+		// Name the budget that ended the window (launchConfig's evidenceBudget), not only
+		// "context deadline exceeded".
+		if ctx.Err() != nil && src.Says == gate.BackendUnknown {
+			src.Detail += " (" + context.Cause(ctx).Error() + ")"
+		}
+	}()
 	dir, err := filepath.Abs(fw.profileDir(cs.name))
 	if err == nil {
 		err = os.MkdirAll(dir, 0o755)

@@ -95,15 +95,41 @@ func (fw *framework) launchConfig(ctx context.Context, cs *configState) {
 		rc.Args = inst.Argv()
 	}
 	fw.mu.Unlock()
+	// The evidence gathered after readiness has a budget of its own: a slow profiler makes
+	// that evidence incomplete (said in the health check and the allreduce sources), never the
+	// launch "not run".
+	ectx, cancel := context.WithTimeoutCause(ctx, evidenceBudget, fmt.Errorf("the evidence gathered after readiness (engine version, memory plan, allreduce profile) ran past its budget of %s", evidenceBudget))
+	defer cancel()
 	if err != nil {
 		log.WithError(err).Error("engine did not start")
 	} else {
 		log.WithField("url", inst.BaseURL()).Info("engine ready")
-		fw.recordEngineVersion(ctx, cs)
-		fw.recordServerMemory(ctx, cs)
+		fw.recordEngineVersion(ectx, cs)
+		fw.recordServerMemory(ectx, cs)
 	}
 	fw.refreshReport(cs)
-	fw.gatherAllReduceEvidence(ctx, cs)
+	fw.gatherAllReduceEvidence(ectx, cs)
+	if ectx.Err() != nil && ctx.Err() == nil {
+		cs.evidenceErr = context.Cause(ectx)
+		log.WithError(cs.evidenceErr).Warn("evidence incomplete")
+	}
+}
+
+// evidenceBudget bounds what launchConfig gathers once the engine is ready: its version and
+// memory plan (metadata requests), and the allreduce profile window (start, one request of up
+// to 2 minutes, stop of up to client.ProfileStopTimeout, parsing of up to traceParseTimeout).
+const evidenceBudget = 2*time.Minute + client.ProfileStopTimeout + traceParseTimeout + 2*time.Minute
+
+// launchNodeTimeout bounds the node that launches a config: the version command asked before
+// the launch (engine.DefaultVersionTimeout), the readiness wait, the evidence gathered after it
+// (evidenceBudget, first launches only) and the stop grace. Each phase has its own limit inside
+// it, so that none of them can make the launch "not run".
+func launchNodeTimeout(l spec.Launch, evidence bool) time.Duration {
+	d := engine.DefaultVersionTimeout + l.ReadyTimeout.D() + l.StopGrace.D() + 30*time.Second
+	if evidence {
+		d += evidenceBudget
+	}
+	return d
 }
 
 // refreshReport re-reads the engine log into the config's EngineReport.

@@ -111,7 +111,7 @@ func defineRelaunch(fw *framework, base *configState, st launchStep) {
 				fw.stopRelaunch(ctx, rs)
 			}, ginkgo.NodeTimeout(grace))
 			fw.relaunch(fw.ctx, rs, st)
-		}, ginkgo.NodeTimeout(base.launch.ReadyTimeout.D()+grace))
+		}, ginkgo.NodeTimeout(launchNodeTimeout(base.launch, false)))
 
 		readyName := base.name + ": launch and readiness" + suffix
 		ready := gate.Check{Verdict: gate.Verdict{Name: readyName, Kind: gate.KindHealth, Config: base.name}, Labels: labels, Line: cfgLine}
