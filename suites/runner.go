@@ -166,4 +166,3 @@ func isTerminal(f *os.File) bool {
 // a CI cancel) never leaves the last run's green junit.xml beside its own logs. Only these files
 // go: the directory may be shared with other things (--out .).
 var staleReports = []string{"junit.xml", "results.json", "summary.md", "report.html"}
-
