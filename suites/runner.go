@@ -164,5 +164,6 @@ func isTerminal(f *os.File) bool {
 // staleReports are the reports a run writes into its output directory. A previous run's copies
 // are removed before anything launches, so that a run killed before it writes its own (SIGKILL,
 // a CI cancel) never leaves the last run's green junit.xml beside its own logs. Only these files
-// go: the directory may be shared with other things (--out .).
+// go, and only where reckon's marker is (claimOutDir): the directory may be shared with other
+// things (--out .).
 var staleReports = []string{"junit.xml", "results.json", "summary.md", "report.html"}
