@@ -105,6 +105,17 @@ func foreignResults(dir string) string {
 // created by reckon (same device and inode). Then it creates every owned directory afresh and
 // records them, with a new run id, in the marker.
 func claimOutDir(dir string) ([]string, error) {
+	return claim(dir, false)
+}
+
+// checkOutDir is claimOutDir without its effects: the refusals, before the spec's inputs are
+// checked (bad input then leaves dir as it was; claimOutDir checks again when it acts).
+func checkOutDir(dir string) error {
+	_, err := claim(dir, true)
+	return err
+}
+
+func claim(dir string, dryRun bool) ([]string, error) {
 	refuse := func(why string) error {
 		return fmt.Errorf("--out %s: %s; reckon would delete or overwrite it, so nothing was touched: choose a new or empty --out, or remove it yourself", dir, why)
 	}
@@ -139,6 +150,9 @@ func claimOutDir(dir string) ([]string, error) {
 				return nil, refuse(fmt.Sprintf("%s exists, but %s is not a reckon output directory (no %s)", f, dir, outMarker))
 			}
 		}
+	}
+	if dryRun {
+		return nil, nil
 	}
 	var removed []string
 	for _, name := range staleReports {

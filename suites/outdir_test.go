@@ -41,6 +41,12 @@ func TestReusedOutDirIsCleared(t *testing.T) {
 	writeFile(t, filepath.Join(out, "junit.xml"), `<testsuites/>`)
 	keep := filepath.Join(out, "notes.txt")
 	writeFile(t, keep, "mine")
+	// The check before the spec's inputs are known good touches nothing.
+	if err := checkOutDir(out); err != nil {
+		t.Fatal(err)
+	}
+	mustExist(t, filepath.Join(out, "logs", "old", "x.json"))
+	mustExist(t, filepath.Join(out, "results.json"))
 	removed, err := claimOutDir(out)
 	if err != nil {
 		t.Fatal(err)

@@ -100,12 +100,20 @@ func Run(ctx context.Context, opts Options) (*gate.Run, error) {
 	if err := os.MkdirAll(opts.OutDir, 0o755); err != nil {
 		return nil, fmt.Errorf("create output directory: %w", err)
 	}
-	removed, err := claimOutDir(opts.OutDir)
-	if len(removed) > 0 {
-		opts.Log.Infof("--out %s: removed the previous run's %s", opts.OutDir, strings.Join(removed, ", "))
-	}
-	if err != nil {
+	// Refuse a directory reckon may not clear before anything else; clear and claim it only
+	// once the spec's inputs are known good (bad input leaves it as it was).
+	if err := checkOutDir(opts.OutDir); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidInput, err)
+	}
+	claimOut := func() error {
+		removed, err := claimOutDir(opts.OutDir)
+		if len(removed) > 0 {
+			opts.Log.Infof("--out %s: removed the previous run's %s", opts.OutDir, strings.Join(removed, ", "))
+		}
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidInput, err)
+		}
+		return nil
 	}
 	abs, _ := filepath.Abs(opts.SpecPath)
 
@@ -116,6 +124,9 @@ func Run(ctx context.Context, opts Options) (*gate.Run, error) {
 	fw.applyShard()
 	if fw.shardSet != nil && len(fw.shardSet) == 0 {
 		// An empty shard (more shards than groups of configs): nothing to run, said so.
+		if err := claimOut(); err != nil {
+			return nil, err
+		}
 		fw.run.FinishedAt = time.Now().UTC()
 		run := fw.view()
 		if err := reporters.WriteAll(opts.OutDir, &run); err != nil {
@@ -129,6 +140,9 @@ func Run(ctx context.Context, opts Options) (*gate.Run, error) {
 
 	define(fw)
 	if err := fw.preflight(); err != nil {
+		return nil, err
+	}
+	if err := claimOut(); err != nil {
 		return nil, err
 	}
 
