@@ -45,6 +45,9 @@ type baselineFlags struct {
 	strict bool
 	// allowRed records a run some of whose checks failed or errored (redChecks).
 	allowRed bool
+	// diffOnly builds the baseline to show what recording would change (baseline diff): a red
+	// run is shown, with a warning, not refused.
+	diffOnly bool
 }
 
 func newBaselineRecordCmd() *cobra.Command {
@@ -148,6 +151,7 @@ ones (added, removed, changed, unchanged), without writing anything. Use it in r
 "baseline record --force".`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			f.diffOnly = true
 			b, path, err := baselineFromResults(f)
 			if err != nil {
 				return withExitCode(2, err)
@@ -303,6 +307,10 @@ func baselineFromResults(f baselineFlags) (*gate.Baseline, string, error) {
 	}
 	// After the measurements' own refusals, which --allow-red does not lift.
 	red := redChecks(run)
+	if len(red) > 0 && f.diffOnly {
+		logrus.Warnf("%s: the run is red (%s, %d checks failed or errored); baseline record refuses it without --allow-red", f.from, run.Verdict(), len(red))
+		red = nil
+	}
 	if len(red) > 0 && !f.allowRed {
 		shown := red
 		if len(shown) > 5 {

@@ -87,6 +87,10 @@ func TestBaselineRecordRefusesARedRun(t *testing.T) {
 	if _, err := os.Stat(path); err == nil {
 		t.Fatal("a red run was recorded")
 	}
+	// diff still shows what recording it would change.
+	if out, errs, code := execCmd(t, newBaselineCmd(), "diff", "--from", p, "--dir", bdir); code != 0 || !strings.Contains(out, "nccl") {
+		t.Errorf("diff of a red run: exit %d: %s %s", code, out, errs)
+	}
 	if _, errs, code := execCmd(t, newBaselineCmd(), "record", "--from", p, "--dir", bdir, "--allow-red"); code != 0 {
 		t.Fatalf("--allow-red: exit %d: %s", code, errs)
 	}
