@@ -146,6 +146,22 @@ func ParseLogFile(path, kind string) (*Report, error) {
 		return nil, fmt.Errorf("engine log: %w", err)
 	}
 	defer f.Close()
+	return parseLog(f, path, kind)
+}
+
+// ParseEngineLog is ParseLogFile for a log the harness wrote while an engine ran: the engine can
+// reach that path (/proc/self/fd/1) and put a link or a FIFO there, so the file is opened as
+// safefile.Open does (no link followed, nothing but a regular file).
+func ParseEngineLog(path, kind string) (*Report, error) {
+	f, err := safefile.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("engine log: %w", err)
+	}
+	defer f.Close()
+	return parseLog(f, path, kind)
+}
+
+func parseLog(f io.Reader, path, kind string) (*Report, error) {
 	if strings.EqualFold(strings.TrimSpace(kind), "auto") || kind == "" {
 		head, err := io.ReadAll(io.LimitReader(f, detectLimit))
 		if err != nil {

@@ -134,7 +134,7 @@ func launchNodeTimeout(l spec.Launch, evidence bool) time.Duration {
 
 // refreshReport re-reads the engine log into the config's EngineReport.
 func (fw *framework) refreshReport(cs *configState) {
-	rep, err := engine.ParseLogFile(cs.logPath, fw.adapter.Name())
+	rep, err := engine.ParseEngineLog(cs.logPath, fw.adapter.Name())
 	if err != nil {
 		fw.log.WithError(err).WithField("config", cs.name).Warn("could not parse engine log")
 		return
