@@ -16,13 +16,13 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"os"
 	"regexp"
 	"strings"
 
 	"github.com/reckon-ci/reckon/engine/internal/core"
 	"github.com/reckon-ci/reckon/engine/sglang"
 	"github.com/reckon-ci/reckon/engine/vllm"
+	"github.com/reckon-ci/reckon/internal/safefile"
 )
 
 // Report is the EngineReport read from an engine log (see core.Report for the fields; JSON
@@ -141,11 +141,27 @@ const detectLimit = 8 << 20
 // to detect it). An unknown kind, an undetectable log or an unreadable file is an error that
 // names the file.
 func ParseLogFile(path, kind string) (*Report, error) {
-	f, err := os.Open(path)
+	f, err := safefile.OpenNamed(path)
 	if err != nil {
 		return nil, fmt.Errorf("engine log: %w", err)
 	}
 	defer f.Close()
+	return parseLog(f, path, kind)
+}
+
+// ParseEngineLog is ParseLogFile for a log the harness wrote while an engine ran: the engine can
+// reach that path (/proc/self/fd/1) and put a link or a FIFO there, so the file is opened as
+// safefile.Open does (no link followed, nothing but a regular file).
+func ParseEngineLog(path, kind string) (*Report, error) {
+	f, err := safefile.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("engine log: %w", err)
+	}
+	defer f.Close()
+	return parseLog(f, path, kind)
+}
+
+func parseLog(f io.Reader, path, kind string) (*Report, error) {
 	if strings.EqualFold(strings.TrimSpace(kind), "auto") || kind == "" {
 		head, err := io.ReadAll(io.LimitReader(f, detectLimit))
 		if err != nil {

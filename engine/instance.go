@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+
+	"github.com/reckon-ci/reckon/internal/safefile"
 )
 
 // Instance is a running engine started by Launch.
@@ -105,7 +107,9 @@ func (i *Instance) ReadyLineSeen() bool {
 
 // Report parses the engine log written so far.
 func (i *Instance) Report() (*Report, error) {
-	f, err := os.Open(i.logPath)
+	// The engine can reach its log's path (/proc/self/fd/1): never follow a link there or
+	// wait on a FIFO it left.
+	f, err := safefile.Open(i.logPath)
 	if err != nil {
 		return nil, fmt.Errorf("engine report: %w", err)
 	}

@@ -14,9 +14,13 @@ import (
 	"github.com/reckon-ci/reckon/engine/internal/core"
 )
 
-// DefaultVersionTimeout bounds DetectVersion when ctx has no deadline: `import sglang` imports
-// torch, which takes tens of seconds on a cold cache.
+// DefaultVersionTimeout bounds DetectVersion, whatever deadline ctx has (a run's --timeout of
+// hours must not let a hanging `--version` take them): `import sglang` imports torch, which takes
+// tens of seconds on a cold cache.
 const DefaultVersionTimeout = 2 * time.Minute
+
+// versionTimeout is DefaultVersionTimeout, lowered by tests.
+var versionTimeout = DefaultVersionTimeout
 
 // MaxVersionOutput is how much of the version command's output DetectVersion keeps (the last
 // bytes: the version comes after whatever warnings the engine prints first).
@@ -30,7 +34,7 @@ type Version = core.Version
 func ParseVersion(s string) (Version, error) { return core.ParseVersion(s) }
 
 // DetectVersion runs a's VersionCommand for lc (with lc.Env, in its own process group, killed
-// with its group when ctx ends or after DefaultVersionTimeout when ctx has no deadline) and
+// with its group when ctx ends or after DefaultVersionTimeout, whichever comes first) and
 // returns the last version-looking token of its output, e.g. "0.12.0", "0.5.3.post1",
 // "0.0.0.dev1+g5dd2c243e". A command that fails, times out or prints no version is an error
 // naming the command and quoting the end of its output.
@@ -42,11 +46,9 @@ func DetectVersion(ctx context.Context, a Adapter, lc LaunchConfig) (string, err
 	if len(argv) == 0 {
 		return "", fmt.Errorf("detect %s version: the adapter has no version command", a.Name())
 	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, DefaultVersionTimeout)
-		defer cancel()
-	}
+	limit := versionTimeout
+	ctx, cancel := context.WithTimeoutCause(ctx, limit, fmt.Errorf("the version command ran longer than its limit of %s (engine.DefaultVersionTimeout)", limit))
+	defer cancel()
 	out := &tailBuffer{max: MaxVersionOutput}
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Env = mergeEnv(os.Environ(), lc.Env)
@@ -68,7 +70,7 @@ func DetectVersion(ctx context.Context, a Adapter, lc LaunchConfig) (string, err
 	text := out.String()
 	name := strings.Join(argv, " ")
 	if ctx.Err() != nil {
-		return "", fmt.Errorf("detect %s version: %s: %w%s", a.Name(), name, ctx.Err(), quoteTail(text))
+		return "", fmt.Errorf("detect %s version: %s: %w (%v)%s", a.Name(), name, ctx.Err(), context.Cause(ctx), quoteTail(text))
 	}
 	if err != nil {
 		return "", fmt.Errorf("detect %s version: %s: %w%s", a.Name(), name, err, quoteTail(text))

@@ -38,6 +38,19 @@ func TestDetectVersion(t *testing.T) {
 	}
 }
 
+// A hanging version command is ended after DefaultVersionTimeout even when the run's context
+// has a far deadline (reckon gate --timeout 4h), and the error says which limit ended it.
+func TestDetectVersionLimitAppliesUnderADeadline(t *testing.T) {
+	defer engine.SetVersionTimeout(300 * time.Millisecond)()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Hour)
+	defer cancel()
+	lc := engine.LaunchConfig{Command: []string{os.Args[0]}, Model: "m", Env: map[string]string{envProc: "version-hang"}}
+	_, err := engine.DetectVersion(ctx, sglangAdapter(), lc)
+	if err == nil || !strings.Contains(err.Error(), "ran longer than its limit of 300ms (engine.DefaultVersionTimeout)") {
+		t.Errorf("err = %v, want the version limit named", err)
+	}
+}
+
 func TestSpeculativeAlgorithmsByKind(t *testing.T) {
 	for _, kind := range engine.Kinds {
 		algs, err := engine.SpeculativeAlgorithms(kind)

@@ -19,6 +19,7 @@ import (
 	"github.com/reckon-ci/reckon/internal/atomicfile"
 	"github.com/reckon-ci/reckon/internal/domain"
 	"github.com/reckon-ci/reckon/internal/num"
+	"github.com/reckon-ci/reckon/internal/safefile"
 	"github.com/reckon-ci/reckon/internal/strictjson"
 )
 
@@ -249,9 +250,14 @@ func LoadBaseline(dir, testbedKey, specName string) (*Baseline, error) {
 	return b, nil
 }
 
+// MaxBaselineBytes bounds the size of a baseline file.
+const MaxBaselineBytes = 256 << 20
+
 // ReadBaseline reads and validates one baseline file.
 func ReadBaseline(path string) (*Baseline, error) {
-	data, err := os.ReadFile(path)
+	// A baseline comes from the repository, which a pull request can change: a FIFO there is
+	// refused without blocking, and a file of gigabytes is not read.
+	data, err := safefile.ReadNamed(path, MaxBaselineBytes)
 	if err != nil {
 		return nil, fmt.Errorf("reading baseline: %w", err)
 	}
@@ -271,6 +277,9 @@ func DecodeBaseline(data []byte) (*Baseline, error) {
 	}
 	if err := json.Unmarshal(data, &probe); err != nil {
 		return nil, jsonPosError(data, err)
+	}
+	if err := duplicateKeyError(data); err != nil {
+		return nil, err
 	}
 	if probe.Schema == nil {
 		return nil, fmt.Errorf("field schema: missing; expected %q", BaselineSchema)

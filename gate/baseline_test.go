@@ -103,6 +103,8 @@ func TestLoadBaselineCorrupt(t *testing.T) {
 		{"median edited", strings.Replace(string(good), `"median": 50`, `"median": 40`, 1), "configs[0].workloads[0].metrics.median_ttft_ms.median: 40 but the median of the samples is 50"},
 		{"empty samples", strings.Replace(string(good), "\"samples\": [\n                50,\n                51,\n                49\n              ]", `"samples": []`, 1), "metrics.median_ttft_ms.samples: empty"},
 		{"absurd sample", strings.Replace(string(good), "\"samples\": [\n                50,", "\"samples\": [\n                1.5e308,", 1), "metrics.median_ttft_ms.samples[0]: 1.5e+308 is outside the range of a measurement"},
+		{"duplicate key", strings.Replace(string(good), `"spec_name"`, `"configs": [], "spec_name"`, 1), `field "configs": duplicate key "configs"`},
+		{"duplicate metric", strings.Replace(string(good), `"median_ttft_ms": {`, `"median_ttft_ms": {"unit": "s", "samples": [1], "median": 1}, "median_ttft_ms": {`, 1), `duplicate key "median_ttft_ms"`},
 		{"other testbed", strings.Replace(string(good), `"testbed_key": "h200x1-3f9a2c"`, `"testbed_key": "a100x8-0000"`, 1), `testbed_key is "a100x8-0000"`},
 	}
 	for _, c := range cases {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/reckon-ci/reckon/internal/domain"
 	"github.com/reckon-ci/reckon/internal/num"
+	"github.com/reckon-ci/reckon/internal/safefile"
 	"github.com/reckon-ci/reckon/internal/strictjson"
 )
 
@@ -57,20 +57,14 @@ const MaxResultsBytes = 256 << 20
 // this version does not read are reported with the file name, the line and column, and what was
 // expected.
 func ReadResults(path string) (*Run, error) {
-	f, err := os.Open(path)
+	// Never blocks: a FIFO at the path (a shard's directory is written by the shard job) is
+	// refused, as is anything else not a regular file.
+	data, err := safefile.ReadNamed(path, MaxResultsBytes)
 	if err != nil {
+		if errors.Is(err, safefile.ErrTooLarge) {
+			return nil, fmt.Errorf("%s: larger than the %d MiB a results file may have", path, MaxResultsBytes>>20)
+		}
 		return nil, fmt.Errorf("read results: %w", err)
-	}
-	defer f.Close()
-	if st, err := f.Stat(); err == nil && st.Size() > MaxResultsBytes {
-		return nil, fmt.Errorf("%s: %d MiB, larger than the %d MiB a results file may have", path, st.Size()>>20, MaxResultsBytes>>20)
-	}
-	data, err := io.ReadAll(io.LimitReader(f, MaxResultsBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("read results: %w", err)
-	}
-	if len(data) > MaxResultsBytes {
-		return nil, fmt.Errorf("%s: larger than the %d MiB a results file may have", path, MaxResultsBytes>>20)
 	}
 	r, err := DecodeResults(data)
 	if err != nil {
@@ -89,6 +83,9 @@ func DecodeResults(data []byte) (*Run, error) {
 	}
 	if err := json.Unmarshal(data, &probe); err != nil {
 		return nil, jsonError(data, err)
+	}
+	if err := duplicateKeyError(data); err != nil {
+		return nil, err
 	}
 	switch {
 	case probe.Schema == nil:
@@ -116,6 +113,21 @@ func DecodeResults(data []byte) (*Run, error) {
 	// written again as such.
 	r.Schema = ResultsSchema
 	return r, nil
+}
+
+// freeFormFields are the fields of results and baselines whose objects are maps (free-form
+// keys, compared exactly when looking for duplicates) rather than structs.
+var freeFormFields = map[string]bool{"testbed": true, "engine": true, "baseline_engine": true, "metrics": true, "definition": true}
+
+// duplicateKeyError refuses a document (already parsed as JSON) with a key repeated in one
+// object: encoding/json would keep the last silently, so that appending `,"configs":[]` to a
+// red results.json would read as a run that judged nothing.
+func duplicateKeyError(data []byte) error {
+	p, ok := strictjson.DuplicateKey(data, func(field string) bool { return freeFormFields[field] })
+	if !ok {
+		return nil
+	}
+	return fmt.Errorf("line %d, column %d: field %q: %s", p.Line, p.Column, p.Path, p.Msg)
 }
 
 // jsonError turns a decoding error into one that names the line, column and field.

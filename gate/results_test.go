@@ -88,6 +88,10 @@ func TestReadResultsErrors(t *testing.T) {
 		{"wrong type", "{\"schema\": \"reckon.results/v1\",\n\"configs\": [{\"name\": \"a\", \"launches\": \"one\"}]}", []string{"line 2", "launches", "int"}},
 		{"bad metric", "{\"schema\": \"reckon.results/v1\", \"checks\": [{\"name\": \"a\", \"ratio\": \"fast\"}]}", []string{"expected a number", "fast"}},
 		{"trailing", "{\"schema\": \"reckon.results/v1\"}\n{}", []string{"line 2", "after top-level value"}},
+		// Last-wins would read a red run with `,"configs":[]` appended as one that judged nothing.
+		{"duplicate key", strings.TrimSuffix(good, "}\n") + `,"configs":[]}`, []string{`field "configs"`, `duplicate key "configs"`}},
+		{"duplicate key in other case", strings.TrimSuffix(good, "}\n") + `,"Checks":[]}`, []string{`field "Checks"`, "ignoring case"}},
+		{"duplicate nested key", "{\"schema\": \"reckon.results/v1\",\n\"configs\": [{\"name\": \"a\"}, {\"name\": \"b\", \"name\": \"a\"}]}", []string{"line 2", `field "configs[1].name"`, "duplicate key"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

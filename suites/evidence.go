@@ -31,6 +31,11 @@ const traceSettleTimeout = 30 * time.Second
 // and a few decode steps, enough for every allreduce path the engine takes at batch 1.
 const profileWindowTokens = 16
 
+// traceParseTimeout bounds the parsing of one profile window's traces (at most
+// profile.MaxTotalTraceBytes, uncompressed, about 20 s of JSON): the CPU an engine's traces can
+// cost the gate.
+const traceParseTimeout = 2 * time.Minute
+
 // profileDir is where a config's profiler traces go.
 func (fw *framework) profileDir(name string) string {
 	return filepath.Join(fw.opts.OutDir, "profiles", name)
@@ -114,8 +119,15 @@ func (fw *framework) gatherAllReduceEvidence(ctx context.Context, cs *configStat
 // profiledAllReduce runs one greedy request of profileWindowTokens tokens between
 // /start_profile and /stop_profile and counts the allreduce kernels in the traces the engine
 // wrote.
-func (fw *framework) profiledAllReduce(ctx context.Context, cs *configState) gate.AllReduceSource {
-	src := gate.AllReduceSource{Source: gate.SourceProfiler, Says: gate.BackendUnknown}
+func (fw *framework) profiledAllReduce(ctx context.Context, cs *configState) (src gate.AllReduceSource) {
+	src = gate.AllReduceSource{Source: gate.SourceProfiler, Says: gate.BackendUnknown}
+	defer func() {
+		// Name the budget that ended the window (launchConfig's evidenceBudget), not only
+		// "context deadline exceeded".
+		if ctx.Err() != nil && src.Says == gate.BackendUnknown {
+			src.Detail += " (" + context.Cause(ctx).Error() + ")"
+		}
+	}()
 	dir, err := filepath.Abs(fw.profileDir(cs.name))
 	if fw.adapter.Name() == spec.EngineVLLM {
 		// vLLM's directory is fixed at launch (profilerSetup).
@@ -169,7 +181,9 @@ func (fw *framework) profiledAllReduce(ctx context.Context, cs *configState) gat
 		src.Detail = fmt.Sprintf("traces in %s: %v", dir, err)
 		return src
 	}
-	sum, err := profile.ParseTraces(ctx, files)
+	pctx, pcancel := context.WithTimeoutCause(ctx, traceParseTimeout, fmt.Errorf("parsing the traces took longer than %s", traceParseTimeout))
+	sum, err := profile.ParseTraces(pctx, files)
+	pcancel()
 	if err != nil {
 		src.Detail = fmt.Sprintf("traces in %s: %v", dir, err)
 		return src

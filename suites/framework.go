@@ -74,6 +74,9 @@ type framework struct {
 	// releases caches the engine release each version command reported ("" when it could not
 	// tell), guarded by mu.
 	releases map[string]string
+	// releaseErrs holds why a version command could not tell (logged, and shown in the
+	// launch's health check).
+	releaseErrs map[string]error
 }
 
 // configState is what one config's container launched and measured.
@@ -104,6 +107,12 @@ type configState struct {
 	// traceDir is where a vLLM launch's profiler traces land (profilerSetup; "" when the
 	// config's own --profiler-config names no torch profiler).
 	traceDir string
+	// releaseErr is why the release could not be asked of the engine's command before the
+	// launch (nil: asked, or engine.version set).
+	releaseErr error
+	// evidenceErr is why the evidence gathered after readiness (version, memory plan,
+	// allreduce profile) is incomplete: it ran past evidenceBudget (nil: it did not).
+	evidenceErr error
 	// serverMemory is the memory plan the engine reported at /server_info (server_memory.go).
 	serverMemory map[string]float64
 	// replayed marks a config read back from a shard's results.json by reckon merge: it was

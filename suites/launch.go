@@ -8,13 +8,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/reckon-ci/reckon/engine"
 	"github.com/reckon-ci/reckon/engine/client"
 	"github.com/reckon-ci/reckon/gate"
+	"github.com/reckon-ci/reckon/internal/safefile"
 	"github.com/reckon-ci/reckon/spec"
 	"github.com/reckon-ci/reckon/testbed"
 )
@@ -95,20 +95,46 @@ func (fw *framework) launchConfig(ctx context.Context, cs *configState) {
 		rc.Args = inst.Argv()
 	}
 	fw.mu.Unlock()
+	// The evidence gathered after readiness has a budget of its own: a slow profiler makes
+	// that evidence incomplete (said in the health check and the allreduce sources), never the
+	// launch "not run".
+	ectx, cancel := context.WithTimeoutCause(ctx, evidenceBudget, fmt.Errorf("the evidence gathered after readiness (engine version, memory plan, allreduce profile) ran past its budget of %s", evidenceBudget))
+	defer cancel()
 	if err != nil {
 		log.WithError(err).Error("engine did not start")
 	} else {
 		log.WithField("url", inst.BaseURL()).Info("engine ready")
-		fw.recordEngineVersion(ctx, cs)
-		fw.recordServerMemory(ctx, cs)
+		fw.recordEngineVersion(ectx, cs)
+		fw.recordServerMemory(ectx, cs)
 	}
 	fw.refreshReport(cs)
-	fw.gatherAllReduceEvidence(ctx, cs)
+	fw.gatherAllReduceEvidence(ectx, cs)
+	if ectx.Err() != nil && ctx.Err() == nil {
+		cs.evidenceErr = context.Cause(ectx)
+		log.WithError(cs.evidenceErr).Warn("evidence incomplete")
+	}
+}
+
+// evidenceBudget bounds what launchConfig gathers once the engine is ready: its version and
+// memory plan (metadata requests), and the allreduce profile window (start, one request of up
+// to 2 minutes, stop of up to client.ProfileStopTimeout, parsing of up to traceParseTimeout).
+const evidenceBudget = 2*time.Minute + client.ProfileStopTimeout + traceParseTimeout + 2*time.Minute
+
+// launchNodeTimeout bounds the node that launches a config: the version command asked before
+// the launch (engine.DefaultVersionTimeout), the readiness wait, the evidence gathered after it
+// (evidenceBudget, first launches only) and the stop grace. Each phase has its own limit inside
+// it, so that none of them can make the launch "not run".
+func launchNodeTimeout(l spec.Launch, evidence bool) time.Duration {
+	d := engine.DefaultVersionTimeout + l.ReadyTimeout.D() + l.StopGrace.D() + 30*time.Second
+	if evidence {
+		d += evidenceBudget
+	}
+	return d
 }
 
 // refreshReport re-reads the engine log into the config's EngineReport.
 func (fw *framework) refreshReport(cs *configState) {
-	rep, err := engine.ParseLogFile(cs.logPath, fw.adapter.Name())
+	rep, err := engine.ParseEngineLog(cs.logPath, fw.adapter.Name())
 	if err != nil {
 		fw.log.WithError(err).WithField("config", cs.name).Warn("could not parse engine log")
 		return
@@ -194,8 +220,10 @@ func (fw *framework) client(cs *configState) *client.Client {
 	return client.New(cs.inst.BaseURL(), client.Options{Model: cs.launch.Model})
 }
 
+// tailFile is the last n lines of the engine log at path (opened as safefile.Open does: the
+// engine may have left a link or a FIFO there).
 func tailFile(path string, n int) string {
-	f, err := os.Open(path)
+	f, err := safefile.Open(path)
 	if err != nil {
 		return ""
 	}

@@ -111,7 +111,7 @@ func defineRelaunch(fw *framework, base *configState, st launchStep) {
 				fw.stopRelaunch(ctx, rs)
 			}, ginkgo.NodeTimeout(grace))
 			fw.relaunch(fw.ctx, rs, st)
-		}, ginkgo.NodeTimeout(base.launch.ReadyTimeout.D()+grace))
+		}, ginkgo.NodeTimeout(launchNodeTimeout(base.launch, false)))
 
 		readyName := base.name + ": launch and readiness" + suffix
 		ready := gate.Check{Verdict: gate.Verdict{Name: readyName, Kind: gate.KindHealth, Config: base.name}, Labels: labels, Line: cfgLine}
@@ -140,7 +140,7 @@ func defineRelaunch(fw *framework, base *configState, st launchStep) {
 		fw.plan(container, logName, logEntry)
 		ginkgo.It(logName, fw.at(cfgLine), ginkgo.Label(labelHealth, labelThroughput), func() {
 			rs.settle()
-			rs.report, _ = engine.ParseLogFile(rs.logPath, fw.adapter.Name())
+			rs.report, _ = engine.ParseEngineLog(rs.logPath, fw.adapter.Name())
 			v := logVerdict(logName, rs)
 			fw.judge(logEntry, v)
 		})
@@ -181,7 +181,7 @@ func (fw *framework) relaunch(ctx context.Context, rs *configState, st launchSte
 	fw.reportConfig(rs.name).Launches++
 	fw.run.LaunchOrder = append(fw.run.LaunchOrder, rec)
 	fw.mu.Unlock()
-	rs.report, _ = engine.ParseLogFile(rs.logPath, fw.adapter.Name())
+	rs.report, _ = engine.ParseEngineLog(rs.logPath, fw.adapter.Name())
 }
 
 // stopRelaunch stops a relaunch's engine and, on a GPU testbed, waits until its GPU memory is
@@ -207,7 +207,7 @@ func (fw *framework) stopRelaunch(ctx context.Context, rs *configState) {
 			fw.log.WithError(err).WithField("config", rs.name).Warn("GPU memory sampling")
 		}
 	}
-	rs.report, _ = engine.ParseLogFile(rs.logPath, fw.adapter.Name())
+	rs.report, _ = engine.ParseEngineLog(rs.logPath, fw.adapter.Name())
 }
 
 // measureLaunch runs one launch's trials of a workload (the workload's trials; no sequential

@@ -14,6 +14,8 @@ import (
 
 	"github.com/reckon-ci/reckon/engine"
 	"github.com/reckon-ci/reckon/gate"
+	"github.com/reckon-ci/reckon/internal/safefile"
+	"github.com/reckon-ci/reckon/internal/strictjson"
 	"github.com/reckon-ci/reckon/reporters"
 	"github.com/reckon-ci/reckon/spec"
 	"github.com/reckon-ci/reckon/wire"
@@ -65,6 +67,10 @@ func Merge(opts MergeOptions) (*gate.Run, error) {
 	shards, err := readShards(opts.Dirs)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidInput, err)
+	}
+	// The merged reports replace reckon's own only: another tool's results.json is not overwritten.
+	if why := foreignResults(opts.OutDir); why != "" {
+		return nil, fmt.Errorf("%w: --out %s: %s; reckon would overwrite it: choose a new or empty --out", ErrInvalidInput, opts.OutDir, why)
 	}
 	first := shards[0].run
 	specPath := opts.SpecPath
@@ -278,9 +284,15 @@ func readShards(dirs []string) ([]shardRun, error) {
 	var out []shardRun
 	for _, d := range dirs {
 		p := filepath.Join(d, reporters.JSONFile)
-		r, err := gate.ReadResults(p)
+		// The shard job wrote this directory: its results.json is opened following no link and
+		// never blocking (a FIFO is refused), like every file merge reads from a shard.
+		data, err := safefile.ReadFileIn(d, reporters.JSONFile, gate.MaxResultsBytes)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("shard %s: %w", d, err)
+		}
+		r, err := gate.DecodeResults(data)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", p, err)
 		}
 		if r.Shard == nil {
 			return nil, fmt.Errorf("%s: not the output of a shard (no \"shard\" field); run each part with reckon gate --shard I/N", p)
@@ -397,6 +409,12 @@ func replay(cs *configState, sh *shardRun, s *spec.Spec) {
 		var probe wire.NumericsProbe
 		if err == nil {
 			err = json.Unmarshal(b, &probe)
+		}
+		if err == nil {
+			// Last-wins would let a shard overwrite what it measured with a second key.
+			if p, dup := strictjson.DuplicateKey(b, nil); dup {
+				err = fmt.Errorf("line %d, column %d: field %q: %s", p.Line, p.Column, p.Path, p.Msg)
+			}
 		}
 		if err != nil {
 			cs.probeErr = fmt.Errorf("config %s: numerics probe of shard %d (%s): %w", cs.name, sh.run.Shard.Index, filepath.Join(sh.dir, rel), err)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/sirupsen/logrus"
@@ -210,15 +211,19 @@ func TestReadShardFileStaysInsideTheShard(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(dir, "numerics", "dir.json"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	if err := syscall.Mkfifo(filepath.Join(dir, "numerics", "fifo.json"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		rel, want string
 	}{
 		{"numerics/ok.json", ""},
-		{"numerics/inner.json", ""}, // a link inside the shard is fine
-		{outside, "not a path inside the shard"},
-		{"../" + filepath.Base(outside), "not a path inside the shard"},
-		{"numerics/../../x", "not a path inside the shard"},
-		{"numerics/link.json", "escapes"},
+		{"numerics/inner.json", "symbolic link"}, // no link is followed, even inside the shard
+		{outside, "not a path inside the directory"},
+		{"../" + filepath.Base(outside), "not a path inside the directory"},
+		{"numerics/../../x", "not a path inside the directory"},
+		{"numerics/link.json", "symbolic link"},
+		{"numerics/fifo.json", "not a regular file (a FIFO)"}, // refused at once, never waited on
 		{"numerics/big.json", "more than the 50"},
 		{"numerics/dir.json", "not a regular file"},
 		{"numerics/absent.json", "no such file"},
@@ -265,8 +270,45 @@ func TestMergeReadsNumericsOnlyFromTheShard(t *testing.T) {
 	}
 	cs.probe, cs.probeErr = nil, nil
 	replay(cs, &shards[0], s)
-	if cs.probe != nil || cs.probeErr == nil || !strings.Contains(cs.probeErr.Error(), "escapes") {
+	if cs.probe != nil || cs.probeErr == nil || !strings.Contains(cs.probeErr.Error(), "symbolic link") {
 		t.Errorf("through a link: probe %v, error %v", cs.probe, cs.probeErr)
+	}
+}
+
+// A shard job that leaves a FIFO where merge reads (numerics/CONFIG.json, results.json) cannot
+// hang the merge: the FIFO is refused at once (os.Open would wait for a writer forever).
+func TestMergeRefusesFIFOsInAShard(t *testing.T) {
+	sh := abShards(t)
+	configOf(t, sh[0], "main")["numerics_file"] = "numerics/main.json"
+	dirs := writeShards(t, sh)
+	s, err := spec.Load(abSpecPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shards, err := readShards(dirs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dirs[0], "numerics"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(dirs[0], "numerics", "main.json"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cs := &configState{name: "main", trials: map[string][]map[string]float64{}, trialLaunch: map[string][]int{}, measErr: map[string]error{}}
+	replay(cs, &shards[0], s)
+	if cs.probe != nil || cs.probeErr == nil || !strings.Contains(cs.probeErr.Error(), "not a regular file (a FIFO)") {
+		t.Errorf("numerics FIFO: probe %v, error %v", cs.probe, cs.probeErr)
+	}
+	res := filepath.Join(dirs[1], reporters.JSONFile)
+	if err := os.Remove(res); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(res, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readShards(dirs); err == nil || !strings.Contains(err.Error(), "not a regular file (a FIFO)") || !strings.Contains(err.Error(), dirs[1]) {
+		t.Errorf("results.json FIFO: %v", err)
 	}
 }
 
@@ -456,4 +498,49 @@ func TestMergeMeasurementErrorFromStructuredFields(t *testing.T) {
 			t.Fatalf("%s: %+v, want it judged on decode's trials (failed: pr is slower)", throughput, c)
 		}
 	})
+}
+
+// A shard's numerics probe with a key twice is refused, naming the key: encoding/json would keep
+// the last without a word.
+func TestMergeRefusesDuplicateKeysInAShardProbe(t *testing.T) {
+	sh := abShards(t)
+	configOf(t, sh[0], "main")["numerics_file"] = "numerics/main.json"
+	dirs := writeShards(t, sh)
+	s, err := spec.Load(abSpecPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shards, err := readShards(dirs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dirs[0], "numerics"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	probe := `{"schema": "reckon.numerics/v1", "config": "main", "top_k": 5, "prompts": [], "config": "other"}`
+	if err := os.WriteFile(filepath.Join(dirs[0], "numerics", "main.json"), []byte(probe), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cs := &configState{name: "main", trials: map[string][]map[string]float64{}, trialLaunch: map[string][]int{}, measErr: map[string]error{}}
+	replay(cs, &shards[0], s)
+	if cs.probe != nil || cs.probeErr == nil || !strings.Contains(cs.probeErr.Error(), `duplicate key "config"`) || !strings.Contains(cs.probeErr.Error(), "main.json") {
+		t.Errorf("probe %v, error %v", cs.probe, cs.probeErr)
+	}
+}
+
+// reckon merge never overwrites a results.json another tool wrote in its --out.
+func TestMergeRefusesAForeignResultsFile(t *testing.T) {
+	sh := abShards(t)
+	out := t.TempDir()
+	foreign := `{"results": {"gsm8k": {"exact_match": 0.42}}}`
+	if err := os.WriteFile(filepath.Join(out, reporters.JSONFile), []byte(foreign), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Merge(MergeOptions{Dirs: writeShards(t, sh), OutDir: out, SpecPath: abSpecPath, BaselineDir: t.TempDir(), Log: quietLog()})
+	if !errors.Is(err, ErrInvalidInput) || !strings.Contains(err.Error(), "not a reckon results file") {
+		t.Fatalf("merge into a foreign --out: %v", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(out, reporters.JSONFile)); string(b) != foreign {
+		t.Errorf("the foreign results.json was overwritten: %.200s", b)
+	}
 }

@@ -1,7 +1,6 @@
 package suites
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -29,63 +28,6 @@ func TestDerivedFileNamesDoNotCollide(t *testing.T) {
 	long := strings.Repeat("n", 100)
 	if n := len(".") + len(filepath.Base(trialFile("o", long, long, 1000))) + len(".tmp-") + 10; n > 255 {
 		t.Errorf("the longest trial file name is %d bytes", n)
-	}
-}
-
-func TestReusedOutDirIsCleared(t *testing.T) {
-	out := t.TempDir()
-	if err := claimOutDir(out); err != nil {
-		t.Fatal(err)
-	}
-	for _, d := range ownedDirs {
-		if err := os.MkdirAll(filepath.Join(out, d, "old"), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(out, d, "old", "x.json"), []byte("{}"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	keep := filepath.Join(out, "notes.txt")
-	if err := os.WriteFile(keep, []byte("mine"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := claimOutDir(out); err != nil {
-		t.Fatal(err)
-	}
-	for _, d := range ownedDirs {
-		if _, err := os.Stat(filepath.Join(out, d)); !os.IsNotExist(err) {
-			t.Errorf("%s/ of the previous run is still there (%v)", d, err)
-		}
-	}
-	if _, err := os.Stat(keep); err != nil {
-		t.Errorf("a file reckon does not own was removed: %v", err)
-	}
-
-	// A directory reckon did not write, with a logs/ of its own, is refused and left alone.
-	foreign := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(foreign, "logs"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	err := claimOutDir(foreign)
-	if err == nil || !strings.Contains(err.Error(), "logs/ exists, but") {
-		t.Errorf("foreign directory: %v", err)
-	}
-	if _, err := os.Stat(filepath.Join(foreign, "logs")); err != nil {
-		t.Errorf("the foreign logs/ was touched: %v", err)
-	}
-	// A link named like an owned directory is removed as a link, never followed.
-	target := t.TempDir()
-	if err := os.WriteFile(filepath.Join(target, "precious"), []byte("x"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(target, filepath.Join(out, "trials")); err != nil {
-		t.Fatal(err)
-	}
-	if err := claimOutDir(out); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(target, "precious")); err != nil {
-		t.Errorf("followed the link: %v", err)
 	}
 }
 

@@ -48,11 +48,13 @@ func (fw *framework) release(ctx context.Context, cs *configState, lc engine.Lau
 	key := strings.Join(fw.adapter.VersionCommand(lc), "\x00")
 	fw.mu.Lock()
 	v, asked := fw.releases[key]
+	cs.releaseErr = fw.releaseErrs[key]
 	fw.mu.Unlock()
 	if asked {
 		return v
 	}
 	v, err := engine.DetectVersion(ctx, fw.adapter, lc)
+	cs.releaseErr = err
 	log := fw.log.WithField("config", cs.name)
 	if err != nil {
 		log.WithError(err).Warn("engine release unknown before launch: flags are built for the newest release (set engine.version in the spec to choose)")
@@ -64,6 +66,12 @@ func (fw *framework) release(ctx context.Context, cs *configState, lc engine.Lau
 		fw.releases = map[string]string{}
 	}
 	fw.releases[key] = v
+	if err != nil {
+		if fw.releaseErrs == nil {
+			fw.releaseErrs = map[string]error{}
+		}
+		fw.releaseErrs[key] = err
+	}
 	fw.mu.Unlock()
 	return v
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -99,11 +100,20 @@ func Run(ctx context.Context, opts Options) (*gate.Run, error) {
 	if err := os.MkdirAll(opts.OutDir, 0o755); err != nil {
 		return nil, fmt.Errorf("create output directory: %w", err)
 	}
-	if err := claimOutDir(opts.OutDir); err != nil {
+	// Refuse a directory reckon may not clear before anything else; clear and claim it only
+	// once the spec's inputs are known good (bad input leaves it as it was).
+	if err := checkOutDir(opts.OutDir); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidInput, err)
 	}
-	if err := clearStaleReports(opts.OutDir); err != nil {
-		return nil, err
+	claimOut := func() error {
+		removed, err := claimOutDir(opts.OutDir)
+		if len(removed) > 0 {
+			opts.Log.Infof("--out %s: removed the previous run's %s", opts.OutDir, strings.Join(removed, ", "))
+		}
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidInput, err)
+		}
+		return nil
 	}
 	abs, _ := filepath.Abs(opts.SpecPath)
 
@@ -114,6 +124,9 @@ func Run(ctx context.Context, opts Options) (*gate.Run, error) {
 	fw.applyShard()
 	if fw.shardSet != nil && len(fw.shardSet) == 0 {
 		// An empty shard (more shards than groups of configs): nothing to run, said so.
+		if err := claimOut(); err != nil {
+			return nil, err
+		}
 		fw.run.FinishedAt = time.Now().UTC()
 		run := fw.view()
 		if err := reporters.WriteAll(opts.OutDir, &run); err != nil {
@@ -127,6 +140,9 @@ func Run(ctx context.Context, opts Options) (*gate.Run, error) {
 
 	define(fw)
 	if err := fw.preflight(); err != nil {
+		return nil, err
+	}
+	if err := claimOut(); err != nil {
 		return nil, err
 	}
 
@@ -162,53 +178,6 @@ func isTerminal(f *os.File) bool {
 // staleReports are the reports a run writes into its output directory. A previous run's copies
 // are removed before anything launches, so that a run killed before it writes its own (SIGKILL,
 // a CI cancel) never leaves the last run's green junit.xml beside its own logs. Only these files
-// go: the directory may be shared with other things (--out .).
+// go, and only where reckon's marker is (claimOutDir): the directory may be shared with other
+// things (--out .).
 var staleReports = []string{"junit.xml", "results.json", "summary.md", "report.html"}
-
-func clearStaleReports(dir string) error {
-	for _, name := range staleReports {
-		if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("output directory %s: removing the previous run's %s: %w", dir, name, err)
-		}
-	}
-	return nil
-}
-
-// ownedDirs are the subdirectories a run writes into its output directory: the engine logs,
-// trial results, numerics probes, a failed config's artifacts and the profiles of allreduce
-// evidence. A previous run's are removed before anything launches, so that a reused --out never
-// holds the last run's evidence beside this one's.
-var ownedDirs = []string{"logs", "trials", "numerics", "artifacts", "profiles"}
-
-// outMarker marks an output directory reckon gate wrote: only there does it remove ownedDirs.
-const outMarker = ".reckon-out"
-
-// claimOutDir clears the previous run's ownedDirs from dir, and refuses a directory that has
-// one of them without being a reckon output (no outMarker and no results.json: --out . in a
-// checkout with a logs/ directory of its own, say); then it marks dir as reckon's.
-func claimOutDir(dir string) error {
-	_, err := os.Stat(filepath.Join(dir, outMarker))
-	ours := err == nil
-	if !ours {
-		if _, err := os.Stat(filepath.Join(dir, reporters.JSONFile)); err == nil {
-			ours = true // written by a reckon before the marker existed
-		}
-	}
-	for _, d := range ownedDirs {
-		p := filepath.Join(dir, d)
-		if _, err := os.Lstat(p); errors.Is(err, os.ErrNotExist) {
-			continue
-		}
-		if !ours {
-			return fmt.Errorf("--out %s: %s/ exists, but %s is not a reckon output directory (no %s): reckon would mix its %s with what is there; choose a new or empty --out", dir, d, dir, outMarker, d)
-		}
-		if err := os.RemoveAll(p); err != nil {
-			return fmt.Errorf("output directory %s: removing the previous run's %s/: %w", dir, d, err)
-		}
-	}
-	note := "This directory is a reckon gate output. Before each run reckon removes its logs/, trials/, numerics/, artifacts/ and profiles/ here.\n"
-	if err := os.WriteFile(filepath.Join(dir, outMarker), []byte(note), 0o644); err != nil {
-		return fmt.Errorf("output directory %s: %w", dir, err)
-	}
-	return nil
-}

@@ -2,10 +2,9 @@ package suites
 
 import (
 	"fmt"
-	"io"
-	"os"
-	"path/filepath"
 	"strings"
+
+	"github.com/reckon-ci/reckon/internal/safefile"
 )
 
 // Limits on what reckon merge reads from a shard directory besides its results.json.
@@ -17,36 +16,15 @@ const (
 )
 
 // readShardFile reads the file rel inside the shard directory dir, and nothing else: rel must be
-// relative and stay inside dir (no "..", no absolute path, no symbolic link leading out of
-// dir, which os.OpenInRoot refuses), must be a regular file, and at most limit bytes. A
-// results.json names files (log_path, numerics_file) but merge never opens what it names: the
-// shard job may have run untrusted code, and a path such as /proc/self/environ would publish
-// the merge job's secrets in its reports.
+// relative and stay inside dir (no "..", no absolute path), no component of it may be a
+// symbolic link, it must be a regular file (a FIFO is refused without blocking) and at most
+// limit bytes (safefile.ReadFileIn). A results.json names files (log_path, numerics_file) but
+// merge never opens what it names: the shard job may have run untrusted code, and a path such
+// as /proc/self/environ would publish the merge job's secrets in its reports.
 func readShardFile(dir, rel string, limit int64) ([]byte, error) {
-	if rel == "" || filepath.IsAbs(rel) || !filepath.IsLocal(rel) {
-		return nil, fmt.Errorf("shard %s: %q is not a path inside the shard directory", dir, rel)
-	}
-	f, err := os.OpenInRoot(dir, rel)
+	b, err := safefile.ReadFileIn(dir, rel, limit)
 	if err != nil {
 		return nil, fmt.Errorf("shard %s: %w", dir, err)
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("shard %s: %s: %w", dir, rel, err)
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("shard %s: %s is not a regular file (%s)", dir, rel, st.Mode().Type())
-	}
-	if st.Size() > limit {
-		return nil, fmt.Errorf("shard %s: %s is %d bytes, more than the %d this file may have", dir, rel, st.Size(), limit)
-	}
-	b, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, fmt.Errorf("shard %s: read %s: %w", dir, rel, err)
-	}
-	if int64(len(b)) > limit {
-		return nil, fmt.Errorf("shard %s: %s grew past %d bytes while read", dir, rel, limit)
 	}
 	return b, nil
 }

@@ -17,8 +17,17 @@ func TestKilledRunLeavesNoStaleGreenReport(t *testing.T) {
 		t.Skip("integration")
 	}
 	out := t.TempDir()
-	for _, f := range []string{"junit.xml", "results.json", "summary.md", "report.html"} {
-		if err := os.WriteFile(filepath.Join(out, f), []byte("STALE green report of an earlier run"), 0o644); err != nil {
+	// An earlier run's output: reckon's marker (it removes reports only where it finds one) and
+	// its reports.
+	earlier := map[string]string{
+		".reckon-out":  `{"schema": "reckon.out/v1", "run_id": "earlier", "dirs": {}}`,
+		"results.json": `{"schema": "reckon.results/v2", "spec_name": "STALE green report of an earlier run"}`,
+	}
+	for _, f := range []string{"junit.xml", "summary.md", "report.html"} {
+		earlier[f] = "STALE green report of an earlier run"
+	}
+	for f, content := range earlier {
+		if err := os.WriteFile(filepath.Join(out, f), []byte(content), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -59,7 +59,7 @@ func defineConfig(fw *framework, cs *configState) {
 			}, ginkgo.NodeTimeout(grace))
 			// The engine must outlive this node's context: it serves every spec of the config.
 			fw.launchConfig(fw.ctx, cs)
-		}, ginkgo.NodeTimeout(cs.launch.ReadyTimeout.D()+grace))
+		}, ginkgo.NodeTimeout(launchNodeTimeout(cs.launch, true)))
 
 		healthCheck := gate.Check{Verdict: gate.Verdict{Name: cs.name + ": launch and readiness", Kind: gate.KindHealth, Config: cs.name}, Labels: labels, Line: cfgLine}
 		fw.plan(configContainer(cs.name), "launches and becomes ready", healthCheck)
@@ -252,20 +252,31 @@ func healthVerdict(cs *configState) gate.Verdict {
 	} else if r := cs.report; r != nil {
 		v.Message += ", allreduce " + r.AllReduce
 	}
+	if r := cs.report; r != nil && r.KVCacheTokens != nil {
+		v.Message += fmt.Sprintf(", KV cache %d tokens", *r.KVCacheTokens)
+	}
+	v.Details = healthDetails(cs)
+	return v
+}
+
+// healthDetails is what a launch's health check adds to its message: error records in the log,
+// a release mismatch, a release that could not be asked before the launch, and evidence that
+// ran out of its budget after readiness.
+func healthDetails(cs *configState) string {
 	var details []string
-	if r := cs.report; r != nil {
-		if r.KVCacheTokens != nil {
-			v.Message += fmt.Sprintf(", KV cache %d tokens", *r.KVCacheTokens)
-		}
-		if len(r.Errors) > 0 {
-			details = append(details, fmt.Sprintf("the engine log shows %d error record(s); first: line %d: %s", len(r.Errors), r.Errors[0].Line, r.Errors[0].Text))
-		}
+	if r := cs.report; r != nil && len(r.Errors) > 0 {
+		details = append(details, fmt.Sprintf("the engine log shows %d error record(s); first: line %d: %s", len(r.Errors), r.Errors[0].Line, r.Errors[0].Text))
 	}
 	if m := releaseMismatch(cs.release, cs.engineVersion); m != "" {
 		details = append(details, m)
 	}
-	v.Details = strings.Join(details, "\n")
-	return v
+	if cs.releaseErr != nil {
+		details = append(details, "engine release unknown before the launch (flags built for the newest; set engine.version): "+cs.releaseErr.Error())
+	}
+	if cs.evidenceErr != nil {
+		details = append(details, "evidence incomplete: "+cs.evidenceErr.Error())
+	}
+	return strings.Join(details, "\n")
 }
 
 // reportValue reads a numeric EngineReport field by its JSON key.

@@ -43,12 +43,17 @@ type baselineFlags struct {
 	json  bool
 	// strict refuses a baseline whose noise cannot support its checks (noiseProblems).
 	strict bool
+	// allowRed records a run some of whose checks failed or errored (redChecks).
+	allowRed bool
+	// diffOnly builds the baseline to show what recording would change (baseline diff): a red
+	// run is shown, with a warning, not refused.
+	diffOnly bool
 }
 
 func newBaselineRecordCmd() *cobra.Command {
 	var f baselineFlags
 	cmd := &cobra.Command{
-		Use:   "record --from RESULTS [--baselines DIR] [--force] [--merge] [--strict]",
+		Use:   "record --from RESULTS [--baselines DIR] [--force] [--merge] [--strict] [--allow-red]",
 		Short: "Write the trials of a run's results.json as the baseline of its testbed and spec",
 		Long: `record writes baselines/<testbed-key>/<spec-name>.json from a run's results.json: every config with
 throughput trials, every workload, every metric, all samples. The write is atomic (temporary file +
@@ -60,7 +65,12 @@ into one file.
 record measures each gated metric's noise (within-launch CV, and between-launch CV when the run
 relaunched its configs; the baseline keeps the launches) and warns when a run of the same design
 could never decide the spec's checks (its interval of the ratio wider than the no-change margin);
-with --strict it then refuses. See docs/baselines.md, "Noise".`,
+with --strict it then refuses. See docs/baselines.md, "Noise".
+
+A red run (a check failed, was unverified or errored: a regression, a broken allreduce, an engine
+that did not start) is refused, naming its checks: recording it would make the regression the
+reference that later runs pass against. --allow-red records it anyway (the provenance's note says
+so). Checks that only had no baseline to compare with do not count (the first recording).`,
 		Example: `  reckon baseline record --from out/results.json
   reckon baseline diff --from out/results.json && reckon baseline record --from out/results.json --force`,
 		Args: cobra.NoArgs,
@@ -106,7 +116,29 @@ with --strict it then refuses. See docs/baselines.md, "Noise".`,
 	fl.BoolVar(&f.merge, "merge", false, "add the run's configs to the existing baseline instead of replacing it")
 	fl.StringVar(&f.note, "note", "", "free-text note stored in the provenance (why it was recorded)")
 	fl.BoolVar(&f.strict, "strict", false, "refuse to record when the measured noise cannot support the checks' min_effect (otherwise a warning)")
+	fl.BoolVar(&f.allowRed, "allow-red", false, "record a run some of whose checks failed, were unverified or errored (refused otherwise)")
 	return cmd
+}
+
+// redChecks names the checks that make run red for recording: every check that failed or
+// errored, except those whose only fault is that there was no baseline to compare with (a
+// first recording).
+func redChecks(run *gate.Run) []string {
+	var red []string
+	for _, c := range run.EffectiveChecks() {
+		if c.Outcome == gate.NoBaseline {
+			continue
+		}
+		switch st := c.EffectiveStatus(); st {
+		case gate.StatusFailed, gate.StatusError:
+			msg := c.Message
+			if len(msg) > 160 {
+				msg = msg[:160] + "..."
+			}
+			red = append(red, fmt.Sprintf("%q %s (%s)", c.Name, st, msg))
+		}
+	}
+	return red
 }
 
 func newBaselineDiffCmd() *cobra.Command {
@@ -119,6 +151,7 @@ ones (added, removed, changed, unchanged), without writing anything. Use it in r
 "baseline record --force".`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			f.diffOnly = true
 			b, path, err := baselineFromResults(f)
 			if err != nil {
 				return withExitCode(2, err)
@@ -211,6 +244,7 @@ func baselineFromResults(f baselineFlags) (*gate.Baseline, string, error) {
 			ReckonVersion: run.ReckonVersion, Source: f.from, Note: f.note,
 		},
 	}
+
 	if b.Provenance.ReckonVersion == "" {
 		b.Provenance.ReckonVersion = version
 	}
@@ -270,6 +304,25 @@ func baselineFromResults(f baselineFlags) (*gate.Baseline, string, error) {
 	}
 	if len(b.Configs) == 0 {
 		return nil, "", fmt.Errorf("%s: no config has throughput trials; nothing to record", f.from)
+	}
+	// After the measurements' own refusals, which --allow-red does not lift.
+	red := redChecks(run)
+	if len(red) > 0 && f.diffOnly {
+		logrus.Warnf("%s: the run is red (%s, %d checks failed or errored); baseline record refuses it without --allow-red", f.from, run.Verdict(), len(red))
+		red = nil
+	}
+	if len(red) > 0 && !f.allowRed {
+		shown := red
+		if len(shown) > 5 {
+			shown = append(shown[:5:5], fmt.Sprintf("and %d more", len(red)-5))
+		}
+		return nil, "", fmt.Errorf("%s: the run is red (%s): %s; a red run would become the reference later runs pass against. Fix the cause and run again, or pass --allow-red to record it anyway", f.from, run.Verdict(), strings.Join(shown, "; "))
+	}
+	if len(red) > 0 {
+		// --allow-red: the file says so to whoever reviews it.
+		what := fmt.Sprintf("recorded from a red run (--allow-red, %s: %d checks failed or errored)", run.Verdict(), len(red))
+		logrus.Warn(what)
+		b.Provenance.Note = strings.TrimPrefix(b.Provenance.Note+"; "+what, "; ")
 	}
 	if err := b.Validate(); err != nil {
 		return nil, "", fmt.Errorf("%s: %w", f.from, err)

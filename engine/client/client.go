@@ -16,6 +16,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/reckon-ci/reckon/wire"
@@ -55,7 +56,32 @@ const (
 	DefaultMaxBodyBytes = 256 << 20
 	// metadataMaxBody caps metadata answers.
 	metadataMaxBody = 16 << 20
+	// MaxInFlightBodyBytes caps the response bodies that every client of the process holds at
+	// once, read or being read (MaxBodyBytes caps one): 8 concurrent requests whose answers are
+	// each just under 256 MiB must not take 2 GiB. A response that alone is over it is capped
+	// by its own MaxBodyBytes only.
+	MaxInFlightBodyBytes = 1 << 30
 )
+
+// inFlight is the process's account of the response bodies held (MaxInFlightBodyBytes).
+var inFlight = &bodyBudget{total: MaxInFlightBodyBytes}
+
+// bodyBudget counts the bytes of response bodies held by all clients.
+type bodyBudget struct {
+	total int64
+	used  atomic.Int64
+}
+
+// take adds n bytes to a response that already holds own; it fails (taking nothing) when that
+// brings the total over the budget while other responses hold some of it.
+func (b *bodyBudget) take(n, own int64) bool {
+	used := b.used.Add(n)
+	if used > b.total && used-own-n > 0 {
+		b.used.Add(-n)
+		return false
+	}
+	return true
+}
 
 // Client talks to one serving engine.
 type Client struct {
@@ -137,16 +163,39 @@ func (c *Client) newRequest(ctx context.Context, method, path string, body any) 
 	return req, nil
 }
 
-// readBody reads a whole body, failing with a *LimitError when it is longer than limit.
-func readBody(endpoint string, r io.Reader, limit int64) ([]byte, error) {
-	data, err := io.ReadAll(io.LimitReader(r, limit+1))
-	if err != nil {
-		return data, err
+// readBody reads a whole body, failing with a *LimitError when it is longer than limit or when
+// the bodies held by every client together would pass MaxInFlightBodyBytes. The bytes stay
+// counted until release is called (when the caller has decoded them); release is never nil.
+func readBody(endpoint string, r io.Reader, limit int64) (data []byte, release func(), err error) {
+	var held int64
+	release = func() {
+		inFlight.used.Add(-held)
+		held = 0
 	}
-	if int64(len(data)) > limit {
-		return nil, &LimitError{Endpoint: endpoint, What: "response body", Limit: limit, Unit: "bytes", Option: "Options.MaxBodyBytes"}
+	var buf bytes.Buffer
+	chunk := make([]byte, 64<<10)
+	for {
+		n, rerr := r.Read(chunk)
+		if n > 0 {
+			if int64(buf.Len())+int64(n) > limit {
+				release()
+				return nil, release, &LimitError{Endpoint: endpoint, What: "response body", Limit: limit, Unit: "bytes", Option: "Options.MaxBodyBytes"}
+			}
+			if !inFlight.take(int64(n), held) {
+				release()
+				return nil, release, &LimitError{Endpoint: endpoint, What: "response bodies held at once by all requests", Limit: inFlight.total, Unit: "bytes", Option: "client.MaxInFlightBodyBytes"}
+			}
+			held += int64(n)
+			buf.Write(chunk[:n])
+		}
+		if rerr == io.EOF {
+			return buf.Bytes(), release, nil
+		}
+		if rerr != nil {
+			release()
+			return buf.Bytes(), release, rerr
+		}
 	}
-	return data, nil
 }
 
 // doJSON sends a request and decodes a 2xx JSON answer into out (nil: body discarded). A
@@ -190,7 +239,8 @@ func (c *Client) do(parent context.Context, method, path string, body, out any, 
 		return timedOut(err)
 	}
 	defer resp.Body.Close()
-	data, err := readBody(endpoint, resp.Body, limit)
+	data, release, err := readBody(endpoint, resp.Body, limit)
+	defer release()
 	if err != nil {
 		var le *LimitError
 		if errors.As(err, &le) {

@@ -33,7 +33,8 @@ func (c *Client) Metrics(parent context.Context) ([]byte, error) {
 		return nil, fmt.Errorf("%s: %w", endpoint, err)
 	}
 	defer resp.Body.Close()
-	data, err := readBody(endpoint, resp.Body, min(c.opts.MaxBodyBytes, metadataMaxBody))
+	data, release, err := readBody(endpoint, resp.Body, min(c.opts.MaxBodyBytes, metadataMaxBody))
+	defer release()
 	if err != nil {
 		var le *LimitError
 		if errors.As(err, &le) {

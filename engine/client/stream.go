@@ -425,7 +425,8 @@ func streamAPIError(endpoint string, raw json.RawMessage) error {
 
 // readWhole handles a server that ignored stream=true and sent one JSON completion.
 func (c *Client) readWhole(endpoint string, body io.Reader, res *StreamResult, onChunk func(Chunk)) error {
-	data, err := readBody(endpoint, body, c.opts.MaxBodyBytes)
+	data, release, err := readBody(endpoint, body, c.opts.MaxBodyBytes)
+	defer release()
 	if err != nil {
 		var le *LimitError
 		if errors.As(err, &le) {

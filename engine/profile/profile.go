@@ -28,13 +28,14 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/reckon-ci/reckon/internal/safefile"
 )
 
 // MaxTraceBytes is the largest trace read, uncompressed; a larger one is refused.
@@ -42,6 +43,14 @@ const MaxTraceBytes = 512 << 20
 
 // maxTraceBytes is MaxTraceBytes, lowered by tests.
 var maxTraceBytes int64 = MaxTraceBytes
+
+// MaxTotalTraceBytes bounds what ParseFiles reads from all its files together, uncompressed: a
+// profile window writes one trace per rank, and a few large ones must not become hours of
+// decompression when an engine leaves many (a gzip bomb hard-linked under many names).
+const MaxTotalTraceBytes = 2 << 30
+
+// maxTotalTraceBytes is MaxTotalTraceBytes, lowered by tests.
+var maxTotalTraceBytes int64 = MaxTotalTraceBytes
 
 // MaxKernelNames is how many distinct counted kernel names a FileCounts keeps.
 const MaxKernelNames = 64
@@ -179,11 +188,13 @@ func (s *Summary) Add(f FileCounts) {
 	s.OtherCollectives += f.OtherCollectives
 }
 
-// ParseFiles parses every file and adds them up; the first error stops it (ctx too).
+// ParseFiles parses every file and adds them up; the first error stops it (ctx too, checked
+// on every read). Together the files may hold at most MaxTotalTraceBytes uncompressed.
 func ParseFiles(ctx context.Context, paths []string) (*Summary, error) {
 	s := &Summary{Files: []FileCounts{}}
+	budget := safefile.NewBudget(maxTotalTraceBytes)
 	for _, p := range paths {
-		fc, err := ParseFile(ctx, p)
+		fc, err := parseFile(ctx, p, budget)
 		if err != nil {
 			return nil, err
 		}
@@ -193,9 +204,15 @@ func ParseFiles(ctx context.Context, paths []string) (*Summary, error) {
 }
 
 // ParseFile parses one trace file: JSON, or gzip-compressed JSON (by its magic bytes, whatever
-// its name). A file larger than MaxTraceBytes uncompressed is refused.
+// its name). A file larger than MaxTraceBytes uncompressed is refused. The file is opened as
+// safefile.Open does: a symbolic link, a FIFO or anything else not a regular file is refused
+// without blocking.
 func ParseFile(ctx context.Context, path string) (*FileCounts, error) {
-	f, err := os.Open(path)
+	return parseFile(ctx, path, nil)
+}
+
+func parseFile(ctx context.Context, path string, budget *safefile.Budget) (*FileCounts, error) {
+	f, err := safefile.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("trace file: %w", err)
 	}
@@ -210,7 +227,7 @@ func ParseFile(ctx context.Context, path string) (*FileCounts, error) {
 		defer zr.Close()
 		r = zr
 	}
-	fc, err := Parse(ctx, r, path)
+	fc, err := parse(ctx, r, path, budget)
 	if err != nil {
 		return nil, err
 	}
@@ -264,12 +281,18 @@ type event struct {
 // Bad JSON is an error naming the file, the byte offset (in the uncompressed stream) of the
 // value that failed, and what was expected there.
 func Parse(ctx context.Context, r io.Reader, name string) (*FileCounts, error) {
-	lr := &limitReader{r: r, max: maxTraceBytes, name: name}
+	return parse(ctx, r, name, nil)
+}
+
+// parse is Parse, its uncompressed bytes also taken from budget (nil: none) and every read
+// stopped once ctx is done.
+func parse(ctx context.Context, r io.Reader, name string, budget *safefile.Budget) (*FileCounts, error) {
+	lr := &limitReader{r: safefile.Reader(ctx, r, budget, "trace file "+name), max: maxTraceBytes, name: name}
 	dec := json.NewDecoder(lr)
 	fc := &FileCounts{Path: name, Rank: -1, Kernels: []string{}}
 	seen := map[string]bool{}
 	fail := func(what string, err error) error {
-		if errors.Is(err, ErrTooLarge) {
+		if errors.Is(err, ErrTooLarge) || errors.Is(err, safefile.ErrTooLarge) || ctx.Err() != nil && errors.Is(err, context.Cause(ctx)) {
 			return err
 		}
 		// The offset of the value that failed (the decoder's own SyntaxError offsets are
@@ -286,7 +309,7 @@ func Parse(ctx context.Context, r io.Reader, name string) (*FileCounts, error) {
 			return fail(`expected the "traceEvents" array`, err)
 		}
 		if d, ok := tok.(json.Delim); !ok || d != '[' {
-			return fail(`expected the "traceEvents" array`, fmt.Errorf("got %v", tok))
+			return fail(`expected the "traceEvents" array`, gotToken(tok))
 		}
 		return eventsAfterOpen(ctx, dec, fc, seen, fail)
 	}
@@ -328,7 +351,7 @@ func Parse(ctx context.Context, r io.Reader, name string) (*FileCounts, error) {
 			default:
 				var skip json.RawMessage
 				if err := dec.Decode(&skip); err != nil {
-					return nil, fail(fmt.Sprintf("expected the value of %q", key), err)
+					return nil, fail(fmt.Sprintf("expected the value of %q", safefile.Excerpt(key)), err)
 				}
 			}
 		}
@@ -339,7 +362,7 @@ func Parse(ctx context.Context, r io.Reader, name string) (*FileCounts, error) {
 			return nil, fmt.Errorf("trace file %s: no \"traceEvents\" array: not a Chrome trace", name)
 		}
 	default:
-		return nil, fail("expected a Chrome trace (a JSON object or array)", fmt.Errorf("got %v", tok))
+		return nil, fail("expected a Chrome trace (a JSON object or array)", gotToken(tok))
 	}
 	// Trailing garbage after the trace.
 	if _, err := dec.Token(); err != io.EOF {
@@ -348,7 +371,19 @@ func Parse(ctx context.Context, r io.Reader, name string) (*FileCounts, error) {
 		}
 		return nil, fail("expected the end of the file", err)
 	}
+	for i, k := range fc.Kernels {
+		fc.Kernels[i] = safefile.Excerpt(k)
+	}
 	return fc, nil
+}
+
+// gotToken says what token was found where another was expected, quoting at most an excerpt of
+// a string (a trace can hold a string of any length where the event array belongs).
+func gotToken(tok json.Token) error {
+	if s, ok := tok.(string); ok {
+		return fmt.Errorf("got the string %q", safefile.Excerpt(s))
+	}
+	return fmt.Errorf("got %v", tok)
 }
 
 // eventsAfterOpen reads a bare event array whose '[' was consumed.

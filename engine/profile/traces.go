@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"time"
+
+	"github.com/reckon-ci/reckon/internal/safefile"
 )
 
 // SkippedFile is a trace file left out of a Summary, with why.
@@ -17,12 +19,14 @@ type SkippedFile struct {
 
 // ParseTraces parses every file and adds up those it can read: a truncated or otherwise
 // unreadable file (a rank still flushing, a torn write) is skipped and listed in
-// Summary.Skipped, so one bad rank does not discard the others. It is an error when ctx ends or
-// when no file could be read.
+// Summary.Skipped, so one bad rank does not discard the others. Together the files may hold at
+// most maxTotalTraceBytes uncompressed (as ParseFiles). It is an error when ctx ends or when no
+// file could be read.
 func ParseTraces(ctx context.Context, paths []string) (*Summary, error) {
 	s := &Summary{Files: []FileCounts{}}
+	budget := safefile.NewBudget(maxTotalTraceBytes)
 	for _, p := range paths {
-		fc, err := ParseFile(ctx, p)
+		fc, err := parseFile(ctx, p, budget)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, err
