@@ -8,11 +8,12 @@ import (
 	"gonum.org/v1/gonum/stat/distuv"
 
 	"github.com/reckon-ci/reckon/internal/num"
+	"github.com/reckon-ci/reckon/internal/statdefault"
 )
 
-// PlanPower is the power at which a design is planned to detect a check's min_effect: the
-// calibration's aim (docs/statistics.md: detection >= 95%).
-const PlanPower = 0.95
+// PlanPower is the default power at which a design is planned to detect a check's min_effect
+// (StatOptions.Power overrides it; its one home is internal/statdefault).
+const PlanPower = statdefault.Power
 
 // MaxTrialsAdvised bounds the trials per launch a plan proposes.
 const MaxTrialsAdvised = 100
@@ -77,18 +78,18 @@ func NeedForMinEffect(between LaunchNoise, withinCV float64, k, n int, opts Stat
 	o := opts.withDefaults()
 	k, n = max(1, k), max(1, n)
 	d := DesignNeed{NowLaunches: k, NowTrials: n, BetweenCV: between.CV, WithinCV: withinCV, BetweenSource: between.Source,
-		BetweenPrior: between.Prior, MinEffect: o.MinEffect, Alpha: o.Alpha, Power: PlanPower}
+		BetweenPrior: between.Prior, MinEffect: o.MinEffect, Alpha: o.Alpha, Power: o.Power}
 	sb2 := math.Log1p(between.CV * between.CV)
 	sw2 := 0.0
 	if !math.IsNaN(withinCV) {
 		sw2 = withinCV * withinCV
 	}
 	zA := distuv.UnitNormal.Quantile(1 - o.Alpha)
-	zP := distuv.UnitNormal.Quantile(PlanPower)
+	zP := distuv.UnitNormal.Quantile(o.Power)
 	zC := distuv.UnitNormal.Quantile(1 - (1-o.Confidence)/2)
 	eff := math.Log1p(math.Max(o.MinEffect, 1e-6))
 	needVar := math.Pow(eff/(zA+zP), 2)
-	if m := math.Pow(math.Log1p(o.NoChangeMargin)/zC, 2); m < needVar {
+	if m := math.Pow(math.Log1p(o.NoChangeMargin)/zC, 2); m < needVar && !o.Detect {
 		needVar = m
 	}
 	if designVar(sb2, sw2, k, n) <= needVar {
@@ -105,7 +106,7 @@ func NeedForMinEffect(between LaunchNoise, withinCV float64, k, n int, opts Stat
 // between-launch CV 2.0% (measured in the baseline's 5 launches) and within-launch CV 1.5%: 6
 // launches per side of 3 trials (now 1 x 5)".
 func (d DesignNeed) String() string {
-	s := fmt.Sprintf("to decide min_effect %s (%.0f%% power at alpha %g) with between-launch CV %s (%s) and within-launch CV %s: ",
+	s := fmt.Sprintf("to decide min_effect %s (%.0f%% power at alpha %.2g) with between-launch CV %s (%s) and within-launch CV %s: ",
 		num.Pct(d.MinEffect)[1:], 100*d.Power, d.Alpha, fmtCV(d.BetweenCV), d.BetweenSource, fmtCV(d.WithinCV))
 	switch {
 	case d.Enough:

@@ -62,6 +62,14 @@ type StatOptions struct {
 	// TwoSided tests both directions at Alpha/2 each (reckon compare). One-sided (the gate)
 	// tests for a regression at Alpha; improvements are still reported, at Alpha.
 	TwoSided bool
+	// Detect makes the comparison a one-sided detection test (docs/statistics.md, "Detection
+	// tests"): a regression as usual; otherwise no change when the test had Power to find a
+	// change of MinEffect (the verdict states the smallest change it would find), else
+	// inconclusive with the one design that would. The equivalence margin is not used.
+	Detect bool
+	// Power is the probability with which a design must find a change of MinEffect (default
+	// statdefault.Power): the plan of an undecided verdict, and the sensitivity Detect needs.
+	Power float64
 	// Welch forces Welch's unequal-variance t-test even for equal sample sizes. By default the
 	// pooled (Student) t-test is used when both sides have the same number of trials, where it is
 	// robust to unequal variances and has more power, and Welch's test otherwise.
@@ -71,7 +79,7 @@ type StatOptions struct {
 // DefaultStatOptions returns the defaults used by the gate (alpha, min_effect and the rank
 // guard's level from internal/statdefault, their one home).
 func DefaultStatOptions() StatOptions {
-	return StatOptions{Alpha: statdefault.Alpha, MinEffect: statdefault.MinEffect, NoChangeMargin: 0.05, RankAlpha: statdefault.RankAlpha, Confidence: 0.95, MaxTrials: 10}
+	return StatOptions{Alpha: statdefault.Alpha, MinEffect: statdefault.MinEffect, NoChangeMargin: 0.05, RankAlpha: statdefault.RankAlpha, Confidence: 0.95, MaxTrials: 10, Power: statdefault.Power}
 }
 
 func (o StatOptions) withDefaults() StatOptions {
@@ -96,6 +104,9 @@ func (o StatOptions) withDefaults() StatOptions {
 	}
 	if o.MaxTrials <= 0 {
 		o.MaxTrials = d.MaxTrials
+	}
+	if o.Power <= 0 || o.Power >= 1 {
+		o.Power = d.Power
 	}
 	return o
 }
@@ -143,6 +154,12 @@ type StatResult struct {
 	RankAlpha float64 `json:"rank_alpha"`
 	TwoSided  bool    `json:"two_sided,omitempty"`
 	Method    string  `json:"method"`
+	// Detect marks a detection test (StatOptions.Detect); Power is the power its sensitivity
+	// is stated at, and Detectable the smallest change in the bad direction (a fraction) it finds
+	// with that power at its level (set on a detection test's non-regression outcomes).
+	Detect     bool    `json:"detect,omitempty"`
+	Power      float64 `json:"power,omitempty"`
+	Detectable float64 `json:"detectable,omitempty"`
 
 	Outcome StatOutcome `json:"outcome"`
 	// MoreTrials is, for an inconclusive outcome, how many more trials per side would likely
@@ -174,7 +191,7 @@ func Compare(base, head []float64, m Metric, opts StatOptions) StatResult {
 	r := StatResult{
 		Metric: m.Name, Direction: m.Direction, NBase: len(base), NHead: len(head),
 		Alpha: o.Alpha, MinEffect: o.MinEffect, Margin: o.NoChangeMargin, RankAlpha: o.RankAlpha, TwoSided: o.TwoSided,
-		MaxTrials: o.MaxTrials, Method: defaultMethod,
+		MaxTrials: o.MaxTrials, Method: defaultMethod, Detect: o.Detect, Power: o.Power,
 		PWorse: 1, PBetter: 1, RankPWorse: 1, RankPBetter: 1, AdjPWorse: 1, AdjPBetter: 1, PValue: 1,
 		Ratio: math.NaN(), HLRatio: math.NaN(), CILow: math.NaN(), CIHigh: math.NaN(),
 		BaseMedian: math.NaN(), HeadMedian: math.NaN(), Change: math.NaN(), Worse: math.NaN(),
@@ -350,15 +367,23 @@ func (r *StatResult) decide() {
 	sigWorse := r.AdjPWorse <= alpha && rankOK(r.RankPWorse)
 	sigBetter := r.AdjPBetter <= alpha && rankOK(r.RankPBetter)
 	ci := fmt.Sprintf("%.3g%% CI %.3f–%.3f", 100*r.CIConfidence, r.CILow, r.CIHigh)
+	detect := r.Detect && r.Launch != nil
+	r.Detectable = 0
 	switch {
-	case sigWorse && r.Worse >= r.MinEffect:
+	case sigWorse && r.Worse >= r.MinEffect, detect && sigWorse && r.Worse >= r.MinEffect/2:
 		r.Outcome = Regression
-		r.Reason = fmt.Sprintf("significant (p=%s ≤ %g, rank p=%s) and median %s beyond the %s minimum effect",
+		r.Reason = fmt.Sprintf("significant (p=%s ≤ %.2g, rank p=%s) and median %s beyond the %s minimum effect",
 			fmtP(r.AdjPWorse), alpha, fmtP(r.RankPWorse), num.Pct(r.Change), num.Pct(r.MinEffect)[1:])
+		if r.Worse < r.MinEffect {
+			r.Reason = fmt.Sprintf("detected (p=%s ≤ %.2g, rank p=%s): median %s, beyond half the %s minimum effect",
+				fmtP(r.AdjPWorse), alpha, fmtP(r.RankPWorse), num.Pct(r.Change), num.Pct(r.MinEffect)[1:])
+		}
 	case sigBetter && -r.Worse >= r.MinEffect:
 		r.Outcome = Improvement
-		r.Reason = fmt.Sprintf("significant (p=%s ≤ %g, rank p=%s) and median %s beyond the %s minimum effect",
+		r.Reason = fmt.Sprintf("significant (p=%s ≤ %.2g, rank p=%s) and median %s beyond the %s minimum effect",
 			fmtP(r.AdjPBetter), alpha, fmtP(r.RankPBetter), num.Pct(r.Change), num.Pct(r.MinEffect)[1:])
+	case detect:
+		r.decideDetect(alpha, lean)
 	case r.worseHi < r.Margin && (!r.TwoSided || r.betterHi < r.Margin):
 		r.Outcome = NoChange
 		side := "in the bad direction"
@@ -391,7 +416,35 @@ func (r *StatResult) decide() {
 		case r.AdjPWorse <= alpha && !rankOK(r.RankPWorse):
 			why = fmt.Sprintf("t-test significant but the rank test is not (rank p=%s > %g)", fmtP(r.RankPWorse), r.RankAlpha)
 		}
-		r.Reason = fmt.Sprintf("%s (p=%s), and the %s cannot exclude a %s change", why, fmtP(lean), ci, num.Pct(r.Margin)[1:])
+		r.Reason = fmt.Sprintf("%s (p=%s), and the %s cannot exclude a %s change (the no-change margin)", why, fmtP(lean), ci, num.Pct(r.Margin)[1:])
+	}
+}
+
+// decideDetect is decide for a detection test that found no regression: no change when the test
+// had r.Power to find a change of MinEffect in the bad direction at level alpha, else
+// inconclusive with the one design that would (launchMoreText). Either way Detectable states the
+// smallest change the test finds with that power.
+func (r *StatResult) decideDetect(alpha, lean float64) {
+	ls := r.Launch
+	q := distuv.UnitNormal.Quantile(1 - alpha)
+	if !math.IsInf(ls.DF, 1) && ls.DF > 0 {
+		q = distuv.StudentsT{Mu: 0, Sigma: 1, Nu: ls.DF}.Quantile(1 - alpha)
+	}
+	q += distuv.UnitNormal.Quantile(r.Power)
+	r.Detectable = math.Expm1(q * ls.SE)
+	if r.Detectable <= r.MinEffect {
+		r.Outcome = NoChange
+		r.Reason = fmt.Sprintf("no regression detected (p=%s > %.2g); a drop of %s or more would have been found with %.0f%% power (min_effect %s)",
+			fmtP(r.AdjPWorse), alpha, num.Pct(r.Detectable)[1:], 100*r.Power, num.Pct(r.MinEffect)[1:])
+		return
+	}
+	r.Outcome = Undecided
+	r.Reason = fmt.Sprintf("no regression detected (p=%s), but the test finds only drops of %s or more with %.0f%% power, above min_effect %s",
+		fmtP(lean), num.Pct(r.Detectable)[1:], 100*r.Power, num.Pct(r.MinEffect)[1:])
+	r.launchMoreText(alpha)
+	r.MoreTrials = 0
+	if ls.NeedLaunches < 0 {
+		r.MoreTrials = -1
 	}
 }
 

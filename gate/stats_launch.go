@@ -388,56 +388,27 @@ func (r *StatResult) launchEffect(d, se, df, sign float64, m Metric, confidence 
 // observed effect and the variance components at face value. It sets NeedLaunches/NeedTrials.
 func (r *StatResult) launchMoreText(alpha float64) string {
 	ls := r.Launch
-	ls.Decide = r.launchDecide(alpha)
-	// What this testbed needs to decide the check's min_effect at all, from the noise the
-	// comparison used (measured in its launches, a baseline's, the history's, or the prior).
+	// The one next step: the design this testbed needs to decide the check's min_effect at its
+	// power, from the noise the comparison used (measured in its launches, a baseline's, the
+	// history's, or the prior). The observed effect is not taken at face value: an undecided
+	// comparison's estimate is what is in doubt.
 	ls.Plan = nil
-	if r.MinEffect > 0 {
-		k := max(1, min(ls.LaunchesBase, ls.LaunchesHead))
-		n := max(1, int(math.Round(float64(r.NHead)/float64(max(1, ls.LaunchesHead)))))
-		between := LaunchNoise{CV: ls.BetweenCV, Source: ls.BetweenSource, Prior: ls.BetweenPrior}
-		p := NeedForMinEffect(between, ls.WithinCV, k, n, StatOptions{Alpha: alpha, MinEffect: r.MinEffect, NoChangeMargin: r.Margin, Confidence: r.CIConfidence})
-		ls.Plan = &p
-		ls.Decide += "; " + p.String()
-	}
-	return ls.Decide
-}
-
-// launchDecide is launchMoreText's design that would likely decide at the observed effect.
-func (r *StatResult) launchDecide(alpha float64) string {
-	ls := r.Launch
-	ls.NeedLaunches, ls.NeedTrials, ls.Decide = 0, 0, ""
-	sb2 := math.Log1p(ls.BetweenCV * ls.BetweenCV)
-	sw2 := 0.0
-	if !math.IsNaN(ls.WithinCV) {
-		sw2 = ls.WithinCV * ls.WithinCV
-	}
-	d := math.Abs(r.logDiff)
-	zA := distuv.UnitNormal.Quantile(1 - alpha)
-	zC := distuv.UnitNormal.Quantile(1 - (1-r.CIConfidence)/2)
-	var needVar float64
-	if d >= math.Log1p(r.MinEffect) {
-		needVar = d * d / (zA * zA)
-	} else {
-		gap := math.Log1p(r.Margin) - d
-		needVar = gap * gap / (zC * zC)
-	}
+	ls.NeedLaunches, ls.NeedTrials = -1, -1
 	k := max(1, min(ls.LaunchesBase, ls.LaunchesHead))
 	n := max(1, int(math.Round(float64(r.NHead)/float64(max(1, ls.LaunchesHead)))))
-	if kk, nn, ok := searchDesign(sb2, sw2, needVar, k, n, 4*r.MaxTrials, true); ok {
-		ls.NeedLaunches, ls.NeedTrials = kk, nn
-		if kk == k {
-			ls.Decide = fmt.Sprintf("about %d trials per launch (now %d) with %d launch(es) per side would decide", nn, n, k)
-		} else {
-			ls.Decide = fmt.Sprintf("about %d launches per side of %d trials (now %d) would decide", kk, n, k)
-			if ls.BetweenPrior {
-				ls.Decide += " if the assumed between-launch CV holds"
-			}
-		}
-		return ls.Decide
+	between := LaunchNoise{CV: ls.BetweenCV, Source: ls.BetweenSource, Prior: ls.BetweenPrior}
+	p := NeedForMinEffect(between, ls.WithinCV, k, n, StatOptions{Alpha: alpha, MinEffect: r.MinEffect, NoChangeMargin: r.Margin,
+		Confidence: r.CIConfidence, Power: r.Power, Detect: r.Detect})
+	ls.Plan = &p
+	if p.Launches > 0 {
+		ls.NeedLaunches, ls.NeedTrials = p.Launches, p.Trials
 	}
-	ls.NeedLaunches, ls.NeedTrials = -1, -1
-	ls.Decide = fmt.Sprintf("more than %d launches per side of %d trials would be needed to decide (between-launch CV %s, within %s)", MaxLaunchesAdvised, n, fmtCV(ls.BetweenCV), fmtCV(ls.WithinCV))
+	if p.Enough {
+		// The design suffices for min_effect, the observed change sits between: the same design
+		// again (a second run) decides most such cases.
+		ls.NeedLaunches, ls.NeedTrials = k, n
+	}
+	ls.Decide = p.String()
 	return ls.Decide
 }
 
@@ -459,15 +430,15 @@ func (r *StatResult) PriorNote() string {
 	if r.Launch == nil || !r.Launch.BetweenPrior {
 		return ""
 	}
-	return fmt.Sprintf("between-launch CV assumed %s (%s): record a baseline with launches >= %d to measure it",
+	return fmt.Sprintf("between-launch CV assumed %s (%s; a baseline of launches >= %d or the history would measure it)",
 		strings.TrimSuffix(strings.TrimSuffix(fmt.Sprintf("%.1f", 100*r.Launch.BetweenCV), "0"), ".")+"%", r.Launch.BetweenSource, MinLaunchesToMeasure)
 }
 
 func fmtDF(df float64) string {
-	if math.IsInf(df, 1) {
-		return "inf (known variance)"
+	if math.IsInf(df, 1) || df > 1000 {
+		return "known (variance not estimated)"
 	}
-	return num.Format(df)
+	return fmt.Sprintf("%.0f", df)
 }
 
 // jsonFloat is a float64 that encodes NaN and ±Inf as the strings "NaN", "+Inf" and "-Inf"

@@ -36,6 +36,11 @@ func NextStep(c *gate.Check) string {
 		}
 		return "run more trials of its workload (the statistics recorded nothing more)"
 	}
+	if s.Launch != nil && s.Launch.Decide != "" {
+		// Launches as the unit: the one plan the statistics made (the design that decides
+		// min_effect at the check's power, from the noise the comparison used).
+		return s.Launch.Decide
+	}
 	unit, have := "trial", min(s.NBase, s.NHead)
 	if lh, ok := c.Metrics["launches_head"]; ok {
 		unit = "launch"

@@ -14,4 +14,8 @@ const (
 	// t-test at Alpha (gate.StatOptions.RankAlpha); spec rejects a check whose trials could never
 	// reach it.
 	RankAlpha = 0.05
+	// Power is the probability with which a design must find a true change of min_effect: the
+	// plans reckon proposes (spec check, an undecided verdict's next step) and the sensitivity a
+	// detection test (gate.StatOptions.Detect) must reach to pass (spec: power).
+	Power = 0.95
 )
