@@ -21,6 +21,7 @@ func Holm(results []*StatResult, alpha float64) {
 	holmAdjust(fam, func(r *StatResult) float64 { return r.PBetter }, func(r *StatResult, p float64) { r.AdjPBetter = p })
 	for _, r := range fam {
 		r.Holm = len(fam) > 1
+		r.Family = len(fam)
 		if alpha > 0 {
 			r.Alpha = alpha
 		}

@@ -157,7 +157,11 @@ type StatResult struct {
 	// Detect marks a detection test (StatOptions.Detect); Power is the power its sensitivity
 	// is stated at, and Detectable the smallest change in the bad direction (a fraction) it finds
 	// with that power at its level (set on a detection test's non-regression outcomes).
-	Detect     bool    `json:"detect,omitempty"`
+	Detect bool `json:"detect,omitempty"`
+	// Family is the size of the Holm-Bonferroni family the result was decided in (0 or 1:
+	// alone); a detection test states its sensitivity at alpha/Family, the level its first
+	// step may need.
+	Family     int     `json:"family,omitempty"`
 	Power      float64 `json:"power,omitempty"`
 	Detectable float64 `json:"detectable,omitempty"`
 
@@ -426,9 +430,10 @@ func (r *StatResult) decide() {
 // smallest change the test finds with that power.
 func (r *StatResult) decideDetect(alpha, lean float64) {
 	ls := r.Launch
-	q := distuv.UnitNormal.Quantile(1 - alpha)
+	level := alpha / float64(max(1, r.Family))
+	q := distuv.UnitNormal.Quantile(1 - level)
 	if !math.IsInf(ls.DF, 1) && ls.DF > 0 {
-		q = distuv.StudentsT{Mu: 0, Sigma: 1, Nu: ls.DF}.Quantile(1 - alpha)
+		q = distuv.StudentsT{Mu: 0, Sigma: 1, Nu: ls.DF}.Quantile(1 - level)
 	}
 	q += distuv.UnitNormal.Quantile(r.Power)
 	r.Detectable = math.Expm1(q * ls.SE)

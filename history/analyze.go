@@ -100,30 +100,61 @@ func (s *Store) Analyze(ctx context.Context, f Filter, o Options) ([]Series, []F
 	return ser, out, nil
 }
 
-// Window is what the gate judges tonight's trials against (`against: history`): the trials of
-// the runs since the series' last change point, the newest MaxRuns of them.
+// Window is what the gate judges tonight's trials against (`against: history`, the nightly
+// detector of docs/history.md): the reference, the runs of the series' current level, and, when a
+// regression is open, the runs since it.
 type Window struct {
 	Key SeriesKey
 	// Samples are the trials of the window's runs (all of them: nothing is averaged).
 	Samples []float64
 	// Groups holds the same trials by run, oldest first: each run is a launch, so the window
-	// measures the series' between-launch variation.
+	// measures the series' between-launch variation. Groups[:OpenFrom] is the reference and
+	// Groups[OpenFrom:] the runs since the open regression (OpenFrom = len(Groups) when none).
 	Groups [][]float64
-	// Runs is how many runs the window holds; Total how many the series has.
+	// OpenFrom is where the runs since Open begin in Groups.
+	OpenFrom int
+	// Runs is how many reference runs the window holds; Total how many the series has.
 	Runs, Total int
-	// From and To are the first and last runs of the window.
+	// From and To are the first and last runs of the reference.
 	From, To Point
-	// Since is the change point the window starts after (nil: the series has none).
+	// Since is the change point the reference starts after (nil: the series' start or an
+	// acceptance).
 	Since *Finding
+	// Open is the first run of the regression the reference ends at: found by the nightly
+	// detector's replay (gate.OpenRegression), not undone, not accepted (nil: none); OpenPrev is
+	// the run before it (the regression came in OpenPrev.Commit..Open.Commit).
+	Open, OpenPrev *Point
+	// Accepted is the acceptance the series is read from (nil: none).
+	Accepted *Acceptance
+	// Last is the newest run of the series (the commit a regression tonight came after).
+	Last Point
 }
 
 // Describe is e.g. "12 runs since the change point at 2026-11-28 (abc..def), 2026-11-28..2026-12-09".
 func (w *Window) Describe() string {
-	s := fmt.Sprintf("%d runs %s..%s", w.Runs, w.From.StartedAt.Format("2006-01-02"), w.To.StartedAt.Format("2006-01-02"))
-	if w.Since != nil {
+	s := fmt.Sprintf("reference: %d runs %s..%s", w.Runs, w.From.StartedAt.Format("2006-01-02"), w.To.StartedAt.Format("2006-01-02"))
+	switch {
+	case w.Since != nil:
 		s += fmt.Sprintf(", since the change point at %s (%s, %+.1f%%)", w.Since.Time.Format("2006-01-02"), w.Since.CommitRange(), w.Since.Forward*100)
+	case w.Accepted != nil:
+		s += fmt.Sprintf(", since the change accepted from %s (%s)", w.Accepted.From.Format("2006-01-02"), w.Accepted.Reason)
+	}
+	if w.Open != nil {
+		s += fmt.Sprintf("; open regression since %s, %d run(s), not accepted", w.OpenSince(), len(w.Groups)-w.OpenFrom)
 	}
 	return s
+}
+
+// OpenSince names the open regression's first run: "2026-12-03 (abc..def)" ("" when none).
+func (w *Window) OpenSince() string {
+	if w.Open == nil {
+		return ""
+	}
+	prev := ""
+	if w.OpenPrev != nil {
+		prev = w.OpenPrev.Commit
+	}
+	return fmt.Sprintf("%s (%s..%s)", w.Open.StartedAt.Format("2006-01-02"), short(prev), short(w.Open.Commit))
 }
 
 // ErrShortWindow is returned by HistoryWindow when too few runs follow the last change point.
@@ -138,12 +169,18 @@ func (e *ErrShortWindow) Error() string {
 	if e.Since != nil {
 		s += fmt.Sprintf(" since the change point at %s (%s)", e.Since.Time.Format("2006-01-02"), e.Since.CommitRange())
 	}
-	return s + fmt.Sprintf("; at least %d needed to judge against history", e.Min)
+	return s + fmt.Sprintf("; at least %d needed to judge against history (docs/history.md: bootstrapping)", e.Min)
 }
 
-// HistoryWindow returns the window of key for the gate: the runs after the last change point
-// of the series (found with o), the newest maxRuns of them (no cap when 0), at least minRuns.
-func (s *Store) HistoryWindow(ctx context.Context, key SeriesKey, minRuns, maxRuns int, o Options) (*Window, error) {
+// HistoryWindow returns the window of key for the gate's check with options stat. The series is
+// read from its latest acceptance (LatestAcceptance) on; its change points are found with o, and
+// the newest improvement (or change of unknown direction) starts the current level. Over that
+// level the nightly detector is replayed (gate.OpenRegression with stat): a regression it found
+// and that the runs since still confirm is open, and the reference ends where it began, so a
+// regression is never silently the new normal: it is red until an improvement undoes it or a
+// person accepts it. The reference is the newest maxRuns runs (no cap when 0) and must hold at
+// least minRuns.
+func (s *Store) HistoryWindow(ctx context.Context, key SeriesKey, minRuns, maxRuns int, o Options, stat gate.StatOptions) (*Window, error) {
 	ser, err := s.Series(ctx, Filter{Testbed: key.Testbed, Spec: key.Spec, Config: key.Config, Workload: key.Workload, Metric: key.Metric})
 	if err != nil {
 		return nil, err
@@ -151,27 +188,83 @@ func (s *Store) HistoryWindow(ctx context.Context, key SeriesKey, minRuns, maxRu
 	if len(ser) == 0 {
 		return nil, &ErrShortWindow{Key: key, Runs: 0, Min: minRuns}
 	}
-	sr := &ser[0]
-	fs := AnalyzeSeries(sr, o)
-	from := 0
-	var since *Finding
-	if len(fs) > 0 {
-		since = &fs[len(fs)-1]
-		from = since.Index
+	acc, err := s.LatestAcceptance(ctx, key)
+	if err != nil {
+		return nil, err
 	}
-	pts := sr.Points[from:]
-	if maxRuns > 0 && len(pts) > maxRuns {
-		pts = pts[len(pts)-maxRuns:]
-	}
-	if len(pts) < minRuns || len(pts) == 0 {
-		return nil, &ErrShortWindow{Key: key, Runs: len(pts), Min: minRuns, Since: since}
-	}
-	w := &Window{Key: key, Runs: len(pts), Total: len(sr.Points), From: pts[0], To: pts[len(pts)-1], Since: since}
-	for _, p := range pts {
-		w.Samples = append(w.Samples, p.Samples...)
-		if len(p.Samples) > 0 {
-			w.Groups = append(w.Groups, append([]float64(nil), p.Samples...))
+	return windowOf(&ser[0], acc, minRuns, maxRuns, o, stat)
+}
+
+// maxReplay bounds the runs the nightly detector is replayed over (windowOf).
+const maxReplay = 2 * DefaultWindow
+
+// windowOf is HistoryWindow over a series already read.
+func windowOf(full *Series, acc *Acceptance, minRuns, maxRuns int, o Options, stat gate.StatOptions) (*Window, error) {
+	sr := &Series{Key: full.Key, Points: full.Points}
+	if acc != nil {
+		i := 0
+		for i < len(sr.Points) && sr.Points[i].StartedAt.Before(acc.From) {
+			i++
 		}
+		sr.Points = sr.Points[i:]
+	}
+	if len(sr.Points) == 0 {
+		return nil, &ErrShortWindow{Key: full.Key, Runs: 0, Min: minRuns}
+	}
+	refFrom := 0
+	var since *Finding
+	fs := AnalyzeSeries(sr, o)
+	for i := range fs {
+		if !fs[i].Regression {
+			since, refFrom = &fs[i], fs[i].Index
+		}
+	}
+	level := sr.Points[refFrom:]
+	refTo := len(sr.Points)
+	if m, ok := gate.MetricFor(full.Key.Metric); ok && m.Direction != gate.DirectionUnknown {
+		var runs [][]float64
+		var at []int
+		for i, p := range level {
+			if len(p.Samples) > 0 {
+				runs = append(runs, p.Samples)
+				at = append(at, i)
+			}
+		}
+		// The replay covers the newest maxReplay runs of the level (its cost grows with the
+		// square of the runs replayed).
+		skip := max(0, len(runs)-maxReplay)
+		if open := gate.OpenRegression(runs[skip:], m, stat, gate.LaunchNoise{}, minRuns); open < len(runs)-skip {
+			refTo = refFrom + at[skip+open]
+		}
+	}
+	var open, openPrev *Point
+	if refTo < len(sr.Points) {
+		open = &sr.Points[refTo]
+		if refTo > 0 {
+			openPrev = &sr.Points[refTo-1]
+		}
+	}
+	ref := sr.Points[refFrom:refTo]
+	if maxRuns > 0 && len(ref) > maxRuns {
+		ref = ref[len(ref)-maxRuns:]
+	}
+	if len(ref) < minRuns || len(ref) == 0 {
+		return nil, &ErrShortWindow{Key: full.Key, Runs: len(ref), Min: minRuns, Since: since}
+	}
+	w := &Window{Key: full.Key, Runs: len(ref), Total: len(full.Points), From: ref[0], To: ref[len(ref)-1], Since: since, Open: open, OpenPrev: openPrev,
+		Accepted: acc, Last: sr.Points[len(sr.Points)-1]}
+	add := func(pts []Point) {
+		for _, p := range pts {
+			w.Samples = append(w.Samples, p.Samples...)
+			if len(p.Samples) > 0 {
+				w.Groups = append(w.Groups, append([]float64(nil), p.Samples...))
+			}
+		}
+	}
+	add(ref)
+	w.OpenFrom = len(w.Groups)
+	if open != nil {
+		add(sr.Points[refTo:])
 	}
 	return w, nil
 }

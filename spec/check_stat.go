@@ -37,6 +37,14 @@ type StatParams struct {
 	// Alpha is the family-wise significance level (Holm-Bonferroni over the run's statistical
 	// checks; default statdefault.Alpha).
 	Alpha float64 `json:"alpha,omitempty"`
+	// Test is TestCompare or TestDetect (test; default TestDetect against the history, the
+	// nightly detector, and TestCompare otherwise): a detection test passes when it finds no
+	// regression and had Power to find one of MinEffect (gate.StatOptions.Detect).
+	Test string `json:"test,omitempty"`
+	// Power is the probability with which the check's design must find a change of MinEffect
+	// (power; default statdefault.Power): the sensitivity a detection test needs to pass, and the
+	// power an undecided verdict's plan is made for.
+	Power float64 `json:"power,omitempty"`
 	// metricAt is where the metric field was written, for errors found after loading.
 	metricAt *Error
 }
@@ -68,8 +76,38 @@ func decodeStat(b *builder, m *mapping, s *Spec) Params {
 	if v := m.numberIn("alpha", math.SmallestNonzeroFloat64, 0.5, "a significance level in (0, 0.5]"); v != nil {
 		p.Alpha = *v
 	}
+	p.Power = statdefault.Power
+	if v, ok := percent(m, "power"); ok {
+		if v < 0.5 {
+			m.bad(m.entries[m.index["power"]].value, "power", "expected a power of at least 50%% (a test that misses a change of min_effect more often than it finds it), got %s", num.Pct(v)[1:])
+		} else {
+			p.Power = v
+		}
+	}
+	p.Test = TestCompare
+	if p.Against == AgainstHistory {
+		p.Test = TestDetect
+	}
+	if t, ok := m.str("test"); ok {
+		switch t {
+		case TestCompare, TestDetect:
+			p.Test = t
+		default:
+			m.bad(m.entries[m.index["test"]].value, "test", "expected compare or detect, got %q", t)
+		}
+	}
 	return p
 }
+
+// Statistical tests of a check (StatParams.Test).
+const (
+	// TestCompare decides regression, improvement or no change (the no-change margin); anything
+	// else is inconclusive.
+	TestCompare = "compare"
+	// TestDetect is a one-sided detection test: a regression when it finds one, else a pass
+	// when it had the check's power to find a change of min_effect, else inconclusive.
+	TestDetect = "detect"
+)
 
 // decodeAgainst reads against (baseline, history or config:NAME) and history_runs.
 func (p *StatParams) decodeAgainst(b *builder, m *mapping) {

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/reckon-ci/reckon/internal/statdefault"
 )
 
 // kindHead is a spec with two configs, a workload and numerics, for one check appended to it.
@@ -126,9 +128,9 @@ func TestParamsDecode(t *testing.T) {
 		{"{kind: allreduce_probe, file: /p.json, algorithms: [one_shot], max_rel_err: {bf16: 1}}",
 			&AllReduceProbeParams{File: "/p.json", Algorithms: []string{"one_shot"}, MaxRelErr: map[string]float64{"bfloat16": 1}}},
 		{"{kind: throughput, config: c, metric: output_throughput}",
-			&StatParams{Metric: "output_throughput", Config: "c", Workload: "w", Against: AgainstBaseline, MinEffect: DefaultMinEffect, Alpha: DefaultAlpha}},
+			&StatParams{Metric: "output_throughput", Config: "c", Workload: "w", Against: AgainstBaseline, MinEffect: DefaultMinEffect, Alpha: DefaultAlpha, Test: TestCompare, Power: statdefault.Power}},
 		{"{kind: latency, config: c, metric: median_ttft_ms, against: history, min_effect: 5%, alpha: 0.05}",
-			&StatParams{Metric: "median_ttft_ms", Config: "c", Workload: "w", Against: AgainstHistory, HistoryRuns: DefaultHistoryRuns, MinEffect: 0.05, Alpha: 0.05}},
+			&StatParams{Metric: "median_ttft_ms", Config: "c", Workload: "w", Against: AgainstHistory, HistoryRuns: DefaultHistoryRuns, MinEffect: 0.05, Alpha: 0.05, Test: TestDetect, Power: statdefault.Power}},
 	} {
 		s, err := Parse([]byte(kindHead+"  - "+tc.check+"\n"), "k.yaml")
 		if err != nil {
@@ -189,7 +191,7 @@ func TestCheckJSONIsFlat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const want = `{"kind":"throughput","name":"tp","tags":["x"],"line":10,"metric":"output_throughput","config":"c","workload":"w","against":"config","against_config":"a","min_effect":0.02,"alpha":0.01}`
+	const want = `{"kind":"throughput","name":"tp","tags":["x"],"line":10,"metric":"output_throughput","config":"c","workload":"w","against":"config","against_config":"a","min_effect":0.02,"alpha":0.01,"test":"compare","power":0.95}`
 	if string(b) != want {
 		t.Errorf("JSON\n got %s\nwant %s", b, want)
 	}

@@ -71,6 +71,8 @@ type framework struct {
 	shardSet map[string]bool
 	// historyWindows holds, per check against history, the window it was judged against.
 	historyWindows map[string]*HistoryWindow
+	// nightsNotes holds, per check against history, what the nightly detector tested.
+	nightsNotes map[string]string
 	// releases caches the engine release each version command reported ("" when it could not
 	// tell), guarded by mu.
 	releases map[string]string

@@ -15,6 +15,9 @@ type HistoryQuery struct {
 	Testbed, Spec, Config, Workload, Metric string
 	// MinRuns is the fewest runs since the series' last change point the window must hold.
 	MinRuns int
+	// Stat is the check's statistics, with which the store replays the nightly detector over
+	// the stored runs (gate.OpenRegression) to find an open regression.
+	Stat gate.StatOptions
 }
 
 // HistoryWindow is the comparison a history store hands the gate: the trials of the runs since
@@ -23,7 +26,13 @@ type HistoryWindow struct {
 	Samples []float64
 	// Groups holds the same samples by run (each run is a launch of the config); nil when the
 	// source does not tell, and then the history measures no between-launch variation.
-	Groups [][]float64
+	// Groups[:OpenFrom] is the reference (the series' current level) and Groups[OpenFrom:] the
+	// runs since an open regression (none when OpenFrom == len(Groups)).
+	Groups   [][]float64
+	OpenFrom int
+	// Open names the open regression's change point ("" when none), OpenCommit its first
+	// run's commit.
+	Open, OpenCommit string
 	// Runs is how many runs the window holds.
 	Runs int
 	// Describe says which runs, e.g. "12 runs 2026-11-20..2026-12-01, since the change point at ...".
@@ -58,7 +67,7 @@ func (fw *framework) historySamples(c *spec.Check) ([]float64, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, historyTimeout)
 	defer cancel()
-	w, err := fw.opts.History.Window(ctx, HistoryQuery{Testbed: fw.testbedKey, Spec: fw.spec.Name, Config: p.Config, Workload: p.Workload, Metric: p.Metric, MinRuns: p.HistoryRuns})
+	w, err := fw.opts.History.Window(ctx, HistoryQuery{Testbed: fw.testbedKey, Spec: fw.spec.Name, Config: p.Config, Workload: p.Workload, Metric: p.Metric, MinRuns: p.HistoryRuns, Stat: fw.statOptions(c)})
 	if err != nil {
 		return nil, err
 	}
@@ -120,11 +129,20 @@ func (fw *framework) annotateHistory(c *spec.Check, v *gate.Verdict) {
 	if w == nil {
 		return
 	}
-	if v.Outcome == gate.Fail {
-		v.Message += fmt.Sprintf("; change point at tonight's run (%s..%s)", shortSHA(w.LastCommit), shortSHA(fw.opts.GitCommit))
+	fw.mu.Lock()
+	note := fw.nightsNotes[c.Name]
+	fw.mu.Unlock()
+	switch {
+	case v.Outcome == gate.Fail && w.Open != "":
+		v.Message += fmt.Sprintf("; open regression since %s, not accepted (reckon history accept --config %s --from %s --reason ...)", w.Open, p.Config, shortSHA(w.OpenCommit))
+	case v.Outcome == gate.Fail:
+		v.Message += fmt.Sprintf("; new regression after %s (tonight: %s)", shortSHA(w.LastCommit), shortSHA(fw.opts.GitCommit))
 	}
 	if v.Details != "" {
 		v.Details += "\n"
+	}
+	if note != "" {
+		v.Details += "nightly detector: " + note + "\n"
 	}
 	v.Details += "history window: " + w.Describe
 	if v.Metrics == nil {
@@ -141,4 +159,30 @@ func shortSHA(c string) string {
 		return c[:12]
 	}
 	return c
+}
+
+// compareNights is the nightly detector (gate.CompareNights) of a check against history over its
+// window: tonight's launches (head) against the runs of the window.
+func (fw *framework) compareNights(c *spec.Check, head [][]float64, m gate.Metric, opts gate.StatOptions, prior gate.LaunchNoise) gate.StatResult {
+	fw.mu.Lock()
+	w := fw.historyWindows[c.Name]
+	fw.mu.Unlock()
+	groups := fw.historyGroups(c)
+	open := len(groups)
+	if w != nil && w.Open != "" {
+		open = w.OpenFrom
+	}
+	r, note := gate.CompareNights(groups, open, head, m, opts, prior, c.Stat().HistoryRuns)
+	fw.setNightsNote(c, note)
+	return r
+}
+
+// setNightsNote keeps what the nightly detector tested, for the verdict's details.
+func (fw *framework) setNightsNote(c *spec.Check, note string) {
+	fw.mu.Lock()
+	defer fw.mu.Unlock()
+	if fw.nightsNotes == nil {
+		fw.nightsNotes = map[string]string{}
+	}
+	fw.nightsNotes[c.Name] = note
 }

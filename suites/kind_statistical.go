@@ -192,7 +192,12 @@ func (fw *framework) computeStats() {
 		// restarts is in every unit, so the comparison is not fooled by trials of one launch
 		// that agree with each other. Where neither side has several launches, the
 		// between-launch variation comes from elsewhere (betweenLaunch).
-		r := gate.CompareLaunches(bg, hg, m, opts, fw.betweenLaunch(c, prior))
+		var r gate.StatResult
+		if p.Against == spec.AgainstHistory {
+			r = fw.compareNights(c, hg, m, opts, prior)
+		} else {
+			r = gate.CompareLaunches(bg, hg, m, opts, fw.betweenLaunch(c, prior))
+		}
 		fw.launchNotes[c.Name] = &launchNote{
 			head: launchUnits(head.trials[p.Workload], head.trialLaunch[p.Workload], p.Metric), headName: p.Config,
 			base: groupUnits(bg), baseName: baseName,

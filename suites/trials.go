@@ -161,6 +161,10 @@ func (fw *framework) statOptions(c *spec.Check) gate.StatOptions {
 	if p.MinEffect > 0 {
 		o.MinEffect = p.MinEffect
 	}
+	if p.Power > 0 {
+		o.Power = p.Power
+	}
+	o.Detect = p.Test == spec.TestDetect
 	return o
 }
 

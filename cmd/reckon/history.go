@@ -121,7 +121,7 @@ func (h *historySource) Window(ctx context.Context, q suites.HistoryQuery) (*sui
 		h.store = s
 	}
 	w, err := h.store.HistoryWindow(ctx, history.SeriesKey{Testbed: q.Testbed, Spec: q.Spec, Config: q.Config, Workload: q.Workload, Metric: q.Metric},
-		q.MinRuns, history.DefaultWindow, h.opts)
+		q.MinRuns, history.DefaultWindow, h.opts, q.Stat)
 	var short *history.ErrShortWindow
 	if errors.As(err, &short) {
 		return nil, fmt.Errorf("%w: %v", suites.ErrNoHistory, err)
@@ -129,7 +129,12 @@ func (h *historySource) Window(ctx context.Context, q suites.HistoryQuery) (*sui
 	if err != nil {
 		return nil, err
 	}
-	return &suites.HistoryWindow{Samples: w.Samples, Groups: w.Groups, Runs: w.Runs, Describe: w.Describe(), LastCommit: w.To.Commit}, nil
+	hw := &suites.HistoryWindow{Samples: w.Samples, Groups: w.Groups, OpenFrom: w.OpenFrom, Runs: w.Runs, Describe: w.Describe(), LastCommit: w.Last.Commit}
+	if w.Open != nil {
+		hw.Open = w.OpenSince()
+		hw.OpenCommit = w.Open.Commit
+	}
+	return hw, nil
 }
 
 func (h *historySource) close() {
