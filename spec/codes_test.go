@@ -16,7 +16,7 @@ var badCodes = []struct {
 	want []string // "code field"
 }{
 	{"bad-alias", []string{"syntax engine.args", "syntax configs[0]", "syntax configs[0]"}},
-	{"bad-check-fields", []string{"missing-field checks[0]", "unknown-field checks[0]", "conflict checks[1].max", "unknown-metric checks[2].metric", "value checks[2].min_effect", "value checks[2].alpha", "value checks[2].against", "missing-field checks[3]", "value checks[3].max_abs_err", "value checks[3].max_abs_err.bf16"}},
+	{"bad-check-fields", []string{"missing-field checks[0]", "unknown-field checks[0]", "conflict checks[1].max", "unknown-metric checks[2].metric", "value checks[2].min_effect", "value checks[2].alpha", "value checks[2].against", "value checks[2].test", "value checks[2].power", "missing-field checks[3]", "value checks[3].max_abs_err", "value checks[3].max_abs_err.bf16"}},
 	{"bad-duration", []string{"value engine.ready_timeout", "type engine.stop_grace", "value workloads[0].request_timeout"}},
 	{"bad-enum", []string{"value engine.kind", "value configs[0].expect.allreduce", "value configs[1].speculative.algorithm", "value checks[0].kind"}},
 	{"bad-names", []string{"value name", "value tags[1]", "value engine.env", "type engine.env.GOOD", "value configs[0].name", "value configs[1].name"}},
