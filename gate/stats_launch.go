@@ -267,8 +267,11 @@ func launchVarianceTerms(gb, gh groupSummary, ext LaunchNoise, ls *LaunchStats) 
 		dfB += max(0, len(g.means)-1)
 	}
 	if dfB > 0 {
-		terms, sb2 = measuredBetweenTerms(gb, gh, dfB, dfW, msW, cB, cW)
+		terms, sb2 = measuredBetweenTerms(gb, gh, dfB, dfW, msW, cB, cW, ext)
 		ls.BetweenSource = fmt.Sprintf("measured in the compared launches (%d base, %d head)", len(gb.means), len(gh.means))
+		if pooledExternal(ext) {
+			ls.BetweenSource += fmt.Sprintf(" pooled with %s (df %.0f)", ext.Source, ext.DF)
+		}
 	} else {
 		sb2 = math.Log1p(ext.CV * ext.CV)
 		dfE := ext.DF
@@ -287,22 +290,40 @@ func launchVarianceTerms(gb, gh groupSummary, ext LaunchNoise, ls *LaunchStats) 
 
 // measuredBetweenTerms is launchVarianceTerms for a between-launch component measured in the
 // compared launches (dfB > 0): the terms of Var(d) and the estimate of sigma_b^2.
-func measuredBetweenTerms(gb, gh groupSummary, dfB, dfW int, msW, cB, cW float64) ([]varTerm, float64) {
+func measuredBetweenTerms(gb, gh groupSummary, dfB, dfW int, msW, cB, cW float64, ext LaunchNoise) ([]varTerm, float64) {
 	// Measured: pool each multi-launch side's estimate, weighted by its df. With w_s =
 	// (k_s-1)/dfB and h_s the side's mean of 1/n_i, sigma_b^2 = sum w_s var_s - (sum w_s h_s)
 	// msW, so Var(d) = sum (cB w_s) var_s + (cW - cB sum w_s h_s) msW.
+	// A measured external estimate (the testbed's history or a multi-launch baseline, with its
+	// df) joins the pool as one more term: the variance of a launch mean it implies at this
+	// comparison's trials per launch, sigma_b,ext^2 + h msW, weighted by its df.
 	var terms []varTerm
 	var pooled, hW float64
+	total := float64(dfB)
+	if pooledExternal(ext) {
+		total += ext.DF
+	}
+	var hSides, nSides float64
 	for _, g := range []groupSummary{gb, gh} {
 		k := len(g.means)
 		if k < 2 {
 			continue
 		}
 		_, v := meanVar(g.means)
-		w := float64(k-1) / float64(dfB)
+		w := float64(k-1) / total
 		terms = append(terms, varTerm{cB * w, v, float64(k - 1)})
 		pooled += w * v
 		hW += w * g.invN
+		hSides += g.invN
+		nSides++
+	}
+	if pooledExternal(ext) {
+		h := hSides / nSides
+		w := ext.DF / total
+		v := math.Log1p(ext.CV*ext.CV) + h*msW
+		terms = append(terms, varTerm{cB * w, v, ext.DF})
+		pooled += w * v
+		hW += w * h
 	}
 	switch {
 	case dfW == 0:
@@ -315,6 +336,12 @@ func measuredBetweenTerms(gb, gh groupSummary, dfB, dfW int, msW, cB, cW float64
 	default:
 		return append(terms, varTerm{cW - cB*hW, msW, float64(dfW)}), pooled - hW*msW
 	}
+}
+
+// pooledExternal reports whether ext is a measured between-launch estimate (not a prior) that
+// joins a comparison's own measurement (measuredBetweenTerms).
+func pooledExternal(ext LaunchNoise) bool {
+	return !ext.Prior && ext.DF > 0 && ext.CV >= 0 && !math.IsNaN(ext.CV)
 }
 
 // satterthwaite combines the terms into a standard error and its Welch-Satterthwaite degrees of

@@ -107,7 +107,7 @@ type Window struct {
 	Key SeriesKey
 	// Samples are the trials of the window's runs (all of them: nothing is averaged).
 	Samples []float64
-	// Groups holds the same trials by run, oldest first: each run is a launch, so the window
+	// Groups holds the same trials by launch (Point.LaunchGroups), oldest first, so the window
 	// measures the series' between-launch variation. Groups[:OpenFrom] is the reference and
 	// Groups[OpenFrom:] the runs since the open regression (OpenFrom = len(Groups) when none).
 	Groups [][]float64
@@ -225,8 +225,8 @@ func windowOf(full *Series, acc *Acceptance, minRuns, maxRuns int, o Options, st
 		var runs [][]float64
 		var at []int
 		for i, p := range level {
-			if len(p.Samples) > 0 {
-				runs = append(runs, p.Samples)
+			for _, g := range p.LaunchGroups() {
+				runs = append(runs, g)
 				at = append(at, i)
 			}
 		}
@@ -256,9 +256,7 @@ func windowOf(full *Series, acc *Acceptance, minRuns, maxRuns int, o Options, st
 	add := func(pts []Point) {
 		for _, p := range pts {
 			w.Samples = append(w.Samples, p.Samples...)
-			if len(p.Samples) > 0 {
-				w.Groups = append(w.Groups, append([]float64(nil), p.Samples...))
-			}
+			w.Groups = append(w.Groups, p.LaunchGroups()...)
 		}
 	}
 	add(ref)

@@ -57,7 +57,7 @@ func RowsFromRun(r *gate.Run, specHash string) *Rows {
 		}
 		out.Configs = append(out.Configs, hc)
 		for _, t := range c.Trials {
-			out.Trials = append(out.Trials, TrialRow{Config: c.Name, Workload: t.Workload, Index: t.Index, Metrics: t.Metrics})
+			out.Trials = append(out.Trials, TrialRow{Config: c.Name, Workload: t.Workload, Index: t.Index, Launch: t.Launch, Metrics: t.Metrics})
 		}
 	}
 	return out

@@ -78,10 +78,12 @@ type ConfigRow struct {
 
 // TrialRow is one trial of a config: its rows of the trials table, one per metric.
 type TrialRow struct {
-	Config   string             `json:"config"`
-	Workload string             `json:"workload"`
-	Index    int                `json:"index"`
-	Metrics  map[string]float64 `json:"metrics"`
+	Config   string `json:"config"`
+	Workload string `json:"workload"`
+	Index    int    `json:"index"`
+	// Launch is the engine launch the trial ran in (gate.Trial.Launch).
+	Launch  int                `json:"launch,omitempty"`
+	Metrics map[string]float64 `json:"metrics"`
 }
 
 // TrialsOf returns the trials of config name, in order.
@@ -164,6 +166,32 @@ type Point struct {
 	Commit    string    `json:"commit"`
 	Value     float64   `json:"value"`
 	Samples   []float64 `json:"samples"`
+	// Launches holds each sample's engine launch (parallel to Samples; nil: one launch).
+	Launches []int `json:"launches,omitempty"`
+}
+
+// LaunchGroups splits the point's samples by launch, in launch order: the unit of the
+// between-launch variation (a run of one launch is one group).
+func (p Point) LaunchGroups() [][]float64 {
+	if len(p.Samples) == 0 {
+		return nil
+	}
+	if len(p.Launches) != len(p.Samples) {
+		return [][]float64{append([]float64(nil), p.Samples...)}
+	}
+	idx := map[int]int{}
+	var out [][]float64
+	for i, v := range p.Samples {
+		l := p.Launches[i]
+		j, ok := idx[l]
+		if !ok {
+			j = len(out)
+			idx[l] = j
+			out = append(out, nil)
+		}
+		out[j] = append(out[j], v)
+	}
+	return out
 }
 
 // Series is a series' points in run order (time, then id).

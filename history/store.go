@@ -354,15 +354,15 @@ func (s *Store) Append(ctx context.Context, rows *Rows) (id int64, added bool, e
 
 // insertTrials writes the trials in multi-row INSERTs.
 func (s *Store) insertTrials(ctx context.Context, tx *sql.Tx, id int64, trials []TrialRow) error {
-	const perStmt = 150 // 6 parameters a row; well under both backends' parameter limits
+	const perStmt = 150 // 7 parameters a row; well under both backends' parameter limits
 	var args []any
 	rows := 0
 	flush := func() error {
 		if rows == 0 {
 			return nil
 		}
-		q := "INSERT INTO trials (run_id, config, workload, trial_index, metric, value) VALUES " +
-			strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?, ?), ", rows), ", ")
+		q := "INSERT INTO trials (run_id, config, workload, trial_index, launch, metric, value) VALUES " +
+			strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?, ?, ?), ", rows), ", ")
 		if _, err := tx.ExecContext(ctx, s.q(q), args...); err != nil {
 			return s.unavailable("storing trials", err)
 		}
@@ -375,7 +375,7 @@ func (s *Store) insertTrials(ctx context.Context, tx *sql.Tx, id int64, trials [
 			if math.IsNaN(v) || math.IsInf(v, 0) {
 				continue
 			}
-			args = append(args, id, t.Config, t.Workload, t.Index, k, v)
+			args = append(args, id, t.Config, t.Workload, t.Index, t.Launch, k, v)
 			rows++
 			if rows == perStmt {
 				if err := flush(); err != nil {
@@ -488,23 +488,23 @@ func (s *Store) Rows(ctx context.Context, id int64) (*Rows, error) {
 		}
 	}
 	erow.Close()
-	trow, err := s.db.QueryContext(ctx, s.q("SELECT config, workload, trial_index, metric, value FROM trials WHERE run_id = ? ORDER BY config, workload, trial_index"), id)
+	trow, err := s.db.QueryContext(ctx, s.q("SELECT config, workload, trial_index, launch, metric, value FROM trials WHERE run_id = ? ORDER BY config, workload, trial_index"), id)
 	if err != nil {
 		return nil, s.unavailable("reading trials", err)
 	}
 	defer trow.Close()
 	for trow.Next() {
 		var cfg, w, m string
-		var ti int
+		var ti, launch int
 		var v float64
-		if err := trow.Scan(&cfg, &w, &ti, &m, &v); err != nil {
+		if err := trow.Scan(&cfg, &w, &ti, &launch, &m, &v); err != nil {
 			return nil, s.unavailable("reading trials", err)
 		}
 		if _, ok := idx[cfg]; !ok {
 			continue
 		}
 		if n := len(out.Trials); n == 0 || out.Trials[n-1].Config != cfg || out.Trials[n-1].Workload != w || out.Trials[n-1].Index != ti {
-			out.Trials = append(out.Trials, TrialRow{Config: cfg, Workload: w, Index: ti, Metrics: map[string]float64{}})
+			out.Trials = append(out.Trials, TrialRow{Config: cfg, Workload: w, Index: ti, Launch: launch, Metrics: map[string]float64{}})
 		}
 		out.Trials[len(out.Trials)-1].Metrics[m] = v
 	}
@@ -535,7 +535,7 @@ func (s *Store) Series(ctx context.Context, f Filter) ([]Series, error) {
 		if f.Workload != "" {
 			w2, a2 = append(append([]string{}, where...), "t.workload = ?"), append(append([]any{}, args...), f.Workload)
 		}
-		q := `SELECT r.testbed_key, r.spec_name, t.config, t.workload, t.metric, r.id, r.started_us, r.git_commit, t.value
+		q := `SELECT r.testbed_key, r.spec_name, t.config, t.workload, t.metric, r.id, r.started_us, r.git_commit, t.launch, t.value
 			FROM trials t JOIN runs r ON r.id = t.run_id WHERE ` + strings.Join(w2, " AND ") + `
 			ORDER BY r.testbed_key, r.spec_name, t.config, t.workload, t.metric, r.started_us, r.id, t.trial_index`
 		got, err := s.scanSeries(ctx, q, a2)
@@ -545,7 +545,7 @@ func (s *Store) Series(ctx context.Context, f Filter) ([]Series, error) {
 		out = append(out, got...)
 	}
 	if f.Workload == "" || f.Workload == EngineWorkload {
-		q := `SELECT r.testbed_key, r.spec_name, t.config, '` + EngineWorkload + `', t.key, r.id, r.started_us, r.git_commit, t.value
+		q := `SELECT r.testbed_key, r.spec_name, t.config, '` + EngineWorkload + `', t.key, r.id, r.started_us, r.git_commit, 0, t.value
 			FROM engine_values t JOIN runs r ON r.id = t.run_id WHERE ` + strings.ReplaceAll(strings.Join(where, " AND "), "t.metric", "t.key") + `
 			ORDER BY r.testbed_key, r.spec_name, t.config, t.key, r.started_us, r.id`
 		got, err := s.scanSeries(ctx, q, args)
@@ -570,8 +570,9 @@ func (s *Store) scanSeries(ctx context.Context, q string, args []any) ([]Series,
 		var k SeriesKey
 		var id, st int64
 		var commit string
+		var launch int
 		var v float64
-		if err := rows.Scan(&k.Testbed, &k.Spec, &k.Config, &k.Workload, &k.Metric, &id, &st, &commit, &v); err != nil {
+		if err := rows.Scan(&k.Testbed, &k.Spec, &k.Config, &k.Workload, &k.Metric, &id, &st, &commit, &launch, &v); err != nil {
 			return nil, s.unavailable("reading series", err)
 		}
 		if cur == nil || cur.Key != k {
@@ -583,6 +584,7 @@ func (s *Store) scanSeries(ctx context.Context, q string, args []any) ([]Series,
 		}
 		p := &cur.Points[len(cur.Points)-1]
 		p.Samples = append(p.Samples, v)
+		p.Launches = append(p.Launches, launch)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, s.unavailable("reading series", err)

@@ -117,3 +117,27 @@ func TestCompareNightsScanAndOpen(t *testing.T) {
 		t.Errorf("replay of steady nights opened a regression at %d", got)
 	}
 }
+
+// TestLaunchesAreStored: a run of two launches is read back as two launch groups (the unit of
+// the between-launch variation), and as two launches in Rows.
+func TestLaunchesAreStored(t *testing.T) {
+	backends(t, func(t *testing.T, dsn string) {
+		s := openT(t, dsn)
+		r := sampleRun(0, "abc", 1000)
+		r.Trials[0].Launch, r.Trials[1].Launch, r.Trials[2].Launch = 1, 1, 2
+		if _, _, err := s.Append(ctxT(t), r); err != nil {
+			t.Fatal(err)
+		}
+		ser, err := s.Series(ctxT(t), Filter{Config: "nccl", Workload: "c8", Metric: "output_throughput"})
+		if err != nil || len(ser) != 1 || len(ser[0].Points) != 1 {
+			t.Fatalf("series: %v %+v", err, ser)
+		}
+		if g := ser[0].Points[0].LaunchGroups(); len(g) != 2 || len(g[0]) != 2 || len(g[1]) != 1 {
+			t.Errorf("launch groups %v, want 2 launches of 2 and 1 trials", g)
+		}
+		back, err := s.Rows(ctxT(t), 1)
+		if err != nil || back.Trials[2].Launch != 2 {
+			t.Errorf("rows: %v %+v", err, back)
+		}
+	})
+}
