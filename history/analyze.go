@@ -111,6 +111,8 @@ type Window struct {
 	// measures the series' between-launch variation. Groups[:OpenFrom] is the reference and
 	// Groups[OpenFrom:] the runs since the open regression (OpenFrom = len(Groups) when none).
 	Groups [][]float64
+	// GroupRun is the run (its index among the window's runs) of each group.
+	GroupRun []int
 	// OpenFrom is where the runs since Open begin in Groups.
 	OpenFrom int
 	// Runs is how many reference runs the window holds; Total how many the series has.
@@ -253,10 +255,15 @@ func windowOf(full *Series, acc *Acceptance, minRuns, maxRuns int, o Options, st
 	}
 	w := &Window{Key: full.Key, Runs: len(ref), Total: len(full.Points), From: ref[0], To: ref[len(ref)-1], Since: since, Open: open, OpenPrev: openPrev,
 		Accepted: acc, Last: sr.Points[len(sr.Points)-1]}
+	run := 0
 	add := func(pts []Point) {
 		for _, p := range pts {
 			w.Samples = append(w.Samples, p.Samples...)
-			w.Groups = append(w.Groups, p.LaunchGroups()...)
+			for _, g := range p.LaunchGroups() {
+				w.Groups = append(w.Groups, g)
+				w.GroupRun = append(w.GroupRun, run)
+			}
+			run++
 		}
 	}
 	add(ref)

@@ -30,6 +30,8 @@ type HistoryWindow struct {
 	// runs since an open regression (none when OpenFrom == len(Groups)).
 	Groups   [][]float64
 	OpenFrom int
+	// GroupRun is the run of each group (nil: each group its own run).
+	GroupRun []int
 	// Open names the open regression's change point ("" when none), OpenCommit its first
 	// run's commit.
 	Open, OpenCommit string
@@ -98,10 +100,13 @@ func (fw *framework) historyGroups(c *spec.Check) [][]float64 {
 	return [][]float64{w.Samples}
 }
 
-// historyLaunches returns the runs of the check's config in the history since its last change
-// point, each a launch, for the between-launch variation of a check not judged against history
-// (nil when the store has none or fails: the check then uses another source).
-func (fw *framework) historyLaunches(c *spec.Check) ([][]float64, string) {
+// historyNoise is the between-launch variation of config's series (the check's workload and
+// metric) in the history, for a check not judged against history: where the stored runs have
+// several launches, the spread of launch means within each run, pooled over runs (a level that
+// moves between runs, a pre-merge's base commit, does not count as noise); else the spread of
+// the one-launch runs of the current level (its reference). ok is false when the store has no
+// such series or fails: the check then uses another source.
+func (fw *framework) historyNoise(c *spec.Check, config string) (gate.NoiseEstimate, string, bool) {
 	p := c.Stat()
 	ctx := fw.ctx
 	if ctx == nil {
@@ -109,11 +114,42 @@ func (fw *framework) historyLaunches(c *spec.Check) ([][]float64, string) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, historyTimeout)
 	defer cancel()
-	w, err := fw.opts.History.Window(ctx, HistoryQuery{Testbed: fw.testbedKey, Spec: fw.spec.Name, Config: p.Config, Workload: p.Workload, Metric: p.Metric, MinRuns: gate.MinLaunchesToMeasure})
+	w, err := fw.opts.History.Window(ctx, HistoryQuery{Testbed: fw.testbedKey, Spec: fw.spec.Name, Config: config, Workload: p.Workload, Metric: p.Metric,
+		MinRuns: 1, Stat: fw.statOptions(c)})
 	if err != nil || w == nil {
-		return nil, ""
+		return gate.NoiseEstimate{}, "", false
 	}
-	return w.Groups, w.Describe
+	ref := w.Groups
+	if w.OpenFrom > 0 && w.OpenFrom <= len(ref) {
+		ref = ref[:w.OpenFrom]
+	}
+	byRun := map[int][][]float64{}
+	multi := false
+	for i, g := range ref {
+		r := i
+		if i < len(w.GroupRun) {
+			r = w.GroupRun[i]
+		}
+		byRun[r] = append(byRun[r], g)
+		multi = multi || len(byRun[r]) > 1
+	}
+	if multi {
+		var es []gate.NoiseEstimate
+		for _, gs := range byRun {
+			if len(gs) > 1 {
+				es = append(es, gate.EstimateNoise(gs))
+			}
+		}
+		n, ok := gate.PoolNoise("", es...)
+		if !ok {
+			return gate.NoiseEstimate{}, "", false
+		}
+		return gate.NoiseEstimate{BetweenCV: n.CV, BetweenDF: int(n.DF)}, fmt.Sprintf("%s: launches within each of %d runs", config, len(es)), true
+	}
+	if len(ref) < gate.MinLaunchesToMeasure {
+		return gate.NoiseEstimate{}, "", false
+	}
+	return gate.EstimateNoise(ref), fmt.Sprintf("%s: %d one-launch runs", config, len(ref)), true
 }
 
 // annotateHistory adds the window to a verdict against history, and names a regression at

@@ -208,10 +208,12 @@ func (fw *framework) computeStats() {
 	gate.Holm(family, 0)
 }
 
-// betweenLaunch is the between-launch variation a check uses when neither of its sides has
-// several launches: measured by a baseline recorded with launches >= 2 of the check's configs
-// (pooled), else by the history of the check's config (its runs since the last change point,
-// each a launch), else the testbed's prior. A check whose own launches measure it ignores this.
+// betweenLaunch is the between-launch variation a check learns from outside its own launches
+// (docs/statistics.md, "Variance learned once"): measured by a baseline recorded with launches >=
+// 2 of the check's configs (not for a check against that baseline, whose launches are its base
+// side) and by the history of the check's configs (historyNoise), pooled with their degrees of
+// freedom; else the testbed's prior, which says so. A check whose own launches measure the
+// variation pools this with them (gate.CompareLaunches); one whose launches do not uses it alone.
 func (fw *framework) betweenLaunch(c *spec.Check, prior gate.LaunchNoise) gate.LaunchNoise {
 	p := c.Stat()
 	cfgs := []string{p.Config}
@@ -221,6 +223,9 @@ func (fw *framework) betweenLaunch(c *spec.Check, prior gate.LaunchNoise) gate.L
 	var es []gate.NoiseEstimate
 	var from []string
 	for _, name := range cfgs {
+		if p.Against == spec.AgainstBaseline {
+			break
+		}
 		b := fw.baseline
 		if cs := fw.configs[name]; cs != nil && (cs.baseline != nil || cs.baselineErr != nil) {
 			b = cs.baseline
@@ -230,18 +235,19 @@ func (fw *framework) betweenLaunch(c *spec.Check, prior gate.LaunchNoise) gate.L
 		}
 		if g := b.LaunchGroups(name, p.Workload, p.Metric); len(g) >= 2 {
 			es = append(es, gate.EstimateNoise(g))
-			from = append(from, fmt.Sprintf("%s's %d launches", name, len(g)))
+			from = append(from, fmt.Sprintf("the baseline's %d launches of %s", len(g), name))
 		}
-	}
-	if n, ok := gate.PoolNoise("measured by the baseline ("+strings.Join(from, ", ")+")", es...); ok {
-		return n
 	}
 	if fw.opts.History != nil && p.Against != spec.AgainstHistory {
-		if g, desc := fw.historyLaunches(c); len(g) >= 2 {
-			if n, ok := gate.PoolNoise("measured by the history of "+p.Config+" ("+desc+")", gate.EstimateNoise(g)); ok {
-				return n
+		for _, name := range cfgs {
+			if e, desc, ok := fw.historyNoise(c, name); ok {
+				es = append(es, e)
+				from = append(from, "the history of "+desc)
 			}
 		}
+	}
+	if n, ok := gate.PoolNoise("measured by "+strings.Join(from, ", "), es...); ok {
+		return n
 	}
 	return prior
 }

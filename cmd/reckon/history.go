@@ -129,7 +129,7 @@ func (h *historySource) Window(ctx context.Context, q suites.HistoryQuery) (*sui
 	if err != nil {
 		return nil, err
 	}
-	hw := &suites.HistoryWindow{Samples: w.Samples, Groups: w.Groups, OpenFrom: w.OpenFrom, Runs: w.Runs, Describe: w.Describe(), LastCommit: w.Last.Commit}
+	hw := &suites.HistoryWindow{Samples: w.Samples, Groups: w.Groups, GroupRun: w.GroupRun, OpenFrom: w.OpenFrom, Runs: w.Runs, Describe: w.Describe(), LastCommit: w.Last.Commit}
 	if w.Open != nil {
 		hw.Open = w.OpenSince()
 		hw.OpenCommit = w.Open.Commit
