@@ -91,6 +91,10 @@ func planCheck(s *spec.Spec, c *spec.Check, b *gate.Baseline, prior gate.LaunchN
 	if p.MinEffect > 0 {
 		opts.MinEffect = p.MinEffect
 	}
+	if p.Power > 0 {
+		opts.Power = p.Power
+	}
+	opts.Detect = p.Test == spec.TestDetect
 	k, n := 1, 5
 	if w, ok := s.Workload(p.Workload); ok {
 		k, n = max(1, w.Launches), max(1, w.Trials)
