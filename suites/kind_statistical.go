@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/reckon-ci/reckon/gate"
 	"github.com/reckon-ci/reckon/spec"
@@ -88,6 +89,7 @@ func (fw *framework) statVerdict(c *spec.Check) gate.Verdict {
 		return errVerdict(c, p.Config, err)
 	}
 	st := fw.stats[c.Name]
+	fw.costPlan(c, st)
 	v := st.Verdict(c.Name, p.Config, p.Vs())
 	fw.annotateHistory(c, &v)
 	if n := fw.launchNotes[c.Name]; n != nil {
@@ -250,4 +252,61 @@ func (fw *framework) betweenLaunch(c *spec.Check, prior gate.LaunchNoise) gate.L
 		return n
 	}
 	return prior
+}
+
+// costPlan adds to an undecided verdict's one next step what it costs: the planned launches x
+// trials per side in wall time, from this run's launch (launch and readiness) and trial
+// (duration) times of the check's configs, and whether it fits the run's --timeout.
+func (fw *framework) costPlan(c *spec.Check, st *gate.StatResult) {
+	if st == nil || st.Outcome != gate.Undecided || st.Launch == nil || st.Launch.Plan == nil || st.Launch.Plan.Launches <= 0 ||
+		strings.Contains(st.Launch.Decide, "wall time") {
+		return
+	}
+	p := c.Stat()
+	cfgs := []string{p.Config}
+	if p.Against == spec.AgainstConfig {
+		cfgs = append(cfgs, p.AgainstConfig)
+	}
+	var launchS, trialS []float64
+	fw.mu.Lock()
+	for _, ch := range fw.run.Checks {
+		for _, name := range cfgs {
+			if strings.HasPrefix(ch.Name, name+": launch and readiness") && ch.Duration > 0 {
+				launchS = append(launchS, ch.Duration.Seconds())
+			}
+		}
+	}
+	fw.mu.Unlock()
+	for _, name := range cfgs {
+		if cs := fw.configs[name]; cs != nil {
+			trialS = append(trialS, metricSamples(cs.trials[p.Workload], "duration")...)
+		}
+	}
+	if len(launchS) == 0 || len(trialS) == 0 {
+		return
+	}
+	mean := func(xs []float64) float64 {
+		t := 0.0
+		for _, x := range xs {
+			t += x
+		}
+		return t / float64(len(xs))
+	}
+	plan := st.Launch.Plan
+	perSide := time.Duration(float64(plan.Launches) * (mean(launchS) + float64(plan.Trials)*mean(trialS)) * float64(time.Second))
+	sides := 2
+	if p.Against != spec.AgainstConfig {
+		sides = 1 // the base side is stored (baseline or history)
+	}
+	total := perSide * time.Duration(sides)
+	cost := fmt.Sprintf("; about %s of wall time (%d side(s) x %d launch(es) of %.0f s + %d trials of %.0f s, this run's times)",
+		total.Round(time.Minute/10), sides, plan.Launches, mean(launchS), plan.Trials, mean(trialS))
+	if t := fw.opts.Timeout; t > 0 {
+		if total <= t {
+			cost += fmt.Sprintf(", within --timeout %s", t)
+		} else {
+			cost += fmt.Sprintf(", more than --timeout %s allows", t)
+		}
+	}
+	st.Launch.Decide += cost
 }
