@@ -154,7 +154,7 @@ Over each series (testbed, spec, config, workload, metric) it finds change point
 means and a t-test significance (docs/history.md).`,
 	}
 	cmd.PersistentFlags().StringVar(&dsn, "history", "", "results store: a file path, sqlite://PATH or postgres://... (default $RECKON_HISTORY)")
-	cmd.AddCommand(newHistoryAddCmd(&dsn), newHistoryAnalyzeCmd(&dsn), newHistoryReportCmd(&dsn), newHistoryBetweenCmd(&dsn))
+	cmd.AddCommand(newHistoryAddCmd(&dsn), newHistoryAnalyzeCmd(&dsn), newHistoryReportCmd(&dsn), newHistoryBetweenCmd(&dsn), newHistoryAcceptCmd(&dsn))
 	return cmd
 }
 
