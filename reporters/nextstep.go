@@ -20,7 +20,7 @@ func NextStep(c *gate.Check) string {
 	}
 	switch c.Outcome {
 	case "no_baseline":
-		return "record a baseline on this testbed (reckon baseline record --spec SPEC), or judge against another config"
+		return "record a baseline on this testbed (reckon baseline record --from out/results.json), or judge against another config"
 	case gate.OutcomePartial:
 		return "widen --label-filter to select the configs this check compares"
 	case "inconclusive":
