@@ -116,4 +116,3 @@ func TestEveryReportKeepsTheFix(t *testing.T) {
 
 // sanitizeForMD is the fix as summary.md escapes it.
 func sanitizeForMD(s string) string { return mdEscape(s) }
-
