@@ -119,7 +119,7 @@ func WriteHTML(w io.Writer, r *gate.Run) error {
 
 func buildPage(r *gate.Run) *htmlPage {
 	checks := r.EffectiveChecks()
-	n := gate.CountChecks(checks)
+	n := r.Count() // the one count: the closing line and every report use it
 	p := &htmlPage{Title: "reckon: " + cleanText(r.SpecName), Counts: n, Interrupted: r.Interrupted, InterruptReason: cleanText(r.InterruptReason)}
 	p.Verdict, p.VerdictClass = htmlVerdict(r)
 	for _, c := range gate.UndecidedChecks(checks) {

@@ -46,7 +46,7 @@ func WriteMarkdownLimit(w io.Writer, r *gate.Run, maxBytes int) error {
 
 func renderMarkdown(r *gate.Run, maxBytes int) string {
 	checks := r.EffectiveChecks()
-	n := gate.CountChecks(checks)
+	n := r.Count() // the one count: the closing line and every report use it
 	var head strings.Builder
 	mdHeadline(&head, r, n)
 	mdWarnings(&head, r, checks, n)

@@ -115,7 +115,7 @@ func renderTerminal(r *gate.Run, opts TerminalOptions) string {
 		maxFail = termDefaultFail
 	}
 	checks := r.EffectiveChecks()
-	n := gate.CountChecks(checks)
+	n := r.Count() // the one count: the closing line and every report use it
 	termHeader(t, r, n)
 	termFailures(t, r, checks, maxFail)
 	termUndecidedChecks(t, r, checks)
