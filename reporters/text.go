@@ -36,7 +36,11 @@ func oneLine(s string, maxRunes int) string {
 // thirds of maxRunes, and always the last one, unless that one alone is longer than 2*maxRunes
 // runes (engine text, not a sentence of ours), which keeps its last maxRunes/2 runes. Every
 // report shortens verdicts through it.
-func fitMessage(s string, maxRunes int) string {
+func fitMessage(s string, maxRunes int) string { return FitMessage(s, maxRunes) }
+
+// FitMessage is fitMessage for the commands that quote a verdict outside the reports (reckon
+// baseline record's refusal): one way of shortening a verdict, the fix kept whole.
+func FitMessage(s string, maxRunes int) string {
 	s = strings.Join(strings.Fields(cleanText(s)), " ")
 	r := []rune(s)
 	if len(r) <= maxRunes {
