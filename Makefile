@@ -5,9 +5,12 @@ BIN     := bin
 OUT     ?= out
 SPEC    ?= fixtures/specs/default.yaml
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+# The one home of the build's -ldflags: `make build` uses it, and `make test` hands it to the
+# suites' TestMain (RECKON_LDFLAGS), which rebuilds bin/reckon and bin/refengine with it; a plain
+# `go test ./suites/` asks `make -s ldflags` for the same value.
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: all build gate test fuzz bench lint clean templates-e2e
+.PHONY: all build gate test fuzz bench lint clean templates-e2e ldflags
 
 all: build
 
@@ -27,7 +30,11 @@ gate: build
 test:
 	$(GO) vet ./...
 	$(GO) test -timeout 30m $$($(GO) list ./... | grep -v '/suites$$')
-	$(GO) test -timeout 30m ./suites/
+	RECKON_LDFLAGS='$(LDFLAGS)' $(GO) test -timeout 30m ./suites/
+
+# Prints the -ldflags of `make build` (the suites' TestMain builds bin/ with it).
+ldflags:
+	@echo '$(LDFLAGS)'
 
 # A short fuzz run of every reader of untrusted input (issue 25): the spec loader, each
 # importer, the results and baseline readers, merge's shard verification and the sanitisers.

@@ -4,7 +4,7 @@ package reporters
 // protocol with chromedp, loads report.html of a green, a red, a pre-merge A/B and an interrupted
 // run, the history page with a change point, and the terminal report (its ANSI colours rendered),
 // at 1280x900. It checks that no script threw or logged an error, that the verdict and the first
-// failure lie within the first 900 px, that every chart's SVG drew something, and (history) that
+// failure lie within the first 900 px, that the page does not scroll sideways at 1280 px, that every chart's SVG drew something, and (history) that
 // the change point's link reaches its chart and the filter box filters. Screenshots go to
 // out/screenshots/ (RECKON_SCREENSHOTS overrides; RECKON_UPDATE_SCREENSHOTS=1 writes docs/img/,
 // which docs/reports.md shows). Without a browser the test skips, saying why, unless
@@ -108,7 +108,7 @@ func TestReportsInABrowser(t *testing.T) {
 			tctx, cancel := chromedp.NewContext(ctx)
 			defer cancel()
 			probs := watch(tctx)
-			var verdictBottom, failBottom float64
+			var verdictBottom, failBottom, pageWidth float64
 			var charts []chartDrawn
 			var png []byte
 			err := chromedp.Run(tctx,
@@ -118,6 +118,7 @@ func TestReportsInABrowser(t *testing.T) {
 				chromedp.Evaluate(`document.getElementById("verdict").getBoundingClientRect().bottom`, &verdictBottom),
 				chromedp.Evaluate(`(function(){var f=document.querySelector("#failures .failure, #interrupted");return f?f.getBoundingClientRect().bottom:0})()`, &failBottom),
 				chromedp.Evaluate(chartsJS, &charts),
+				chromedp.Evaluate(`document.documentElement.scrollWidth`, &pageWidth),
 				chromedp.CaptureScreenshot(&png),
 			)
 			if err != nil {
@@ -126,6 +127,9 @@ func TestReportsInABrowser(t *testing.T) {
 			probs.check(t)
 			if verdictBottom <= 0 || verdictBottom > 900 {
 				t.Errorf("verdict ends at %.0f px: not within the first 900 px", verdictBottom)
+			}
+			if pageWidth > 1280 {
+				t.Errorf("the page is %.0f px wide: it scrolls sideways at 1280 px", pageWidth)
 			}
 			if !pg.run.Green() && (failBottom <= 0 || failBottom > 900) {
 				t.Errorf("first failure ends at %.0f px: not within the first 900 px", failBottom)

@@ -49,7 +49,7 @@ func Explain(r *gate.Run, c *gate.Check) string {
 			parts = append(parts, "allreduce "+ar)
 		}
 		if why := str(cfg.Engine, keyARDisabled); why != "" {
-			parts = append(parts, "custom allreduce disabled: "+oneLine(why, 160))
+			parts = append(parts, "custom allreduce disabled: "+fitMessage(why, 160))
 		}
 		return strings.Join(parts, "; ")
 	}
@@ -68,7 +68,7 @@ func Explain(r *gate.Run, c *gate.Check) string {
 			parts = append(parts, fmt.Sprintf("allreduce %s (%s: %s)", a, refName, b))
 		}
 		if why := str(cfg.Engine, keyARDisabled); why != "" {
-			parts = append(parts, "custom allreduce disabled: "+oneLine(why, 160))
+			parts = append(parts, "custom allreduce disabled: "+fitMessage(why, 160))
 		}
 	}
 	if ref.cfg != nil {

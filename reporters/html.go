@@ -119,7 +119,7 @@ func WriteHTML(w io.Writer, r *gate.Run) error {
 
 func buildPage(r *gate.Run) *htmlPage {
 	checks := r.EffectiveChecks()
-	n := gate.CountChecks(checks)
+	n := r.Count() // the one count: the closing line and every report use it
 	p := &htmlPage{Title: "reckon: " + cleanText(r.SpecName), Counts: n, Interrupted: r.Interrupted, InterruptReason: cleanText(r.InterruptReason)}
 	p.Verdict, p.VerdictClass = htmlVerdict(r)
 	for _, c := range gate.UndecidedChecks(checks) {
@@ -319,9 +319,9 @@ func isUndecided(c *gate.Check) bool {
 func htmlCheckOf(r *gate.Run, c *gate.Check) htmlCheck {
 	h := htmlCheck{
 		Icon: htmlStatus(c), Class: htmlClass(c), Config: cleanText(c.Config), Name: cleanText(c.Name),
-		Kind: cleanText(c.Kind), Message: oneLine(c.Message, 1000), Explanation: oneLine(explanation(r, c), 2000),
+		Kind: cleanText(c.Kind), Message: fitMessage(c.Message, 1000), Explanation: fitMessage(explanation(r, c), 2000),
 		Details: clip(cleanText(c.Details), htmlBodyBytes), Outcome: cleanText(outcomeText(c)),
-		Next: oneLine(NextStep(c), 400),
+		Next: fitMessage(NextStep(c), 400),
 	}
 	if h.Config == "" {
 		h.Config = CrossConfig
@@ -369,9 +369,12 @@ h1{font-size:22px;margin:0 0 6px}h2{font-size:18px;margin:28px 0 10px}h3{font-si
 .counts span{margin-right:14px}
 .pill{display:inline-block;padding:0 6px;border-radius:3px;font-size:11px;font-weight:700;color:#fff;background:#777}
 .pill.passed{background:#00845f}.pill.failed{background:#c0392b}.pill.error{background:#b7791f}.pill.skipped{background:#8a8a8a}.pill.undecided{background:#6d5cae}.muted{color:#666}
+.tablewrap{max-width:100%;overflow-x:auto}
 table{border-collapse:collapse;width:100%;background:#fff;margin:6px 0 12px;font-size:13px}
-th,td{border:1px solid #dde1e6;padding:4px 8px;text-align:left;vertical-align:top}
-th{background:#eef1f4;font-weight:600}td.num{text-align:right;font-variant-numeric:tabular-nums}
+th,td{border:1px solid #dde1e6;padding:4px 8px;text-align:left;vertical-align:top;overflow-wrap:anywhere}
+td code{white-space:normal;overflow-wrap:anywhere}
+th{background:#eef1f4;font-weight:600}td.num{text-align:right;font-variant-numeric:tabular-nums;overflow-wrap:normal}
+table.configs td:first-child{min-width:9em;max-width:24em}
 tr.failed td{background:#fdecea}tr.error td{background:#fff4e5}tr.skipped td{color:#666}
 .failure{background:#fff;border-left:4px solid #c0392b;padding:8px 12px;margin:8px 0}
 .failure.error{border-left-color:#b7791f}.failure.undecided{border-left-color:#6d5cae}
@@ -402,7 +405,7 @@ dl.meta dt{color:#666}dl.meta dd{margin:0;word-break:break-all}
 </div>
 {{end}}</section>{{end}}
 {{if .Undecided}}<section id="undecided" class="failure undecided"><b>{{len .Undecided}} {{if eq (len .Undecided) 1}}check{{else}}checks{{end}} decided nothing</b> and count neither as passed nor failed (<code>--strict</code> fails them):<ul>{{range .Undecided}}<li><span class="pill undecided">UNDECIDED</span> <b>{{.Config}}</b> · <code>{{.Name}}</code> ({{.Outcome}}): {{.Message}}{{if .Next}}<div class="next"><b>Next step:</b> {{.Next}}</div>{{end}}</li>{{end}}</ul></section>{{end}}
-<details><summary>gate.Run and testbed</summary><dl class="meta">{{range .Meta}}<dt>{{index . 0}}</dt><dd>{{index . 1}}</dd>{{end}}</dl></details>
+<details><summary>run and testbed</summary><dl class="meta">{{range .Meta}}<dt>{{index . 0}}</dt><dd>{{index . 1}}</dd>{{end}}</dl></details>
 
 {{if .Charts}}<h2>Charts</h2>
 {{range .Charts}}<div class="chart" data-chart="{{.Title}}"><h3>{{.Title}}</h3>
@@ -418,15 +421,15 @@ dl.meta dt{color:#666}dl.meta dd{margin:0;word-break:break-all}
 {{end}}{{end}}
 
 {{if .Configs}}<h2>Configs</h2>
-<table><tr><th>config</th><th>launches</th><th>allreduce</th><th>KV tokens</th><th>KV GiB</th>{{range .MemCols}}<th>{{.}}</th>{{end}}<th>output tok/s (median)</th><th>peak GPU MiB</th><th>throughput vs comparison (CI)</th><th>equivalence</th></tr>
+<div class="tablewrap"><table class="configs"><tr><th>config</th><th>launches</th><th>allreduce</th><th>KV tokens</th><th>KV GiB</th>{{range .MemCols}}<th>{{.}}</th>{{end}}<th>output tok/s (median)</th><th>peak GPU MiB</th><th>throughput vs comparison (CI)</th><th>equivalence</th></tr>
 {{range .Configs}}<tr{{if .LaunchError}} class="error"{{end}}><td><b>{{.Name}}</b>{{if .Args}}<br><code class="muted">{{.Args}}</code>{{end}}{{if .LaunchError}}<br><span class="pill error">LAUNCH FAILED</span> {{.LaunchError}}{{end}}</td><td class="num">{{.Launches}}</td><td>{{.Allreduce}}</td><td class="num">{{.KVTokens}}</td><td class="num">{{.KVGiB}}</td>{{range .Mem}}<td class="num">{{.}}</td>{{end}}<td class="num">{{.Throughput}}</td><td class="num">{{.Peak}}</td><td>{{range .VsComparison}}<div><span class="pill {{.Class}}">{{.Status}}</span> {{.Text}}</div>{{end}}</td><td>{{range .Equivalence}}<div><span class="pill {{.Class}}">{{.Status}}</span> {{.Text}}</div>{{end}}</td></tr>
-{{end}}</table>{{end}}
+{{end}}</table></div>{{end}}
 
 <h2>Checks</h2>
 {{range .Groups}}<h3>{{.Title}}</h3>
-<table><tr><th></th><th>check</th><th>kind</th><th>verdict</th><th>base → head</th><th>Δ</th><th>CI</th><th>p</th><th>time</th></tr>
+<div class="tablewrap"><table><tr><th></th><th>check</th><th>kind</th><th>verdict</th><th>base → head</th><th>Δ</th><th>CI</th><th>p</th><th>time</th></tr>
 {{range .Checks}}<tr class="{{.Class}}"><td><span class="pill {{.Class}}">{{.Icon}}</span></td><td><code>{{.Name}}</code></td><td>{{.Kind}}</td><td>{{.Message}}{{if .Next}}<div class="next"><b>Next step:</b> {{.Next}}</div>{{end}}{{if .Explanation}}<div class="expl"><b>Why:</b> {{.Explanation}}</div>{{end}}{{if .Details}}<details><summary>details</summary><pre>{{.Details}}</pre></details>{{end}}</td><td class="num">{{.Medians}}{{with .Spark}}<br><svg xmlns="http://www.w3.org/2000/svg" width="80" height="18" viewBox="0 0 80 18" role="img" aria-label="history"><title>{{.Tip}}</title><polyline points="{{.Points}}" fill="none" stroke="#4c78a8" stroke-width="1.2"/><circle cx="{{n .LastX}}" cy="{{n .LastY}}" r="2.5" fill="#f28e2b"/></svg>{{end}}</td><td class="num">{{.Delta}}</td><td>{{.CI}}</td><td class="num">{{.P}}</td><td class="num">{{.Duration}}</td></tr>
-{{end}}</table>
+{{end}}</table></div>
 {{end}}
 <p class="muted">Generated by reckon{{if .Generated}} at {{.Generated}}{{end}}. Lossless data: results.json; CI view: junit.xml.</p>
 </main></body>

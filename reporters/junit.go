@@ -334,7 +334,7 @@ func testcase(r *gate.Run, c *gate.Check, classname string) xTestcase {
 	}
 	expl := cleanText(explanation(r, c))
 	details := cleanText(c.Details)
-	msg := oneLine(c.Message, junitMessageRunes)
+	msg := fitMessage(c.Message, junitMessageRunes)
 	switch c.EffectiveStatus() {
 	case gate.StatusFailed:
 		if msg == "" {
@@ -455,7 +455,7 @@ func configProperties(c *gate.Config) []xProperty {
 	add := props.add
 	add("config", c.Name)
 	add("launches", strconv.Itoa(c.Launches))
-	add("launch_error", oneLine(c.LaunchError, junitMessageRunes))
+	add("launch_error", fitMessage(c.LaunchError, junitMessageRunes))
 	add("log_path", c.LogPath)
 	add("args", strings.Join(c.Args, " "))
 	add("engine_version", c.EngineVersion)

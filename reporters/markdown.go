@@ -46,7 +46,7 @@ func WriteMarkdownLimit(w io.Writer, r *gate.Run, maxBytes int) error {
 
 func renderMarkdown(r *gate.Run, maxBytes int) string {
 	checks := r.EffectiveChecks()
-	n := gate.CountChecks(checks)
+	n := r.Count() // the one count: the closing line and every report use it
 	var head strings.Builder
 	mdHeadline(&head, r, n)
 	mdWarnings(&head, r, checks, n)
@@ -139,9 +139,9 @@ func mdWarnings(head *strings.Builder, r *gate.Run, checks []gate.Check, n gate.
 		}
 		next := ""
 		if n := NextStep(c); n != "" {
-			next = " Next step: " + mdEscape(oneLine(n, mdVerdictLen))
+			next = " Next step: " + mdEscape(fitMessage(n, mdVerdictLen))
 		}
-		fmt.Fprintf(head, "> - `%s` (%s): %s.%s\n", mdCodeText(c.Name), mdEscape(outcomeText(c)), mdEscape(strings.TrimSuffix(oneLine(c.Message, mdVerdictLen), ".")), next)
+		fmt.Fprintf(head, "> - `%s` (%s): %s.%s\n", mdCodeText(c.Name), mdEscape(outcomeText(c)), mdEscape(strings.TrimSuffix(fitMessage(c.Message, mdVerdictLen), ".")), next)
 	}
 	head.WriteString("\n")
 }
@@ -193,13 +193,13 @@ func mdFailure(r *gate.Run, c *gate.Check) string {
 	if where == "" {
 		where = CrossConfig
 	}
-	msg := oneLine(c.Message, mdVerdictLen)
+	msg := fitMessage(c.Message, mdVerdictLen)
 	if msg == "" {
 		msg = c.Kind + " check failed"
 	}
 	fmt.Fprintf(&b, "- %s **%s** · `%s`%s: %s\n", icon, mdEscape(where), mdCodeText(c.Name), what, mdEscape(msg))
 	if e := explanation(r, c); e != "" {
-		fmt.Fprintf(&b, "  - %s\n", mdEscape(oneLine(e, 2*mdVerdictLen)))
+		fmt.Fprintf(&b, "  - %s\n", mdEscape(fitMessage(e, 2*mdVerdictLen)))
 	}
 	if c.EffectiveStatus() == gate.StatusError {
 		tail := ""
@@ -303,11 +303,11 @@ func mdCheckTable(r *gate.Run, g *suiteGroup) string {
 		if pValue(c) != nil {
 			p = fmt.Sprintf("%.3g", *pValue(c))
 		}
-		verdict := oneLine(c.Message, mdCellRunes)
+		verdict := fitMessage(c.Message, mdCellRunes)
 		if baseMedian(c) != nil && headMedian(c) != nil {
 			verdict += fmt.Sprintf(" (%s → %s)", num.Format(*baseMedian(c)), num.Format(*headMedian(c)))
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", statusIcon(c), mdCell(c.Name), mdCell(c.Kind), mdCell(verdict), delta, ci, p)
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", statusIcon(c), mdCell(c.Name), mdCell(c.Kind), mdEscape(verdict), delta, ci, p)
 	}
 	b.WriteString("\n")
 	return b.String()

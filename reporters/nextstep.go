@@ -20,7 +20,7 @@ func NextStep(c *gate.Check) string {
 	}
 	switch c.Outcome {
 	case "no_baseline":
-		return "record a baseline on this testbed (reckon baseline record --spec SPEC), or judge against another config"
+		return "record a baseline on this testbed (reckon baseline record --from out/results.json), or judge against another config"
 	case gate.OutcomePartial:
 		return "widen --label-filter to select the configs this check compares"
 	case "inconclusive":
@@ -32,7 +32,7 @@ func NextStep(c *gate.Check) string {
 	s := c.Stat
 	if s == nil {
 		if msg := strings.TrimSpace(c.Details); strings.Contains(msg, "more trial") {
-			return oneLine(msg, 200)
+			return fitMessage(msg, 200)
 		}
 		return "run more trials of its workload (the statistics recorded nothing more)"
 	}
@@ -70,7 +70,7 @@ func NextStep(c *gate.Check) string {
 		so = fmt.Sprintf(" (%d per side so far)", have)
 	}
 	if s.Reason != "" {
-		return fmt.Sprintf("run more %s of its workload%s: %s", units, so, oneLine(s.Reason, 200))
+		return fmt.Sprintf("run more %s of its workload%s: %s", units, so, fitMessage(s.Reason, 200))
 	}
 	return fmt.Sprintf("run more %s of its workload%s", units, so)
 }

@@ -21,6 +21,7 @@ type TerminalOptions struct {
 // Per-item limits of the terminal report.
 const (
 	termLineRunes   = 300
+	termWrapCols    = 100 // a verdict's message, why and next step wrap here instead of being cut
 	termDefaultFail = 20
 	termUndecided   = 12
 )
@@ -72,6 +73,41 @@ func (t *termWriter) line(format string, args ...any) {
 	t.b.WriteByte('\n')
 }
 
+// wrapped writes label+text indented by indent, wrapped at termWrapCols columns on spaces (a
+// word longer than a line stays whole); continuation lines are indented under the text. Nothing
+// is cut: the caller has already shortened text with fitMessage, which keeps the fix.
+func (t *termWriter) wrapped(indent, label, text string) {
+	if text == "" {
+		return
+	}
+	for _, l := range wrapWords(text, termWrapCols-len(indent)-len(label)) {
+		t.line("%s%s%s", indent, label, l)
+		label = strings.Repeat(" ", len(label))
+	}
+}
+
+// wrapWords splits text into lines of at most width runes at spaces.
+func wrapWords(text string, width int) []string {
+	width = max(width, 20)
+	var lines []string
+	cur := ""
+	for _, w := range strings.Fields(text) {
+		switch {
+		case cur == "":
+			cur = w
+		case utf8.RuneCountInString(cur)+1+utf8.RuneCountInString(w) <= width:
+			cur += " " + w
+		default:
+			lines = append(lines, cur)
+			cur = w
+		}
+	}
+	if cur != "" {
+		lines = append(lines, cur)
+	}
+	return lines
+}
+
 func renderTerminal(r *gate.Run, opts TerminalOptions) string {
 	t := &termWriter{color: opts.Color}
 	maxFail := opts.MaxFailures
@@ -79,7 +115,7 @@ func renderTerminal(r *gate.Run, opts TerminalOptions) string {
 		maxFail = termDefaultFail
 	}
 	checks := r.EffectiveChecks()
-	n := gate.CountChecks(checks)
+	n := r.Count() // the one count: the closing line and every report use it
 	termHeader(t, r, n)
 	termFailures(t, r, checks, maxFail)
 	termUndecidedChecks(t, r, checks)
@@ -176,11 +212,9 @@ func termUndecidedChecks(t *termWriter, r *gate.Run, checks []gate.Check) {
 			where = CrossConfig
 		}
 		t.line("  %s %s · %s: %s", t.style(ansiYellow, "UNDECIDED"), termText(where, 60), termText(c.Name, 120), termText(outcomeText(c), 40))
-		if msg := termText(c.Message, termLineRunes); msg != "" {
-			t.line("      %s", msg)
-		}
+		t.wrapped("      ", "", fitMessage(c.Message, 2*termLineRunes))
 		if next := NextStep(c); next != "" {
-			t.line("      next: %s", termText(next, termLineRunes))
+			t.wrapped("      ", "next: ", fitMessage(next, 2*termLineRunes))
 		}
 	}
 }
@@ -199,14 +233,14 @@ func termFailure(t *termWriter, r *gate.Run, c *gate.Check) {
 	if where == "" {
 		where = CrossConfig
 	}
-	msg := termText(c.Message, termLineRunes)
+	msg := fitMessage(c.Message, 2*termLineRunes)
 	if msg == "" {
 		msg = termText(c.Kind, 40) + " check failed"
 	}
 	t.line("  %s %s · %s", tag, t.style(ansiBold, termText(where, 60)), termText(c.Name, 120))
-	t.line("      %s", msg)
+	t.wrapped("      ", "", msg)
 	if e := explanation(r, c); e != "" {
-		t.line("      why: %s", termText(e, 2*termLineRunes))
+		t.wrapped("      ", "why: ", fitMessage(e, 2*termLineRunes))
 	}
 	if c.EffectiveStatus() == gate.StatusError {
 		if cfg := r.ConfigNamed(c.Config); cfg != nil {

@@ -28,6 +28,58 @@ func oneLine(s string, maxRunes int) string {
 	return string(r[:maxRunes-1]) + "…"
 }
 
+// fitMessage cleans a verdict's message (or a next step) and folds it onto one line of about
+// maxRunes runes without ever cutting its last clause, where the fix or the next step is ("...
+// (sgl-project/sglang#14046); launch with SGLANG_ENABLE_SPEC_V2=0 or a release that fixed it"):
+// a message too long loses the middle of its detail instead, marked with "…". The tail it keeps
+// is made of whole clauses (split after "; " and ": "): as many of the last ones as fit in two
+// thirds of maxRunes, and always the last one, unless that one alone is longer than 2*maxRunes
+// runes (engine text, not a sentence of ours), which keeps its last maxRunes/2 runes. Every
+// report shortens verdicts through it.
+func fitMessage(s string, maxRunes int) string { return FitMessage(s, maxRunes) }
+
+// FitMessage is fitMessage for the commands that quote a verdict outside the reports (reckon
+// baseline record's refusal): one way of shortening a verdict, the fix kept whole.
+func FitMessage(s string, maxRunes int) string {
+	s = strings.Join(strings.Fields(cleanText(s)), " ")
+	r := []rune(s)
+	if len(r) <= maxRunes {
+		return s
+	}
+	tailRunes := keptTail(s, maxRunes)
+	headRunes := max(maxRunes-tailRunes-3, maxRunes/4)
+	if headRunes+tailRunes+3 >= len(r) {
+		return s
+	}
+	return strings.TrimRight(string(r[:headRunes]), " ") + " … " + strings.TrimLeft(string(r[len(r)-tailRunes:]), " ")
+}
+
+// keptTail is how many runes at the end of s fitMessage keeps whole (see there).
+func keptTail(s string, maxRunes int) int {
+	var starts []int // rune offsets where a clause starts, last clause first
+	rs := []rune(s)
+	for i := len(rs) - 2; i > 0; i-- {
+		if rs[i] == ' ' && (rs[i-1] == ';' || rs[i-1] == ':') {
+			starts = append(starts, i+1)
+		}
+	}
+	if len(starts) == 0 {
+		return maxRunes / 2
+	}
+	last := len(rs) - starts[0]
+	if last > 2*maxRunes {
+		return maxRunes / 2
+	}
+	keep := last
+	for _, st := range starts[1:] {
+		if len(rs)-st > maxRunes*2/3 {
+			break
+		}
+		keep = len(rs) - st
+	}
+	return keep
+}
+
 // clip shortens s to at most maxBytes bytes (on rune boundaries), keeping its head and its tail
 // (where a log's error usually is) and saying how much was cut.
 func clip(s string, maxBytes int) string {

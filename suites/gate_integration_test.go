@@ -33,8 +33,9 @@ func TestMain(m *testing.M) {
 	if testing.Short() {
 		os.Exit(m.Run())
 	}
+	ld := buildLDFlags()
 	for _, b := range []string{"reckon", "refengine"} {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(repoRoot, "bin", b), "./cmd/"+b)
+		cmd := exec.Command("go", "build", "-ldflags", ld, "-o", filepath.Join(repoRoot, "bin", b), "./cmd/"+b)
 		cmd.Dir = repoRoot
 		if out, err := cmd.CombinedOutput(); err != nil {
 			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", b, err, out)
@@ -42,6 +43,22 @@ func TestMain(m *testing.M) {
 		}
 	}
 	os.Exit(m.Run())
+}
+
+// buildLDFlags is the -ldflags that `make build` uses (its one home is the Makefile's LDFLAGS):
+// `make test` passes it in RECKON_LDFLAGS; otherwise `make -s ldflags` prints it. The tests
+// rebuild bin/reckon and bin/refengine, which the user runs afterwards, so a build without it
+// would leave binaries that call themselves "reckon dev".
+func buildLDFlags() string {
+	if ld := strings.TrimSpace(os.Getenv("RECKON_LDFLAGS")); ld != "" {
+		return ld
+	}
+	cmd := exec.Command("make", "-s", "--no-print-directory", "ldflags")
+	cmd.Dir = repoRoot
+	if out, err := cmd.Output(); err == nil {
+		return strings.TrimSpace(string(out))
+	}
+	return ""
 }
 
 type gateRun struct {

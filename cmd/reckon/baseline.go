@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/reckon-ci/reckon/gate"
+	"github.com/reckon-ci/reckon/reporters"
 )
 
 func init() { rootCmd.AddCommand(newBaselineCmd()) }
@@ -131,10 +132,7 @@ func redChecks(run *gate.Run) []string {
 		}
 		switch st := c.EffectiveStatus(); st {
 		case gate.StatusFailed, gate.StatusError:
-			msg := c.Message
-			if len(msg) > 160 {
-				msg = msg[:160] + "..."
-			}
+			msg := reporters.FitMessage(c.Message, 160) // the fix, at its end, stays whole
 			red = append(red, fmt.Sprintf("%q %s (%s)", c.Name, st, msg))
 		}
 	}

@@ -47,8 +47,9 @@ refuse at launch (e.g. an EAGLE top-k above 1 for vLLM) are found before any GPU
 A directory stands for every .yaml and .yml file under it. A valid file prints "OK" with its spec
 name, engine and counts. Paths the run will read (numerics prompts, datasets, probe files, a
 command given as a path) that do not exist relative to the current directory are warned about
-without failing the file: the gate may run elsewhere. Warnings and errors are printed together, in
-file order.
+without failing the file: the gate may run elsewhere. Warnings and errors are printed together,
+sorted by position; an error does not hide the rest of the file: the parts the errors point at are
+left out and the rest is checked on (its warnings, and the errors found only after loading).
 
 --json prints the resolved spec instead: defaults filled in, generated check names, implied expect
 checks, and per config the effective launch settings with the engine's argv (the harness adds
@@ -238,7 +239,9 @@ func plural(n int, what string) string {
 }
 
 // checkSpecFile loads one spec and builds every config's engine command line; its errors and
-// warnings come out together, in file order.
+// warnings come out together, sorted by position. A spec with errors is still checked for
+// everything else (partialSpec): an error never hides the warnings, or the other errors, that the
+// rest of the file has.
 func checkSpecFile(path string) (r specCheckResult) {
 	r.File = path
 	var all spec.ErrorList
@@ -250,15 +253,33 @@ func checkSpecFile(path string) (r specCheckResult) {
 	s, err := spec.Load(path)
 	if err != nil {
 		var list spec.ErrorList
-		if errors.As(err, &list) {
-			all = append(all, list...)
-		} else {
+		if !errors.As(err, &list) {
 			// An unreadable file: the message already names it ("read spec: open x.yaml: ...").
 			all = append(all, &spec.Error{Code: spec.CodeUnreadable, File: path, Msg: err.Error()})
+			return r
+		}
+		all = append(all, list...)
+		if ps, cut := partialSpec(path, list); ps != nil {
+			_, more := checkLoaded(path, ps)
+			for _, d := range more {
+				// "config X is unused" may only mean that the check naming it was cut.
+				unusedConfig := d.Code == spec.CodeUnused && strings.HasPrefix(d.Field, "configs[")
+				if !cut[d.Line] && !sameDiag(all, d) && !unusedConfig {
+					all = append(all, d)
+				}
+			}
 		}
 		return r
 	}
 	r.Spec = s
+	r.Launches, all = checkLoaded(path, s)
+	return r
+}
+
+// checkLoaded is what spec check finds in a spec that loaded: each config's launch (and the
+// problems of building its command line), what the engine kind would drop or never report,
+// missing data files, uncalibrated checks and unused configs.
+func checkLoaded(path string, s *spec.Spec) (launches []specLaunch, all spec.ErrorList) {
 	adapter, err := engine.AdapterFor(s.Engine.Kind)
 	if err != nil {
 		all = append(all, &spec.Error{Code: spec.CodeValue, File: path, Field: "engine.kind", Msg: err.Error()})
@@ -278,7 +299,7 @@ func checkSpecFile(path string) (r specCheckResult) {
 			}
 			sl.Argv = argv
 		}
-		r.Launches = append(r.Launches, sl)
+		launches = append(launches, sl)
 	}
 	// What the engine kind would drop or never report (suites.EngineProblems: the gate refuses
 	// the same spec before launching anything).
@@ -287,7 +308,184 @@ func checkSpecFile(path string) (r specCheckResult) {
 	all = append(all, uncalibratedChecks(s)...)
 	all = append(all, unusedConfigs(s)...)
 	refinePositions(path, all)
-	return r
+	return launches, all
+}
+
+// sameDiag reports whether list already holds d (same position, field and message).
+func sameDiag(list spec.ErrorList, d *spec.Error) bool {
+	for _, e := range list {
+		if e.Line == d.Line && e.Column == d.Column && e.Field == d.Field && e.Msg == d.Msg {
+			return true
+		}
+	}
+	return false
+}
+
+// partialSpecRounds bounds how often partialSpec blanks out what an error points at and parses
+// again (each round may uncover errors the cut made, e.g. a config left without its name).
+const partialSpecRounds = 8
+
+// partialSpec is the spec at path with every part an error points at blanked out: the line of
+// the error and the lines nested under it (a whole item when the line starts one, "- name: x"),
+// replaced by empty lines so that every other line keeps its number. Parsed again until it
+// loads, it lets spec check report the warnings and later-stage errors of the rest of the file
+// instead of stopping at the first error. cut holds the blanked line numbers, whose own
+// diagnostics are the spec's errors already. nil when the errors carry no line or the file still
+// does not load after partialSpecRounds rounds. (spec.Parse returns no spec with its errors;
+// this stands in for that, from the outside.)
+func partialSpec(path string, errs spec.ErrorList) (*spec.Spec, map[int]bool) {
+	data, err := readSpecText(path)
+	if err != nil {
+		return nil, nil
+	}
+	lines := strings.Split(data, "\n")
+	cut := map[int]bool{}
+	for round := 0; round < partialSpecRounds; round++ {
+		progress := false
+		for _, e := range errs {
+			if e.Line < 1 || e.Line > len(lines) || cut[e.Line] || e.Severity == diag.Warning {
+				continue
+			}
+			if l, ok := cutFlowEntry(lines[e.Line-1], e.Column); ok {
+				lines[e.Line-1] = l // one entry of a {flow: mapping}: the rest of the line stays
+			} else {
+				for _, n := range blockAt(lines, e.Line) {
+					lines[n-1] = ""
+					cut[n] = true
+				}
+			}
+			progress = true
+		}
+		if !progress {
+			return nil, nil
+		}
+		s, err := spec.Parse([]byte(strings.Join(lines, "\n")), path)
+		if err == nil {
+			resolveSpecPaths(s, path)
+			return s, cut
+		}
+		if !errors.As(err, &errs) {
+			return nil, nil
+		}
+	}
+	return nil, nil
+}
+
+// cutFlowEntry blanks out the "key: value" entry of a flow mapping or sequence ("{a: 1, b: 2}")
+// that column col (1-based) of line falls in, with its separating comma, keeping every other
+// column where it was. ok is false when col is not inside a flow collection.
+func cutFlowEntry(line string, col int) (string, bool) {
+	if col < 1 || col > len(line) {
+		return line, false
+	}
+	b := []byte(line)
+	i := col - 1
+	depth := 0
+	start := -1
+	for j := i - 1; j >= 0; j-- { // back to the separator that opens the entry
+		switch b[j] {
+		case '}', ']':
+			depth++
+		case '{', '[':
+			if depth == 0 {
+				start = j
+			} else {
+				depth--
+			}
+		case ',':
+			if depth == 0 {
+				start = j
+			}
+		}
+		if start >= 0 {
+			break
+		}
+	}
+	if start < 0 {
+		return line, false
+	}
+	end := -1
+	depth = 0
+	for j := i; j < len(b); j++ { // on to the separator that closes it
+		switch b[j] {
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth == 0 {
+				end = j
+			} else {
+				depth--
+			}
+		case ',':
+			if depth == 0 {
+				end = j
+			}
+		}
+		if end >= 0 {
+			break
+		}
+	}
+	if end < 0 {
+		return line, false
+	}
+	from, to := start+1, end // the entry itself
+	switch {
+	case b[end] == ',':
+		to = end + 1 // "{a: 1, b: 2}": cut "a: 1,"
+	case b[start] == ',':
+		from = start // "{a: 1, b: 2}": cut ", b: 2"
+	}
+	for j := from; j < to; j++ {
+		b[j] = ' '
+	}
+	return string(b), true
+}
+
+// blockAt is line n (1-based) of lines and the lines nested under it: those after it that are
+// blank, comments or indented deeper than it (deeper than its "- " when it starts an item).
+func blockAt(lines []string, n int) []int {
+	indent := func(l string) int { return len(l) - len(strings.TrimLeft(l, " ")) }
+	base := indent(lines[n-1])
+	out := []int{n}
+	for i := n; i < len(lines); i++ {
+		t := strings.TrimSpace(lines[i])
+		if t != "" && !strings.HasPrefix(t, "#") && indent(lines[i]) <= base {
+			break
+		}
+		out = append(out, i+1)
+	}
+	return out
+}
+
+// readSpecText reads a spec file for partialSpec (spec.Load has already read it within its
+// size limit; this is the same file).
+func readSpecText(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	return string(b), err
+}
+
+// resolveSpecPaths makes a spec's data files relative to the spec file, as spec.Load does for a
+// spec that loads (spec/paths.go); partialSpec parses with spec.Parse, which does not.
+// TestResolveSpecPathsMatchesLoad keeps the two in step.
+func resolveSpecPaths(s *spec.Spec, specFile string) {
+	dir := filepath.Dir(specFile)
+	rel := func(p string) string {
+		if p == "" || filepath.IsAbs(p) {
+			return p
+		}
+		return filepath.Join(dir, p)
+	}
+	if s.Numerics != nil {
+		s.Numerics.Prompts = rel(s.Numerics.Prompts)
+	}
+	for _, w := range s.Workloads {
+		w.Dataset = rel(w.Dataset)
+	}
+	for _, c := range s.Checks {
+		if p := c.Probe(); p != nil {
+			p.File = rel(p.File)
+		}
+	}
 }
 
 // unusedConfigs warns about configs that no check names (as its config, one of its configs, the

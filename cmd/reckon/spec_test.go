@@ -8,6 +8,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/reckon-ci/reckon/spec"
 )
 
 // runSpecCmd runs `reckon spec ARGS...` in-process on a freshly built command and returns stdout,
@@ -498,5 +500,93 @@ checks:
 	// Each config's command line follows the OK line.
 	if !strings.Contains(out, "\n  b: python3 -m sglang.launch_server --model-path m --tp-size 2") {
 		t.Errorf("no command line for config b:\n%s", out)
+	}
+}
+
+// TestSpecCheckErrorsHideNoWarning: a spec with errors still gets every warning of the rest of
+// the file, and the later-stage errors (an engine refusal), all sorted by position (issue 33:
+// spec check showed the first error only and hid every warning behind it).
+func TestSpecCheckErrorsHideNoWarning(t *testing.T) {
+	const body = `name: hidden
+engine: {kind: sglang, command: [./no/such/engine], model: m, tp_size: 2, ready_timeout: 60x}
+configs:
+  - name: nccl
+    disable_custom_all_reduce: true
+    mem_fraction_static: 7
+  - name: custom-ar
+numerics: {prompts: no/such/prompts.jsonl}
+workloads:
+  - {name: w, dataset: no/such/data.jsonl, concurrency: 4, num_prompts: 64}
+checks:
+  - {kind: equivalence, base: nccl, head: custom-ar, twin: none}
+  - {kind: floor, metric: kv_cache_gib, min: 1, tolerance: 3}
+`
+	p := writeSpec(t, "hidden.yaml", body)
+	if _, err := spec.Load(p); err == nil {
+		t.Fatal("the fixture must not load: it stands for a spec with errors")
+	}
+	out, errs, code := runSpecCmd(t, "check", p)
+	if code != 2 {
+		t.Fatalf("exit %d, want 2\n%s%s", code, out, errs)
+	}
+	want := []string{
+		p + ":2:24: warning: engine.command[0]: program ./no/such/engine does not exist",
+		p + ":2:", // the ready_timeout error, on the same line
+		p + ":6:",
+		p + ":8:12: warning: numerics.prompts: prompts file ",
+		p + ":10:", // warning: the dataset
+		p + ":12: warning: check equivalence",
+		p + ":13:",
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	at := 0
+	for _, w := range want {
+		for at < len(lines) && !strings.HasPrefix(lines[at], w) {
+			at++
+		}
+		if at == len(lines) {
+			t.Errorf("output lacks %q (in this order):\n%s", w, out)
+			break
+		}
+		at++
+	}
+	for _, l := range lines {
+		if strings.Contains(l, "ready_timeout") && strings.Contains(l, "warning") {
+			t.Errorf("a warning about a part that was cut: %s", l)
+		}
+	}
+	if strings.Count(out, "60x") != 1 {
+		t.Errorf("the error is reported %d times:\n%s", strings.Count(out, "60x"), out)
+	}
+}
+
+// TestResolveSpecPathsMatchesLoad: partialSpec resolves data files as spec.Load does (its copy
+// of spec/paths.go must not drift).
+func TestResolveSpecPathsMatchesLoad(t *testing.T) {
+	p := writeSpec(t, "paths.yaml", `name: paths
+engine: {kind: sglang, model: m, tp_size: 2}
+configs: [{name: nccl, disable_custom_all_reduce: true}, {name: custom-ar}]
+numerics: {prompts: p/prompts.jsonl}
+workloads:
+  - {name: w, dataset: d/data.jsonl, concurrency: 4, num_prompts: 64}
+checks:
+  - {kind: equivalence, base: nccl, head: custom-ar}
+  - {kind: allreduce_probe, file: probe.json}
+`)
+	loaded, err := spec.Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parsed, err := spec.Parse(data, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resolveSpecPaths(parsed, p)
+	if !reflect.DeepEqual(loaded, parsed) {
+		t.Errorf("resolveSpecPaths differs from spec.Load:\nload  %+v\nparse %+v", loaded, parsed)
 	}
 }
