@@ -91,8 +91,10 @@ func logNormal(z, cv float64) float64 {
 // each other without the engine idling start at the previous step's modelled end, so a timer
 // that wakes late does not accumulate into lost throughput.
 //
-// With a catch-up allowance (CatchUp > 0), the time by which steps overran (real compute longer
-// than modelled) is a debt, up to CatchUp, that the following steps repay from their slack: they
+// With a catch-up allowance (CatchUp > 0), the time by which steps ended after their modelled end
+// (real compute longer than modelled, or a step that started later than the previous step's end
+// by more than its own modelled time: a late wake-up or a stall between steps) is a debt, up to
+// CatchUp, that the following steps repay from their slack: they
 // end earlier than their modelled time, never before their own real compute has finished; an idle
 // wait clears the debt. An
 // occasional slow CPU step (a long prefill, a GC pause, a neighbour's burst) then leaves the
@@ -112,7 +114,7 @@ type Pacer struct {
 	redrawAt  time.Duration // modelled busy time at which the step factor is redrawn
 	busy      time.Duration // modelled busy time of this launch (before slowdown and noise)
 	deadline  time.Time     // the previous step's end
-	debt      time.Duration // overrun not yet repaid (at most CatchUp)
+	debt      time.Duration // lateness not yet repaid (at most CatchUp)
 	st        PacerStats
 }
 
@@ -209,9 +211,10 @@ func (p *Pacer) End(ctx context.Context, s Step, modelled time.Duration) Paced {
 		p.st.Repaid += repay
 	}
 	if end.Before(now) {
-		if r.Overrun {
-			p.debt = min(p.CatchUp, p.debt+now.Sub(end))
-		}
+		// The modelled timeline fell behind: by this step's own compute (an overrun) or by a
+		// start later than the previous step's end by more than this step's modelled time (a
+		// wake-up or a stall between steps, on a loaded machine). Either is a debt.
+		p.debt = min(p.CatchUp, p.debt+now.Sub(end))
 		end = now
 	}
 	r.Duration = end.Sub(s.base)

@@ -147,6 +147,36 @@ func TestCatchUpRepaysOverrunsFromSlack(t *testing.T) {
 	}
 }
 
+// TestCatchUpRepaysStallsBetweenSteps: a stall between two contiguous steps (the scheduler's
+// goroutine not run for longer than a step, on a loaded machine) is not an overrun of the step's
+// compute, yet the modelled timeline lost it; the following steps repay it from their slack, so
+// the burst ends when its modelled steps say. Without catch-up the stall is lost.
+func TestCatchUpRepaysStallsBetweenSteps(t *testing.T) {
+	for _, tc := range []struct {
+		catchUp, want time.Duration
+	}{
+		{time.Second, 20 * 10 * time.Millisecond},         // repaid
+		{0, 20*10*time.Millisecond + 27*time.Millisecond}, // lost: the 35 ms stall and the step's 2 ms compute, less its 10 ms
+	} {
+		c := newFake()
+		p := NewPacer(c, 1, Noise{})
+		p.CatchUp = tc.catchUp
+		t0 := c.Now()
+		for i := 0; i < 20; i++ {
+			if i == 5 {
+				c.advance(35 * time.Millisecond) // the step starts 35 ms after the previous one's end
+			}
+			r, _ := step(p, c, i > 0, 2*time.Millisecond, 10*time.Millisecond)
+			if r.Overrun {
+				t.Errorf("catch-up %v: step %d counted as a CPU overrun", tc.catchUp, i)
+			}
+		}
+		if got := c.Now().Sub(t0); got != tc.want {
+			t.Errorf("catch-up %v: 20 steps of 10 ms with a 35 ms stall took %v, want %v", tc.catchUp, got, tc.want)
+		}
+	}
+}
+
 // factors runs n steps of 1 s modelled time and returns their paced factors.
 func factors(noise Noise, n int) []float64 {
 	c := newFake()
