@@ -16,13 +16,14 @@ const NightsScanned = 5
 // tonight, for k = 1..NightsScanned (as long as minRef reference runs remain), are tested
 // against the runs before them, each at opts.Alpha/k: the first regression found (smallest p) is
 // the verdict; without one, the span of the most nights, with what it could have found
-// (opts.Detect). note says what was tested.
-func CompareNights(runs [][]float64, openFrom int, head [][]float64, m Metric, opts StatOptions, prior LaunchNoise, minRef int) (r StatResult, note string) {
+// (opts.Detect). note says what was tested; span is how many nights (tonight included) the
+// verdict's head holds.
+func CompareNights(runs [][]float64, openFrom int, head [][]float64, m Metric, opts StatOptions, prior LaunchNoise, minRef int) (r StatResult, note string, span int) {
 	if openFrom > 0 && openFrom < len(runs) {
 		o := confirmOptions(opts)
 		h := append(append([][]float64{}, runs[openFrom:]...), head...)
 		r = CompareLaunches(runs[:openFrom], h, m, o, prior)
-		return r, fmt.Sprintf("open regression: its %d night(s) and tonight tested against the %d nights before it at alpha %.2g", len(runs)-openFrom, openFrom, o.Alpha)
+		return r, fmt.Sprintf("open regression: its %d night(s) and tonight tested against the %d nights before it at alpha %.2g", len(runs)-openFrom, openFrom, o.Alpha), len(runs) - openFrom + 1
 	}
 	minRef = max(2, minRef)
 	k := scanSpans(len(runs), minRef)
@@ -43,10 +44,10 @@ func CompareNights(runs [][]float64, openFrom int, head [][]float64, m Metric, o
 	}
 	if bestK > 0 {
 		return best, fmt.Sprintf("regression over the last %d night(s) (tonight and %d before) against the %d before them; each span of 1..%d nights tested at alpha %.2g/%d",
-			bestK, bestK-1, len(runs)-(bestK-1), k, alpha, k)
+			bestK, bestK-1, len(runs)-(bestK-1), k, alpha, k), bestK
 	}
 	return widest, fmt.Sprintf("no regression over the last 1..%d night(s), each span tested at alpha %.2g/%d; the sensitivity stated is that of the last %d against the %d before them",
-		k, alpha, k, k, len(runs)-(k-1))
+		k, alpha, k, k, len(runs)-(k-1)), k
 }
 
 // scanSpans is how many trailing spans the scan tests over n stored runs: up to NightsScanned,

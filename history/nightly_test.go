@@ -63,7 +63,7 @@ func simulateNights(seed uint64, seeds, boot, healthy, step int, betweenCV, with
 			w, err := windowOf(ser, nil, 5, DefaultWindow, Options{}, opts)
 			outcome := gate.NoChange
 			if err == nil {
-				r, _ := gate.CompareNights(w.Groups, w.OpenFrom, [][]float64{tonight}, m, opts, gate.LaunchNoise{}, 5)
+				r, _, _ := gate.CompareNights(w.Groups, w.OpenFrom, [][]float64{tonight}, m, opts, gate.LaunchNoise{}, 5)
 				outcome = r.Outcome
 			}
 			if n < healthy {

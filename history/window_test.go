@@ -97,16 +97,16 @@ func TestCompareNightsScanAndOpen(t *testing.T) {
 		runs = append(runs, night(1000))
 	}
 	opts := gate.StatOptions{Alpha: 0.02, MinEffect: 0.06, Power: 0.8, Detect: true}
-	r, note := gate.CompareNights(runs, len(runs), [][]float64{night(1000)}, m, opts, gate.LaunchNoise{}, 5)
+	r, note, _ := gate.CompareNights(runs, len(runs), [][]float64{night(1000)}, m, opts, gate.LaunchNoise{}, 5)
 	if r.Outcome != gate.NoChange || r.Detectable <= 0 || r.Detectable > 0.06 || !strings.Contains(note, "no regression over the last 1..5") {
 		t.Errorf("steady night: %s detectable %.3f (%s): %s", r.Outcome, r.Detectable, r.Reason, note)
 	}
-	r, note = gate.CompareNights(runs, len(runs), [][]float64{night(920)}, m, opts, gate.LaunchNoise{}, 5)
+	r, note, _ = gate.CompareNights(runs, len(runs), [][]float64{night(920)}, m, opts, gate.LaunchNoise{}, 5)
 	if r.Outcome != gate.Regression || !strings.Contains(note, "regression over the last") {
 		t.Errorf("8%% slower night: %s (%s): %s", r.Outcome, r.Reason, note)
 	}
 	open := append(runs, night(930), night(925), night(935))
-	r, note = gate.CompareNights(open, 20, [][]float64{night(930)}, m, opts, gate.LaunchNoise{}, 5)
+	r, note, _ = gate.CompareNights(open, 20, [][]float64{night(930)}, m, opts, gate.LaunchNoise{}, 5)
 	if r.Outcome != gate.Regression || r.Launch.LaunchesHead != 4 || !strings.Contains(note, "open regression") {
 		t.Errorf("open regression: %s, %d head launches: %s", r.Outcome, r.Launch.LaunchesHead, note)
 	}

@@ -73,6 +73,8 @@ type framework struct {
 	historyWindows map[string]*HistoryWindow
 	// nightsNotes holds, per check against history, what the nightly detector tested.
 	nightsNotes map[string]string
+	// nightsSpan holds, per check against history, how many nights its verdict's head holds.
+	nightsSpan map[string]int
 	// releases caches the engine release each version command reported ("" when it could not
 	// tell), guarded by mu.
 	releases map[string]string

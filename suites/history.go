@@ -166,13 +166,15 @@ func (fw *framework) annotateHistory(c *spec.Check, v *gate.Verdict) {
 		return
 	}
 	fw.mu.Lock()
-	note := fw.nightsNotes[c.Name]
+	note, span := fw.nightsNotes[c.Name], fw.nightsSpan[c.Name]
 	fw.mu.Unlock()
 	switch {
 	case v.Outcome == gate.Fail && w.Open != "":
 		v.Message += fmt.Sprintf("; open regression since %s, not accepted (reckon history accept --config %s --from %s --reason ...)", w.Open, p.Config, shortSHA(w.OpenCommit))
+	case v.Outcome == gate.Fail && span <= 1:
+		v.Message += fmt.Sprintf("; change point at tonight's run (%s..%s)", shortSHA(w.LastCommit), shortSHA(fw.opts.GitCommit))
 	case v.Outcome == gate.Fail:
-		v.Message += fmt.Sprintf("; new regression after %s (tonight: %s)", shortSHA(w.LastCommit), shortSHA(fw.opts.GitCommit))
+		v.Message += fmt.Sprintf("; regression over the last %d nights, tonight's run included (last stored run %s, tonight %s)", span, shortSHA(w.LastCommit), shortSHA(fw.opts.GitCommit))
 	}
 	if v.Details != "" {
 		v.Details += "\n"
@@ -208,8 +210,11 @@ func (fw *framework) compareNights(c *spec.Check, head [][]float64, m gate.Metri
 	if w != nil && w.Open != "" {
 		open = w.OpenFrom
 	}
-	r, note := gate.CompareNights(groups, open, head, m, opts, prior, c.Stat().HistoryRuns)
+	r, note, span := gate.CompareNights(groups, open, head, m, opts, prior, c.Stat().HistoryRuns)
 	fw.setNightsNote(c, note)
+	fw.mu.Lock()
+	fw.nightsSpan[c.Name] = span
+	fw.mu.Unlock()
 	return r
 }
 
@@ -218,7 +223,7 @@ func (fw *framework) setNightsNote(c *spec.Check, note string) {
 	fw.mu.Lock()
 	defer fw.mu.Unlock()
 	if fw.nightsNotes == nil {
-		fw.nightsNotes = map[string]string{}
+		fw.nightsNotes, fw.nightsSpan = map[string]string{}, map[string]int{}
 	}
 	fw.nightsNotes[c.Name] = note
 }
