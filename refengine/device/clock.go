@@ -157,12 +157,25 @@ type Step struct {
 // Begin starts a step. contiguous says the engine went straight from the previous step to this
 // one (no idle wait): the step then starts at the previous step's modelled end.
 func (p *Pacer) Begin(contiguous bool) Step {
+	return p.BeginReady(contiguous, time.Time{})
+}
+
+// BeginReady is Begin for a step whose work became ready at ready (zero: unknown): after an idle
+// wait, the step starts on the modelled timeline when its work arrived (the request that woke the
+// engine), not when this machine's CPU got round to running the scheduler; the delay between the
+// two (a wake-up on a loaded machine) is then repaid from the step's slack, or with catch-up from
+// the following steps'. ready is ignored when contiguous, before the previous step's end or after
+// now.
+func (p *Pacer) BeginReady(contiguous bool, ready time.Time) Step {
 	now := p.clk.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	base := now
 	if contiguous && !p.deadline.IsZero() && p.deadline.Before(now) {
 		base = p.deadline
+	}
+	if !contiguous && !ready.IsZero() && ready.Before(now) && !ready.Before(p.deadline) {
+		base = ready
 	}
 	if !contiguous {
 		// An idle engine has nothing to catch up on: a debt left from before the idle wait (a

@@ -177,6 +177,41 @@ func TestCatchUpRepaysStallsBetweenSteps(t *testing.T) {
 	}
 }
 
+// TestBeginReadyStartsAtTheArrival: after an idle wait, a burst whose first request arrived 30 ms
+// before the scheduler ran (a late wake-up) ends when its modelled steps say, counted from the
+// arrival; a ready time before the previous step's end or in the future is ignored.
+func TestBeginReadyStartsAtTheArrival(t *testing.T) {
+	c := newFake()
+	p := NewPacer(c, 1, Noise{})
+	p.CatchUp = time.Second
+	step(p, c, false, time.Millisecond, 10*time.Millisecond)
+	c.advance(time.Second) // idle
+	ready := c.Now()
+	c.advance(30 * time.Millisecond) // the scheduler runs 30 ms after the request arrived
+	for i := 0; i < 20; i++ {
+		var s Step
+		if i == 0 {
+			s = p.BeginReady(false, ready)
+		} else {
+			s = p.BeginReady(true, time.Time{})
+		}
+		c.advance(2 * time.Millisecond)
+		p.End(context.Background(), s, 10*time.Millisecond)
+	}
+	if got, want := c.Now().Sub(ready), 20*10*time.Millisecond; got != want {
+		t.Errorf("20 steps of 10 ms from the arrival took %v, want %v", got, want)
+	}
+	for _, r := range []time.Time{c.Now().Add(-time.Hour), c.Now().Add(time.Second)} {
+		c.advance(time.Second)
+		t0 := c.Now()
+		s := p.BeginReady(false, r)
+		p.End(context.Background(), s, 10*time.Millisecond)
+		if got := c.Now().Sub(t0); got != 10*time.Millisecond {
+			t.Errorf("ready %v: step took %v, want 10ms from its start", r.Sub(t0), got)
+		}
+	}
+}
+
 // factors runs n steps of 1 s modelled time and returns their paced factors.
 func factors(noise Noise, n int) []float64 {
 	c := newFake()

@@ -88,6 +88,8 @@ type Scheduler struct {
 	// modelled clock: the cost of the current step's forwards, the overruns already logged
 	cost          device.StepCost
 	loggedOverrun int64
+	// readyAt is when the request that ended the last idle wait was queued (under mu).
+	readyAt       time.Time
 	lastOverrunAt time.Time
 }
 
@@ -240,6 +242,9 @@ func (s *Scheduler) Submit(r *Request) error {
 	sq := &seq{req: r, tokens: append([]int(nil), r.Prompt...), promptLen: len(r.Prompt),
 		rng: rand.New(rand.NewPCG(seed, 0x5eed))}
 	sq.reserve = s.alloc.PagesFor(len(r.Prompt) + r.MaxNew + s.lookahead())
+	if len(s.waiting) == 0 && len(s.running) == 0 {
+		s.readyAt = time.Now() // the request that ends an idle wait (device clock: the step starts here)
+	}
 	s.waiting = append(s.waiting, sq)
 	s.st.RequestsTotal++
 	s.cond.Broadcast()
@@ -299,8 +304,9 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		}
 		s.admit()
 		s.busySinceCheck = true
+		ready := s.readyAt
 		s.mu.Unlock()
-		if err := s.step(ctx, !idle); err != nil {
+		if err := s.step(ctx, !idle, ready); err != nil {
 			return err
 		}
 		if s.cfg.OnStep != nil {

@@ -13,12 +13,13 @@ import (
 )
 
 // step runs one prefill or decode batch. contiguous says it follows the previous step without an
-// idle wait (the device clock then starts it at the previous step's modelled end).
-func (s *Scheduler) step(ctx context.Context, contiguous bool) error {
+// idle wait (the device clock then starts it at the previous step's modelled end); otherwise ready
+// is when the work that ended the idle wait arrived (the device clock starts the step there).
+func (s *Scheduler) step(ctx context.Context, contiguous bool, ready time.Time) error {
 	start := time.Now()
 	var dstep device.Step
 	if s.cfg.Device != nil {
-		dstep = s.cfg.Device.Pacer.Begin(contiguous)
+		dstep = s.cfg.Device.Pacer.BeginReady(contiguous, ready)
 		s.cost = device.StepCost{}
 	}
 	// drop cancelled requests
