@@ -241,22 +241,33 @@ func (p *profiler) trace(r int, evs []traceEvent) map[string]any {
 	}
 }
 
-// writeTrace writes doc as gzip'd JSON to path.
+// writeTrace writes doc as gzip'd JSON to path, atomically: into path+".tmp" (which no trace
+// reader's suffix matches), then renamed, so that a reader polling the directory never opens a
+// half-written trace (seen under load).
 func writeTrace(path string, doc any) error {
-	f, err := os.Create(path)
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
 	if err != nil {
 		return fmt.Errorf("profiler trace: %w", err)
 	}
+	fail := func(err error) error {
+		f.Close()
+		os.Remove(tmp)
+		return fmt.Errorf("profiler trace %s: %w", path, err)
+	}
 	zw := gzip.NewWriter(f)
 	if err := json.NewEncoder(zw).Encode(doc); err != nil {
-		f.Close()
-		return fmt.Errorf("profiler trace %s: %w", path, err)
+		return fail(err)
 	}
 	if err := zw.Close(); err != nil {
-		f.Close()
-		return fmt.Errorf("profiler trace %s: %w", path, err)
+		return fail(err)
 	}
 	if err := f.Close(); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("profiler trace %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
 		return fmt.Errorf("profiler trace %s: %w", path, err)
 	}
 	return nil
