@@ -24,7 +24,7 @@ run_one() {
 	mkdir -p "$dir"
 	sed -e "s/SLOWDOWN/$slow/" -e "s/SEED/$((1000 + s))/" -e "s#COUNTER#$dir/launch-counter#" \
 		"fixtures/specs/affordable/$mode.yaml" >"$dir/spec.yaml"
-	local flags=(--spec "$dir/spec.yaml" --history "$dir/history.db" --out "$dir/run" --quiet --commit "$(printf '%040x' "$i")")
+	local flags=(--spec "$dir/spec.yaml" --history "$dir/history.db" --out "$dir/run" --quiet --commit "$(printf 'c0ffee%034x' "$i")")
 	[ "$strict" = 1 ] && flags+=(--strict)
 	local rc=0
 	bin/reckon gate "${flags[@]}" >"$dir/last.log" 2>&1 || rc=$?
