@@ -37,7 +37,7 @@ func Load(path string) (*Spec, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.resolvePaths(path) // paths.go: data files are relative to the spec file
+	s.ResolvePaths(path) // paths.go: data files are relative to the spec file
 	return s, nil
 }
 

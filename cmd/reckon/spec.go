@@ -361,7 +361,7 @@ func partialSpec(path string, errs spec.ErrorList) (*spec.Spec, map[int]bool) {
 		}
 		s, err := spec.Parse([]byte(strings.Join(lines, "\n")), path)
 		if err == nil {
-			resolveSpecPaths(s, path)
+			s.ResolvePaths(path)
 			return s, cut
 		}
 		if !errors.As(err, &errs) {
@@ -464,29 +464,6 @@ func readSpecText(path string) (string, error) {
 	return string(b), err
 }
 
-// resolveSpecPaths makes a spec's data files relative to the spec file, as spec.Load does for a
-// spec that loads (spec/paths.go); partialSpec parses with spec.Parse, which does not.
-// TestResolveSpecPathsMatchesLoad keeps the two in step.
-func resolveSpecPaths(s *spec.Spec, specFile string) {
-	dir := filepath.Dir(specFile)
-	rel := func(p string) string {
-		if p == "" || filepath.IsAbs(p) {
-			return p
-		}
-		return filepath.Join(dir, p)
-	}
-	if s.Numerics != nil {
-		s.Numerics.Prompts = rel(s.Numerics.Prompts)
-	}
-	for _, w := range s.Workloads {
-		w.Dataset = rel(w.Dataset)
-	}
-	for _, c := range s.Checks {
-		if p := c.Probe(); p != nil {
-			p.File = rel(p.File)
-		}
-	}
-}
 
 // unusedConfigs warns about configs that no check names (as its config, one of its configs, the
 // config compared against, base, head, twin or oracle; a floor without configs names all) and no

@@ -585,8 +585,8 @@ checks:
 	if err != nil {
 		t.Fatal(err)
 	}
-	resolveSpecPaths(parsed, p)
+	parsed.ResolvePaths(p)
 	if !reflect.DeepEqual(loaded, parsed) {
-		t.Errorf("resolveSpecPaths differs from spec.Load:\nload  %+v\nparse %+v", loaded, parsed)
+		t.Errorf("ResolvePaths after Parse differs from spec.Load:\nload  %+v\nparse %+v", loaded, parsed)
 	}
 }
