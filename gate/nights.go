@@ -80,28 +80,16 @@ func OpenRegression(runs [][]float64, m Metric, opts StatOptions, prior LaunchNo
 	minRef = max(2, minRef)
 	open := -1
 	for i := minRef; i < len(runs); i++ {
+		from := i
 		if open >= 0 {
-			r := CompareLaunches(runs[:open], runs[open:i+1], m, confirmOptions(opts), prior)
-			if r.Outcome != Regression {
-				open = -1
-			}
-			continue
+			from = open
 		}
-		o := opts.withDefaults()
-		k := scanSpans(i, minRef)
-		o.Alpha /= float64(k)
-		o.Detect = true
-		bestK := 0
-		bestP := 2.0
-		for j := 1; j <= k; j++ {
-			cut := i - (j - 1)
-			r := CompareLaunches(runs[:cut], runs[cut:i+1], m, o, prior)
-			if r.Outcome == Regression && r.PWorse < bestP {
-				bestK, bestP = j, r.PWorse
-			}
-		}
-		if bestK > 0 {
-			open = i - (bestK - 1)
+		r, _, span := CompareNights(runs[:i], from, runs[i:i+1], m, opts, prior, minRef)
+		switch {
+		case open >= 0 && r.Outcome != Regression:
+			open = -1
+		case open < 0 && r.Outcome == Regression:
+			open = i - (span - 1)
 		}
 	}
 	if open < 0 {

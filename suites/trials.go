@@ -152,8 +152,12 @@ func sequentialPlan(w *spec.Workload, c *spec.Check) (gate.SequentialPlan, bool)
 	return gate.SequentialPlan{Looks: []int{w.Trials, w.MaxTrials}, Alpha: alpha}, true
 }
 
-func (fw *framework) statOptions(c *spec.Check) gate.StatOptions {
-	p := c.Stat()
+func (fw *framework) statOptions(c *spec.Check) gate.StatOptions { return StatOptionsFor(c.Stat()) }
+
+// StatOptionsFor is the gate's options for a statistical check's spec fields (alpha, min_effect,
+// power, test) over the gate's defaults: the one translation, used by the gate and by reckon
+// spec check's plans.
+func StatOptionsFor(p *spec.StatParams) gate.StatOptions {
 	o := gate.DefaultStatOptions()
 	if p.Alpha > 0 {
 		o.Alpha = p.Alpha

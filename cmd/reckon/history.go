@@ -244,6 +244,15 @@ becomes one run of one trial per result; --commit, --time, --testbed, --spec, --
 	return cmd
 }
 
+// historyExit is a history command's exit for err: 3 for an unreachable store (infrastructure),
+// 2 for anything else (bad input).
+func historyExit(err error) error {
+	if errors.Is(err, history.ErrUnavailable) {
+		return withExitCode(3, err)
+	}
+	return withExitCode(2, err)
+}
+
 func cmdContext(cmd *cobra.Command) context.Context {
 	if ctx := cmd.Context(); ctx != nil {
 		return ctx
@@ -405,10 +414,7 @@ func newHistoryBetweenCmd(dsn *string) *cobra.Command {
 			defer s.Close()
 			runs, fs, err := s.Between(ctx, args[0], args[1], a.f, a.o)
 			if err != nil {
-				if errors.Is(err, history.ErrUnavailable) {
-					return withExitCode(3, err)
-				}
-				return withExitCode(2, err)
+				return historyExit(err)
 			}
 			w := cmd.OutOrStdout()
 			if a.json {

@@ -44,10 +44,7 @@ kept with the acceptance (docs/history.md, "The nightly detector").`,
 				return err
 			}
 			if err := s.Accept(ctx, history.Acceptance{Filter: f, From: at, Commit: commit, Reason: reason}); err != nil {
-				if errors.Is(err, history.ErrUnavailable) {
-					return withExitCode(3, err)
-				}
-				return withExitCode(2, err)
+				return historyExit(err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "accepted: series %s from %s (%s): %s\n", filterString(f), at.Format(time.RFC3339), shortSHA(commit), reason)
 			return nil
@@ -74,10 +71,7 @@ func acceptFrom(ctx context.Context, s *history.Store, f history.Filter, from st
 	}
 	runs, err := s.Runs(ctx, history.RunFilter{Testbed: f.Testbed, Spec: f.Spec, CommitPrefix: from})
 	if err != nil {
-		if errors.Is(err, history.ErrUnavailable) {
-			return time.Time{}, "", withExitCode(3, err)
-		}
-		return time.Time{}, "", withExitCode(2, err)
+		return time.Time{}, "", historyExit(err)
 	}
 	if len(runs) == 0 {
 		return time.Time{}, "", withExitCode(2, fmt.Errorf("--from %q: no run of a commit starting so in the history (testbed %q, spec %q); expected a stored run's commit or a time such as 2026-12-01", from, f.Testbed, f.Spec))

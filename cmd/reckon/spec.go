@@ -464,7 +464,6 @@ func readSpecText(path string) (string, error) {
 	return string(b), err
 }
 
-
 // unusedConfigs warns about configs that no check names (as its config, one of its configs, the
 // config compared against, base, head, twin or oracle; a floor without configs names all) and no
 // workload lists: the gate would launch them and judge only that they started.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/reckon-ci/reckon/gate"
 	"github.com/reckon-ci/reckon/spec"
+	"github.com/reckon-ci/reckon/suites"
 )
 
 // specNeedOptions are spec check's --baselines and --testbed.
@@ -84,17 +85,7 @@ func specNeeds(s *spec.Spec, o specNeedOptions) ([]specNeed, []string) {
 // metric in the configs it compares (pooled), and the design of its workload.
 func planCheck(s *spec.Spec, c *spec.Check, b *gate.Baseline, prior gate.LaunchNoise) (gate.DesignNeed, string) {
 	p := c.Stat()
-	opts := gate.DefaultStatOptions()
-	if p.Alpha > 0 {
-		opts.Alpha = p.Alpha
-	}
-	if p.MinEffect > 0 {
-		opts.MinEffect = p.MinEffect
-	}
-	if p.Power > 0 {
-		opts.Power = p.Power
-	}
-	opts.Detect = p.Test == spec.TestDetect
+	opts := suites.StatOptionsFor(p)
 	k, n := 1, 5
 	if w, ok := s.Workload(p.Workload); ok {
 		k, n = max(1, w.Launches), max(1, w.Trials)
