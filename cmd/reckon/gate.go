@@ -24,6 +24,7 @@ func newGateCmd() *cobra.Command {
 	var opts suites.Options
 	var quiet bool
 	var commit, historyFlag string
+	var historyReadOnly bool
 	var shard, shardBy string
 	var betweenCV string
 	cmd := &cobra.Command{
@@ -106,6 +107,9 @@ the shards' output directories into one results.json, junit.xml, summary.md and 
 			// History (cmd/reckon/history.go): checks against history read it; the run is
 			// appended after the reports are written.
 			dsn := historyDSN(historyFlag)
+			if historyReadOnly && dsn == "" {
+				return withExitCode(2, fmt.Errorf("--history-readonly needs a history store: pass --history DSN or set %s", history.EnvDSN))
+			}
 			if dsn != "" {
 				if _, _, _, err := history.ParseDSN(dsn); err != nil {
 					return withExitCode(2, err)
@@ -138,7 +142,7 @@ the shards' output directories into one results.json, junit.xml, summary.md and 
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), closingLine(run))
 			if dsn != "" {
-				if herr := appendToHistory(ctx, cmd, dsn, run, opts); herr != nil && err == nil && run.ExitCode() == 0 {
+				if herr := recordInHistory(ctx, cmd, dsn, historyReadOnly, run, opts); herr != nil && err == nil && run.ExitCode() == 0 {
 					return herr
 				}
 			}
@@ -160,7 +164,8 @@ the shards' output directories into one results.json, junit.xml, summary.md and 
 	f.StringVar(&betweenCV, "between-launch-cv", "", "this testbed's between-launch CV prior, e.g. 5% or 0.05, for statistical checks that nothing measures it for (wins over $"+gate.BetweenLaunchEnv+"; default "+fmt.Sprintf("%g%%", 100*gate.DefaultBetweenLaunchCV)+")")
 	f.BoolVarP(&opts.Verbose, "verbose", "v", false, "print every spec as it runs")
 	f.BoolVar(&quiet, "quiet", false, "print only the report paths and the closing line, not the terminal report")
-	f.StringVar(&historyFlag, "history", "", "results history (a file path, sqlite://PATH or postgres://...; default $RECKON_HISTORY): checks against: history are judged with it and the run is appended to it")
+	f.StringVar(&historyFlag, "history", "", "results history (a file path, sqlite://PATH or postgres://...; default $RECKON_HISTORY): checks against: history are judged with it, every statistical check learns the testbed's between-launch variance from it, and the run is appended to it")
+	f.BoolVar(&historyReadOnly, "history-readonly", false, "read the --history store only (judge with it, learn from it), append nothing: a pre-merge run of a PR, or a shard on a read-only copy")
 	return cmd
 }
 

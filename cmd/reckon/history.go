@@ -443,6 +443,16 @@ func newHistoryBetweenCmd(dsn *string) *cobra.Command {
 // the run and prints where; an unreachable store is printed as an infrastructure error (the
 // returned exit 3) that leaves the run's files in place. A shard's partial results are not
 // appended: the merged results.json is (reckon history add).
+// recordInHistory appends a finished gate run to the history, or says that it does not when
+// the store is read only for this run (--history-readonly).
+func recordInHistory(ctx context.Context, cmd *cobra.Command, dsn string, readOnly bool, run *gate.Run, opts suites.Options) error {
+	if readOnly {
+		fmt.Fprintln(cmd.OutOrStdout(), "history: read only (--history-readonly): this run is not appended")
+		return nil
+	}
+	return appendToHistory(ctx, cmd, dsn, run, opts)
+}
+
 func appendToHistory(ctx context.Context, cmd *cobra.Command, dsn string, run *gate.Run, opts suites.Options) error {
 	if run.Shard != nil {
 		fmt.Fprintf(cmd.OutOrStdout(), "history: a shard's results are not appended; append the merged run: reckon history add MERGED/results.json\n")

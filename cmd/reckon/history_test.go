@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/reckon-ci/reckon/gate"
+	"github.com/reckon-ci/reckon/history"
 	"github.com/reckon-ci/reckon/suites"
 	"github.com/reckon-ci/reckon/workload"
 )
@@ -269,6 +270,49 @@ func TestGateHistoryHookUnreachable(t *testing.T) {
 		if err := appendToHistory(ctx, cmd, db, run, suites.Options{OutDir: dir}); err != nil || !strings.Contains(out.String(), want) {
 			t.Fatalf("hook: %v %q, want %q", err, out.String(), want)
 		}
+	}
+}
+
+// TestGateHistoryReadOnly: with --history-readonly a run is judged with the store and never
+// appended to it; without it the same run is appended.
+func TestGateHistoryReadOnly(t *testing.T) {
+	dir := t.TempDir()
+	files := simulateNights(t, dir, 1, 99, 1)
+	run, err := gate.ReadResults(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := &cobra.Command{}
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	db := filepath.Join(dir, "h.db")
+	runs := func() int {
+		t.Helper()
+		st, err := history.Open(ctx, db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		rs, err := st.Runs(ctx, history.RunFilter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(rs)
+	}
+	if err := recordInHistory(ctx, cmd, db, true, run, suites.Options{OutDir: dir}); err != nil || !strings.Contains(out.String(), "not appended") {
+		t.Fatalf("read only: %v %q", err, out.String())
+	}
+	if n := runs(); n != 0 {
+		t.Fatalf("a read-only run was appended: %d runs", n)
+	}
+	out.Reset()
+	if err := recordInHistory(ctx, cmd, db, false, run, suites.Options{OutDir: dir}); err != nil || !strings.Contains(out.String(), "appended run 1") {
+		t.Fatalf("append: %v %q", err, out.String())
+	}
+	if n := runs(); n != 1 {
+		t.Fatalf("%d runs after the append, want 1", n)
 	}
 }
 
