@@ -34,6 +34,12 @@ func TestEveryCheckKindIsRegisteredOnce(t *testing.T) {
 				t.Errorf("%s:%d: check %q of kind %s has no registered kind", f, c.Line, c.Name, c.Kind)
 				continue
 			}
+			switch _, perConfig := k.(configKind); {
+			case c.Scope() == spec.ScopePerConfig && !perConfig:
+				t.Errorf("%s: %q is judged per config, but its kind %s registered a cross-config runner", f, c.Name, c.Kind)
+			case c.Scope() == spec.ScopeCross && (configKindOf(c) != nil || crossKindOf(c) == nil):
+				t.Errorf("%s: %q is judged cross-config, but its kind %s registered a per-config runner", f, c.Name, c.Kind)
+			}
 			if e := k.entry(c, "x", nil); e.Name != c.Name || e.Kind != string(c.Kind) || e.Line != c.Line {
 				t.Errorf("%s: entry of %q: %+v", f, c.Name, e)
 			}
