@@ -44,17 +44,17 @@ func ErrorRate(name, workload string, launches []LaunchRequests, max float64) Ve
 	v.Metrics["failed"] = failed
 	v.Metrics["completed"] = completed
 	v.Metrics["trials"] = float64(trials)
-	v.Message = fmt.Sprintf("error rate %s%% (%s failed of %s requests over %d trials of %s in %d launches)",
-		num.Format(rate*100), num.Format(failed), num.Format(total), trials, workload, len(launches))
+	evidence := fmt.Sprintf("%s failed of %s requests over %d trials of %s in %d launches",
+		num.Format(failed), num.Format(total), trials, workload, len(launches))
 	if len(burst) > 0 {
-		v.Message += "; failures in " + strings.Join(burst, ", ")
+		evidence += "; failures in " + strings.Join(burst, ", ")
 	}
 	if rate > max {
 		v.Outcome, v.Category = Fail, CategoryBrokenInvariant
-		v.Message += fmt.Sprintf(" > max %s%%", num.Format(max*100))
+		v.Message = fmt.Sprintf("error rate %s%% > max %s%% (%s)", num.Format(rate*100), num.Format(max*100), evidence)
 		return v
 	}
 	v.Outcome = Pass
-	v.Message += fmt.Sprintf(" <= max %s%%", num.Format(max*100))
+	v.Message = fmt.Sprintf("error rate %s%% <= max %s%% (%s)", num.Format(rate*100), num.Format(max*100), evidence)
 	return v
 }

@@ -11,7 +11,7 @@ func TestErrorRate(t *testing.T) {
 	if v.Outcome != Fail || v.Category != CategoryBrokenInvariant {
 		t.Fatalf("burst in launch 2: %+v", v)
 	}
-	for _, want := range []string{"error rate 10%", "40 failed of 400 requests over 4 trials of decode in 2 launches", "failures in launch 2: 40 of 200", "> max 1%"} {
+	for _, want := range []string{"error rate 10% > max 1% (40 failed of 400 requests over 4 trials of decode in 2 launches; failures in launch 2: 40 of 200)"} {
 		if !strings.Contains(v.Message, want) {
 			t.Errorf("message %q lacks %q", v.Message, want)
 		}
@@ -19,7 +19,7 @@ func TestErrorRate(t *testing.T) {
 	if v.Metrics["trials"] != 4 || v.Metrics["error_rate"] != 0.1 {
 		t.Errorf("metrics %v", v.Metrics)
 	}
-	if v := ErrorRate("e", "decode", two, 0.1); v.Outcome != Pass || !strings.Contains(v.Message, "<= max 10%") {
+	if v := ErrorRate("e", "decode", two, 0.1); v.Outcome != Pass || !strings.HasPrefix(v.Message, "error rate 10% <= max 10% (") {
 		t.Errorf("at the max: %+v", v)
 	}
 	clean := []LaunchRequests{{Launch: 1, Trials: 2, Completed: 200}}
