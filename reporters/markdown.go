@@ -2,6 +2,7 @@ package reporters
 
 import (
 	"fmt"
+	"github.com/reckon-ci/reckon/spec"
 	"io"
 	"strconv"
 	"strings"
@@ -414,7 +415,7 @@ func configSummaries(checks []gate.Check) map[string]*configSummary {
 			against = "baseline"
 		}
 		switch {
-		case c.Kind == gate.KindEquivalence:
+		case c.Kind == string(spec.KindEquivalence):
 			if c.Config != "" {
 				get(c.Config).equivalence = append(get(c.Config).equivalence, summaryItem{c, "vs ", against})
 			}

@@ -220,7 +220,7 @@ func (fw *framework) entryOf(e gate.Check, v gate.Verdict, filtered bool, why st
 		e.Category = gate.CategoryPolicy
 		e.Message = strings.TrimSpace(e.Message + " (fails under " + flag + ")")
 	}
-	if e.Status == gate.StatusFailed && (e.Kind == gate.KindThroughput || e.Kind == gate.KindLatency) {
+	if e.Status == gate.StatusFailed && (e.Kind == string(spec.KindThroughput) || e.Kind == string(spec.KindLatency)) {
 		// The one-line verdict carries the correlated evidence, e.g. "custom-ar: output_throughput
 		// -57% vs nccl (...): regression; KV cache -91% (10.42 -> 0.90 GiB ...)".
 		fw.mu.Lock()
