@@ -245,7 +245,7 @@ func TestJUnitEscapesAndStripsControlCharacters(t *testing.T) {
 	if tc.Name != `x<y> "q"` || tc.Classname != "a&b" {
 		t.Errorf("name %q classname %q", tc.Name, tc.Classname)
 	}
-	if tc.Failure.Message != "line one line two red bell ]]> \uFFFD" {
+	if tc.Failure.Message != "a&b: line one line two red bell ]]> \uFFFD" { // the config first (Line)
 		t.Errorf("message not one clean line: %q", tc.Failure.Message)
 	}
 	if !strings.Contains(tc.Failure.Body, "tab\there\nCR<b>&amp;</b>") {

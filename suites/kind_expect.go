@@ -1,8 +1,6 @@
 package suites
 
 import (
-	"strings"
-
 	"github.com/reckon-ci/reckon/gate"
 	"github.com/reckon-ci/reckon/spec"
 )
@@ -31,6 +29,5 @@ func (expectKind) judge(ev *evidence, c *spec.Check) gate.Verdict {
 	}
 	out := gate.ExpectAllReduce(c.Name, ar, p.Expect.AllReduce)
 	out.Config = ev.name
-	out.Message = ev.name + ": " + strings.TrimPrefix(out.Message, c.Name+": ")
-	return out
+	return out // its words: reporters.Sentence, when the entry is recorded
 }

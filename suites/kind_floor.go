@@ -1,8 +1,6 @@
 package suites
 
 import (
-	"strings"
-
 	"github.com/reckon-ci/reckon/gate"
 	"github.com/reckon-ci/reckon/internal/metric"
 	"github.com/reckon-ci/reckon/spec"
@@ -54,6 +52,5 @@ func (floorKind) judge(ev *evidence, c *spec.Check) gate.Verdict {
 	}
 	out := gate.Floor(c.Name, p.Metric, v, p.Min, p.Max)
 	out.Config = ev.name
-	out.Message = ev.name + ": " + strings.TrimPrefix(out.Message, c.Name+": ")
-	return out
+	return out // its words: reporters.Sentence, when the entry is recorded
 }

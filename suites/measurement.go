@@ -73,7 +73,7 @@ func resultFloorVerdict(ev *evidence, c *spec.Check) gate.Verdict {
 	}
 	out := gate.Floor(c.Name, p.Metric, &med, p.Min, p.Max)
 	out.Config = ev.name
-	out.Message = fmt.Sprintf("%s: %s (median of %d trials of %s: %s)", ev.name, strings.TrimPrefix(out.Message, c.Name+": "), len(xs), p.Workload, fmtSamples(xs))
+	out.Message = fmt.Sprintf("%s (median of %d trials of %s: %s)", strings.TrimPrefix(out.Message, c.Name+": "), len(xs), p.Workload, fmtSamples(xs))
 	return out
 }
 

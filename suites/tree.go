@@ -216,21 +216,18 @@ func (fw *framework) entryOf(e gate.Check, v gate.Verdict, filtered bool, why st
 		e.Outcome = gate.OutcomePartial
 	}
 	if flag != "" {
-		// Failed by policy, not by a measured regression: say which.
+		// Failed by policy, not by a measured regression (Sentence says which flag).
 		e.Category = gate.CategoryPolicy
-		e.Message = strings.TrimSpace(e.Message + " (fails under " + flag + ")")
 	}
 	if e.Status == gate.StatusFailed && (e.Kind == string(spec.KindThroughput) || e.Kind == string(spec.KindLatency)) {
 		// The one-line verdict carries the correlated evidence, e.g. "custom-ar: output_throughput
-		// -57% vs nccl (...): regression; KV cache -91% (10.42 -> 0.90 GiB ...)".
+		// -57% vs nccl (...): regression; KV cache -91% (10.42 -> 0.90 GiB ...)" (Sentence).
 		fw.mu.Lock()
 		run := fw.view()
 		fw.mu.Unlock()
 		e.Explanation = reporters.Explain(&run, &e)
-		if first, _, _ := strings.Cut(e.Explanation, "; "); first != "" && !strings.Contains(e.Message, first) {
-			e.Message += "; " + first
-		}
 	}
+	e.Message = reporters.Sentence(e, flag)
 	if e.Status == gate.StatusError {
 		if cs, ok := fw.configs[e.Config]; ok && cs.launchEr != nil {
 			e.Details = strings.TrimSpace(e.Details + "\n\nengine log tail (" + cs.logPath + "):\n" + cs.logTail())
