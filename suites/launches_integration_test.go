@@ -99,13 +99,16 @@ func assertRelaunchVerdicts(t *testing.T, where string, r *gateRun, fault bool) 
 		if f.Status != gate.StatusPassed || !strings.Contains(f.Message, "median of 4 trials of decode") {
 			t.Errorf("%s: %s %s: %s: %s", where, cfg, relaunchFloor, f.Status, f.Message)
 		}
+		t.Logf("%s: %s [%s]", where, f.Message, f.Status)
 	}
 	s := r.configCheck(t, relaunchRate, "steady")
 	if s.Status != gate.StatusPassed || !strings.Contains(s.Message, "over 4 trials of decode in 2 launches") {
 		t.Errorf("%s: steady %s: %s: %s", where, relaunchRate, s.Status, s.Message)
 	}
+	t.Logf("%s: %s [%s]", where, s.Message, s.Status)
 	b := r.configCheck(t, relaunchRate, "burst")
 	if !fault {
+		t.Logf("%s: %s [%s]", where, b.Message, b.Status)
 		if b.Status != gate.StatusPassed || !strings.Contains(b.Message, "error rate 0% <= max 1% (0 failed of ") {
 			t.Errorf("%s: burst without the fault: %s: %s", where, b.Status, b.Message)
 		}
@@ -115,7 +118,7 @@ func assertRelaunchVerdicts(t *testing.T, where string, r *gateRun, fault bool) 
 		!strings.Contains(b.Message, "> max 1% (") || !strings.Contains(b.Message, "over 4 trials of decode in 2 launches; failures in launch 2: ") || strings.Contains(b.Message, "launch 1:") {
 		t.Errorf("%s: burst %s: %s/%s: %s", where, relaunchRate, b.Status, b.Category, b.Message)
 	}
-	t.Logf("%s: %s", where, b.Message)
+	t.Logf("%s: %s [%s]", where, b.Message, b.Status)
 }
 
 func TestRelaunchedConfigsAreJudgedOverEveryLaunch(t *testing.T) {
