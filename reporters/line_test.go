@@ -22,6 +22,10 @@ func TestSentenceIsTheOneLine(t *testing.T) {
 	if again := Sentence(c, "--strict"); again != want {
 		t.Errorf("Sentence of a sentence = %q", again)
 	}
+	eq := gate.Check{Verdict: gate.Verdict{Name: "equivalence pr vs main", Config: "pr", Message: "pr vs main: not equivalent"}}
+	if got := Sentence(eq, ""); got != "pr vs main: not equivalent" {
+		t.Errorf("a message that names its config first: %q", got)
+	}
 	fix := "launch with SGLANG_ENABLE_SPEC_V2=0 or a release that fixed it"
 	c.Message = "eagle3: spec_accept_length 1.00 < minimum 2.50: " + strings.Repeat("engine detail ", 40) + "(sgl-project/sglang#14046); " + fix
 	c.Explanation = ""
