@@ -74,7 +74,7 @@ func AllReduceProbeCheckOf(p *wire.AllReduceProbe, tol map[string]Tolerance, alg
 
 // allReduceProbeFixed is the fixed (uncalibrated) rule of AllReduceProbeCheck.
 func allReduceProbeFixed(p *wire.AllReduceProbe, tol map[string]Tolerance, algorithms []string) Verdict {
-	v := Verdict{Name: "allreduce probe", Kind: KindAllReduceProbe, Metrics: map[string]float64{}}
+	v := Verdict{Name: "allreduce probe", Metrics: map[string]float64{}}
 	if p == nil {
 		v.Outcome, v.Message = Error, "allreduce probe: no probe result"
 		return v

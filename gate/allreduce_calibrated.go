@@ -56,7 +56,7 @@ type judgement struct {
 // that pass everywhere (the rule cannot see that fault). algorithms selects the candidates judged
 // (all when empty); naming one that is not a candidate of the probe is an error.
 func AllReduceProbeCheckCalibrated(p *wire.AllReduceProbe, tol map[string]Tolerance, algorithms []string, cal AllReduceCalibration) Verdict {
-	v := Verdict{Name: "allreduce probe", Kind: KindAllReduceProbe, Metrics: map[string]float64{}}
+	v := Verdict{Name: "allreduce probe", Metrics: map[string]float64{}}
 	if p == nil {
 		v.Outcome, v.Message = Error, "allreduce probe: no probe result"
 		return v

@@ -120,7 +120,7 @@ func (e AllReduceEvidence) Tried() string {
 // is an error (what was tried is in the message), never a failure of the engine: the check could
 // not see what ran. A disagreement between sources is kept in the details.
 func ExpectAllReduce(name string, ev *AllReduceEvidence, want string) Verdict {
-	v := Verdict{Name: name, Kind: KindExpect}
+	v := Verdict{Name: name}
 	if ev == nil || ev.Effective == BackendUnknown || ev.Effective == "" {
 		tried := "no source of evidence was tried"
 		if ev != nil {

@@ -3,6 +3,7 @@ package gate
 import (
 	"errors"
 	"fmt"
+	"github.com/reckon-ci/reckon/spec"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -77,7 +78,7 @@ func TestLoadBaselineMissing(t *testing.T) {
 		!strings.Contains(err.Error(), "reckon baseline record --from") {
 		t.Fatalf("got %v", err)
 	}
-	v := NoBaselineVerdict("throughput", "nccl", KindThroughput, err)
+	v := NoBaselineVerdict("throughput", "nccl", string(spec.KindThroughput), err)
 	if v.Outcome != NoBaseline {
 		t.Errorf("verdict %s", v.Outcome)
 	}

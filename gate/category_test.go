@@ -3,6 +3,7 @@ package gate
 import (
 	"errors"
 	"fmt"
+	"github.com/reckon-ci/reckon/spec"
 	"testing"
 )
 
@@ -63,10 +64,10 @@ func TestEquivalenceExercisedIsUnverified(t *testing.T) {
 // infrastructure errors alone make it exit 3; a policy failure is red.
 func TestRunVerdictOfCategories(t *testing.T) {
 	pass := Check{Verdict: Verdict{Name: "p", Outcome: Pass}, Status: StatusPassed}
-	unv := Check{Verdict: Verdict{Name: "u", Kind: KindExpect, Outcome: Error, Category: CategoryUnverified}, Status: StatusError}
+	unv := Check{Verdict: Verdict{Name: "u", Kind: string(spec.KindExpect), Outcome: Error, Category: CategoryUnverified}, Status: StatusError}
 	infra := Check{Verdict: Verdict{Name: "e", Kind: KindHealth, Outcome: Error}, Status: StatusError}
 	meas := Check{Verdict: Verdict{Name: "m", Kind: KindMeasurement, Outcome: Error}, Status: StatusError}
-	strict := Check{Verdict: Verdict{Name: "s", Kind: KindThroughput, Outcome: NoBaseline}, Status: StatusFailed}
+	strict := Check{Verdict: Verdict{Name: "s", Kind: string(spec.KindThroughput), Outcome: NoBaseline}, Status: StatusFailed}
 	for _, tc := range []struct {
 		name    string
 		checks  []Check

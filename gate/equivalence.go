@@ -111,7 +111,7 @@ type EquivalenceProbes struct {
 // MaxDistance and the verdict says "uncalibrated". In every mode the free-running greedy outputs
 // are compared up to their first divergence and a divergence outside the top-k fails.
 func Equivalence(pr EquivalenceProbes, chk EquivalenceCheck) Verdict {
-	v := Verdict{Name: "equivalence", Kind: KindEquivalence, Metrics: map[string]float64{}}
+	v := Verdict{Name: "equivalence", Metrics: map[string]float64{}}
 	base, head := pr.Base, pr.Head
 	if base == nil || head == nil {
 		v.Outcome, v.Category, v.Message = Error, CategoryMeasurement, "equivalence: a numerics probe is missing"

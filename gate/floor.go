@@ -11,7 +11,7 @@ import (
 // value <= *max (either bound may be nil). A nil value is an error verdict: the engine did not
 // report the metric, so the floor cannot be judged (it is never a silent pass).
 func Floor(name, metric string, value *float64, min, max *float64) Verdict {
-	v := Verdict{Name: name, Kind: KindFloor, Metrics: map[string]float64{}}
+	v := Verdict{Name: name, Metrics: map[string]float64{}}
 	if min == nil && max == nil {
 		v.Outcome, v.Category = Error, CategoryUnverified
 		v.Message = fmt.Sprintf("%s: floor on %s has neither a minimum nor a maximum", name, metric)
@@ -55,7 +55,7 @@ func Floor(name, metric string, value *float64, min, max *float64) Verdict {
 // "nccl", &0.9, nil). A missing value on either side is an error, a zero reference value too
 // (the ratio is undefined).
 func Relative(name, metric string, value, other *float64, otherConfig string, minRatio, maxRatio *float64) Verdict {
-	v := Verdict{Name: name, Kind: KindRelative, Against: otherConfig, Metrics: map[string]float64{}}
+	v := Verdict{Name: name, Against: otherConfig, Metrics: map[string]float64{}}
 	if minRatio == nil && maxRatio == nil {
 		v.Outcome, v.Category = Error, CategoryUnverified
 		v.Message = fmt.Sprintf("%s: relative check on %s has neither a minimum nor a maximum ratio", name, metric)
@@ -107,7 +107,7 @@ func Relative(name, metric string, value, other *float64, otherConfig string, mi
 // backend the engine logged equals "custom". An empty got means the engine did not report the
 // field, which is an error rather than a mismatch.
 func ExpectEqual(name, field, got, want string) Verdict {
-	v := Verdict{Name: name, Kind: KindExpect}
+	v := Verdict{Name: name}
 	switch {
 	case got == "":
 		v.Outcome, v.Category = Error, CategoryUnverified

@@ -1,6 +1,9 @@
 package gate
 
-import "github.com/reckon-ci/reckon/internal/metric"
+import (
+	"github.com/reckon-ci/reckon/internal/metric"
+	"github.com/reckon-ci/reckon/spec"
+)
 
 // Direction says which way a metric gets better.
 type Direction string
@@ -24,9 +27,9 @@ type Metric struct {
 // higher-is-better metrics and "latency" for lower-is-better ones.
 func (m Metric) Kind() string {
 	if m.Direction == HigherIsBetter {
-		return KindThroughput
+		return string(spec.KindThroughput)
 	}
-	return KindLatency
+	return string(spec.KindLatency)
 }
 
 // MetricFor returns the metric descriptor for a result key (vLLM/SGLang key names, e.g.

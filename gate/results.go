@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/reckon-ci/reckon/spec"
 	"io"
 	"math"
 	"regexp"
@@ -346,7 +347,7 @@ type checkIn struct {
 // no_change, improvement, inconclusive) into the whole-result form of v2: Stat holds what v1
 // kept, and Outcome becomes the verdict's (fail, pass, inconclusive).
 func (ci *checkIn) v1Stat(c *Check, p string) error {
-	stat := ci.Metric != "" || c.Kind == KindThroughput || c.Kind == KindLatency
+	stat := ci.Metric != "" || c.Kind == string(spec.KindThroughput) || c.Kind == string(spec.KindLatency)
 	for _, v := range []any{ci.BaseMedian, ci.HeadMedian, ci.Ratio, ci.CILow, ci.CIHigh, ci.PValue} {
 		stat = stat || v != nil
 	}

@@ -2,6 +2,7 @@ package gate
 
 import (
 	"fmt"
+	"github.com/reckon-ci/reckon/spec"
 	"math"
 	"strings"
 
@@ -516,9 +517,9 @@ func (r *StatResult) Summary() string {
 // against names the base side in the message (e.g. "nccl" or "baseline") and is the verdict's
 // Against.
 func (r *StatResult) Verdict(check, config, against string) Verdict {
-	v := Verdict{Name: check, Config: config, Against: against, Stat: r, Kind: KindLatency}
+	v := Verdict{Name: check, Config: config, Against: against, Stat: r, Kind: string(spec.KindLatency)}
 	if r.Direction == HigherIsBetter {
-		v.Kind = KindThroughput
+		v.Kind = string(spec.KindThroughput)
 	}
 	v.Metrics = map[string]float64{}
 	for k, x := range map[string]float64{

@@ -3,6 +3,7 @@ package gate
 import (
 	"context"
 	"encoding/json"
+	"github.com/reckon-ci/reckon/spec"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -145,7 +146,7 @@ func TestCompareOutcomes(t *testing.T) {
 		t.Fatalf("10%% drop: %s %s", r.Outcome, r.Reason)
 	}
 	v := r.Verdict("throughput vs nccl", "custom-ar", "nccl")
-	if v.Outcome != Fail || !strings.Contains(v.Message, "custom-ar: output_throughput -9.9% vs nccl (ratio 0.90") || v.Kind != KindThroughput {
+	if v.Outcome != Fail || !strings.Contains(v.Message, "custom-ar: output_throughput -9.9% vs nccl (ratio 0.90") || v.Kind != string(spec.KindThroughput) {
 		t.Errorf("verdict: %s %q", v.Outcome, v.Message)
 	}
 	if r.CILow > r.Ratio || r.CIHigh < 0.88 || r.CIHigh > 0.92 {

@@ -6,7 +6,10 @@
 // probe files and get back Verdicts. See docs/statistics.md and docs/baselines.md.
 package gate
 
-import "errors"
+import (
+	"errors"
+	"github.com/reckon-ci/reckon/spec"
+)
 
 // Outcome is the result class of one check.
 type Outcome string
@@ -24,25 +27,19 @@ const (
 	Skip         Outcome = "skip"
 )
 
-// Check kinds, the values of Verdict.Kind. KindHealth (launch, readiness, the engine log) and
-// KindMeasurement (a numerics probe or throughput trials that must complete) are judged by the
-// suites; the others by this package.
+// The run's own kinds, values of Verdict.Kind besides the spec's check kinds (spec.CheckKind,
+// the one vocabulary of check kinds: spec.KindFloor, spec.KindThroughput, ...): KindHealth
+// (launch, readiness, the engine log) and KindMeasurement (a numerics probe or throughput trials
+// that must complete), judged by the suites, and KindInterrupted (run.go).
 const (
-	KindHealth         = "health"
-	KindMeasurement    = "measurement"
-	KindFloor          = "floor"
-	KindRelative       = "relative"
-	KindExpect         = "expect"
-	KindEquivalence    = "equivalence"
-	KindAllReduceProbe = "allreduce_probe"
-	KindThroughput     = "throughput"
-	KindLatency        = "latency"
+	KindHealth      = "health"
+	KindMeasurement = "measurement"
 )
 
 // Verdict is the result of one check, shared by the suites and the reporters.
 type Verdict struct {
 	Name    string  `json:"name"`             // check name
-	Kind    string  `json:"kind"`             // one of the Kind* constants
+	Kind    string  `json:"kind"`             // a spec.CheckKind, or KindHealth, KindMeasurement, KindInterrupted
 	Config  string  `json:"config,omitempty"` // config ("" for checks spanning configs)
 	Outcome Outcome `json:"outcome"`          // pass, fail, error, ...
 	// Category says what a verdict that is not a pass means (a regression, a broken invariant,
@@ -100,7 +97,7 @@ func DefaultCategory(kind string, o Outcome) Category {
 	switch o {
 	case Fail:
 		switch kind {
-		case KindRelative, KindThroughput, KindLatency:
+		case string(spec.KindRelative), string(spec.KindThroughput), string(spec.KindLatency):
 			return CategoryRegression
 		case KindMeasurement:
 			return CategoryMeasurement

@@ -2,6 +2,7 @@ package history
 
 import (
 	"context"
+	"github.com/reckon-ci/reckon/spec"
 	"slices"
 	"strings"
 
@@ -19,7 +20,7 @@ func (s *Store) AddTrends(ctx context.Context, run *gate.Run) (int, error) {
 	n := 0
 	for i := range run.Checks {
 		c := &run.Checks[i]
-		if c.Metric() == "" || c.Config == "" || (c.Kind != gate.KindThroughput && c.Kind != gate.KindLatency) {
+		if c.Metric() == "" || c.Config == "" || (c.Kind != string(spec.KindThroughput) && c.Kind != string(spec.KindLatency)) {
 			continue
 		}
 		ser, err := s.Series(ctx, Filter{Testbed: run.TestbedKey, Spec: run.SpecName, Config: c.Config, Metric: c.Metric()})

@@ -15,6 +15,7 @@ import (
 	"context"
 	"crypto/sha1"
 	"fmt"
+	"github.com/reckon-ci/reckon/spec"
 	"html"
 	"math"
 	"os"
@@ -365,11 +366,11 @@ func abRun() *gate.Run {
 		Checks: []gate.Check{
 			{Verdict: gate.Verdict{Name: "health", Kind: gate.KindHealth, Config: "main", Outcome: gate.Pass, Message: "main: started"}, Status: gate.StatusPassed},
 			{Verdict: gate.Verdict{Name: "health", Kind: gate.KindHealth, Config: "pr", Outcome: gate.Pass, Message: "pr: started"}, Status: gate.StatusPassed},
-			{Verdict: gate.Verdict{Name: "pr output_throughput vs main", Kind: gate.KindThroughput, Config: "pr", Outcome: gate.Fail, Metrics: launchMetrics,
+			{Verdict: gate.Verdict{Name: "pr output_throughput vs main", Kind: string(spec.KindThroughput), Config: "pr", Outcome: gate.Fail, Metrics: launchMetrics,
 				Message: "pr: output_throughput -58% vs main (ratio 0.42, 95% CI 0.39–0.45, p=0.002): regression [unit: launch, 3 vs 3 launches of 3 trials]",
 				Stat:    &gate.StatResult{Metric: "output_throughput", NBase: 3, NHead: 3, BaseMedian: 1210, HeadMedian: 506.9, Ratio: 506.9 / 1210, CILow: 0.39, CIHigh: 0.45, PValue: 0.002, Outcome: gate.Regression}, Against: "main"},
 				Status: gate.StatusFailed},
-			{Verdict: gate.Verdict{Name: "pr p99_ttft_ms vs main", Kind: gate.KindLatency, Config: "pr", Outcome: "inconclusive", Metrics: launchMetrics,
+			{Verdict: gate.Verdict{Name: "pr p99_ttft_ms vs main", Kind: string(spec.KindLatency), Config: "pr", Outcome: "inconclusive", Metrics: launchMetrics,
 				Message: "pr: p99_ttft_ms +3.1% vs main (ratio 1.03, 95% CI 0.97–1.10, p=0.21): inconclusive",
 				Stat:    &gate.StatResult{Metric: "p99_ttft_ms", NBase: 3, NHead: 3, BaseMedian: 300, HeadMedian: 309.3, Ratio: 1.031, CILow: 0.97, CIHigh: 1.10, PValue: 0.21, Outcome: gate.Undecided, MoreTrials: 4, MaxTrials: 30}, Against: "main"},
 				Status: gate.StatusSkipped},

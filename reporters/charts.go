@@ -2,6 +2,7 @@ package reporters
 
 import (
 	"fmt"
+	"github.com/reckon-ci/reckon/spec"
 	"math"
 	"strings"
 
@@ -261,13 +262,13 @@ func clipRunes(s string, n int) string {
 // check, or another comparison (not a latency check) of a metric that the registry
 // (internal/metric) says is better higher.
 func isThroughputCheck(c *gate.Check) bool {
-	return c.Kind == gate.KindThroughput || (c.Kind != gate.KindLatency && metricDirection(c.Metric()) == metric.HigherIsBetter)
+	return c.Kind == string(spec.KindThroughput) || (c.Kind != string(spec.KindLatency) && metricDirection(c.Metric()) == metric.HigherIsBetter)
 }
 
 // isLatencyCheck reports whether c is a statistical latency comparison: a latency check, or a
 // relative comparison of a metric that the registry says is better lower.
 func isLatencyCheck(c *gate.Check) bool {
-	return c.Kind == gate.KindLatency || (c.Kind == gate.KindRelative && metricDirection(c.Metric()) == metric.LowerIsBetter)
+	return c.Kind == string(spec.KindLatency) || (c.Kind == string(spec.KindRelative) && metricDirection(c.Metric()) == metric.LowerIsBetter)
 }
 
 // metricDirection is the registry's direction of a metric (metric.NoDirection when unknown).

@@ -1,6 +1,7 @@
 package reporters
 
 import (
+	"github.com/reckon-ci/reckon/spec"
 	"testing"
 
 	"github.com/reckon-ci/reckon/gate"
@@ -16,14 +17,14 @@ func TestChartsAskTheRegistry(t *testing.T) {
 		kind, metric        string
 		throughput, latency bool
 	}{
-		{gate.KindThroughput, "output_throughput", true, false},
-		{gate.KindLatency, "median_tpot_ms", false, true},
-		{gate.KindThroughput, "request_goodput", true, false},
-		{gate.KindLatency, "output_throughput", false, true},
-		{gate.KindRelative, "p99_ttft_ms", false, true},
-		{gate.KindRelative, "kv_cache_tokens", true, false},
-		{gate.KindRelative, "weights_gib", false, false},
-		{gate.KindFloor, "max_output_tokens_per_s", true, false},
+		{string(spec.KindThroughput), "output_throughput", true, false},
+		{string(spec.KindLatency), "median_tpot_ms", false, true},
+		{string(spec.KindThroughput), "request_goodput", true, false},
+		{string(spec.KindLatency), "output_throughput", false, true},
+		{string(spec.KindRelative), "p99_ttft_ms", false, true},
+		{string(spec.KindRelative), "kv_cache_tokens", true, false},
+		{string(spec.KindRelative), "weights_gib", false, false},
+		{string(spec.KindFloor), "max_output_tokens_per_s", true, false},
 	} {
 		ch := stat(c.kind, c.metric)
 		if got := isThroughputCheck(ch); got != c.throughput {

@@ -2,6 +2,7 @@ package reporters
 
 import (
 	"fmt"
+	"github.com/reckon-ci/reckon/spec"
 	"math"
 	"sort"
 	"strings"
@@ -75,7 +76,7 @@ func Explain(r *gate.Run, c *gate.Check) string {
 		if hp, bp := maxOf(cfg.GPUPeakMiB), maxOf(ref.cfg.GPUPeakMiB); hp > 0 && bp > 0 && significant(hp/1024, bp/1024) {
 			parts = append(parts, fmt.Sprintf("peak GPU memory %s (%.2f -> %.2f GiB)", num.Pct(hp/bp-1), bp/1024, hp/1024))
 		}
-		if c.Kind == gate.KindThroughput || c.Kind == gate.KindLatency || c.Kind == gate.KindRelative {
+		if c.Kind == string(spec.KindThroughput) || c.Kind == string(spec.KindLatency) || c.Kind == string(spec.KindRelative) {
 			parts = append(parts, latencyDiffs(cfg, ref.cfg, c.Metric())...)
 		}
 	}

@@ -1,6 +1,7 @@
 package reporters
 
 import (
+	"github.com/reckon-ci/reckon/spec"
 	"strings"
 	"testing"
 
@@ -45,7 +46,7 @@ func TestExplainFindsTheComparison(t *testing.T) {
 	// Against the stored baseline's engine report.
 	g := r.ConfigNamed("graph-bs-160")
 	g.BaselineEngine["cuda_graph_gib"] = 0.5
-	bc := gate.Check{Verdict: gate.Verdict{Name: "tput", Kind: gate.KindThroughput, Config: "graph-bs-160", Message: "graph-bs-160: output throughput -12% vs baseline"}, Status: gate.StatusFailed}
+	bc := gate.Check{Verdict: gate.Verdict{Name: "tput", Kind: string(spec.KindThroughput), Config: "graph-bs-160", Message: "graph-bs-160: output throughput -12% vs baseline"}, Status: gate.StatusFailed}
 	got := Explain(r, &bc)
 	if !strings.Contains(got, "CUDA graphs +250% (0.50 -> 1.75 GiB)") || !strings.Contains(got, "KV cache -0.1%") {
 		t.Errorf("baseline comparison: %q", got)
@@ -73,7 +74,7 @@ func TestExplainSaysWhyCustomAllreduceWasDisabled(t *testing.T) {
 	cfg := r.ConfigNamed("custom-ar")
 	cfg.Engine["allreduce"] = "nccl"
 	cfg.Engine["custom_allreduce_disabled_reason"] = "not all GPUs are connected by NVLink"
-	c := gate.Check{Verdict: gate.Verdict{Name: "expect", Kind: gate.KindExpect, Config: "custom-ar", Message: "custom-ar: allreduce nccl, expected custom"}, Status: gate.StatusFailed}
+	c := gate.Check{Verdict: gate.Verdict{Name: "expect", Kind: string(spec.KindExpect), Config: "custom-ar", Message: "custom-ar: allreduce nccl, expected custom"}, Status: gate.StatusFailed}
 	if got := Explain(r, &c); !strings.Contains(got, "allreduce nccl; custom allreduce disabled: not all GPUs are connected by NVLink") {
 		t.Errorf("fallback reason missing: %q", got)
 	}

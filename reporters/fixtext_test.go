@@ -3,6 +3,7 @@ package reporters
 import (
 	"bytes"
 	"encoding/xml"
+	"github.com/reckon-ci/reckon/spec"
 	"html"
 	"strings"
 	"testing"
@@ -20,7 +21,7 @@ func eagleRun() *gate.Run {
 	detail := strings.Repeat("token 17 logprob missing from the /generate answer of prompt 3; ", 12)
 	msg := "eagle3: logprob probe could not compare: /generate returned logprobs for 1 of 64 generated tokens (" +
 		strings.TrimSuffix(detail, "; ") + "): known cause: SGLang speculative decoding v2 returns logprobs for the first output token only (sgl-project/sglang#14046); " + eagleFix
-	r.Checks = append(r.Checks, gate.Check{Verdict: gate.Verdict{Name: "logprob probe", Kind: gate.KindEquivalence, Config: "eagle3", Outcome: "fail", Message: msg}, Status: gate.StatusFailed})
+	r.Checks = append(r.Checks, gate.Check{Verdict: gate.Verdict{Name: "logprob probe", Kind: string(spec.KindEquivalence), Config: "eagle3", Outcome: "fail", Message: msg}, Status: gate.StatusFailed})
 	return r
 }
 

@@ -319,7 +319,7 @@ func isUndecided(c *gate.Check) bool {
 func htmlCheckOf(r *gate.Run, c *gate.Check) htmlCheck {
 	h := htmlCheck{
 		Icon: htmlStatus(c), Class: htmlClass(c), Config: cleanText(c.Config), Name: cleanText(c.Name),
-		Kind: cleanText(c.Kind), Message: fitMessage(c.Message, 1000), Explanation: fitMessage(explanation(r, c), 2000),
+		Kind: cleanText(c.Kind), Message: Line(c, 1000), Explanation: fitMessage(explanation(r, c), 2000),
 		Details: clip(cleanText(c.Details), htmlBodyBytes), Outcome: cleanText(outcomeText(c)),
 		Next: fitMessage(NextStep(c), 400),
 	}

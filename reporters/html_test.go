@@ -2,6 +2,7 @@ package reporters
 
 import (
 	"bytes"
+	"github.com/reckon-ci/reckon/spec"
 	"regexp"
 	"strings"
 	"testing"
@@ -130,7 +131,7 @@ func TestSeveralWorkloadsAreNotMixed(t *testing.T) {
 
 func TestLatencyChecksGetTheirOwnChart(t *testing.T) {
 	r := sampleRun()
-	r.Checks = append(r.Checks, gate.Check{Verdict: gate.Verdict{Name: "p99_tpot_ms vs baseline", Kind: gate.KindLatency, Config: "nccl", Message: "nccl: p99 TPOT +31% vs baseline", Stat: &gate.StatResult{Metric: "p99_tpot_ms", BaseMedian: 53, HeadMedian: 69.7, Ratio: 1.31, CILow: 1.2, CIHigh: 1.4}}, Status: gate.StatusFailed})
+	r.Checks = append(r.Checks, gate.Check{Verdict: gate.Verdict{Name: "p99_tpot_ms vs baseline", Kind: string(spec.KindLatency), Config: "nccl", Message: "nccl: p99 TPOT +31% vs baseline", Stat: &gate.StatResult{Metric: "p99_tpot_ms", BaseMedian: 53, HeadMedian: 69.7, Ratio: 1.31, CILow: 1.2, CIHigh: 1.4}}, Status: gate.StatusFailed})
 	h := htmlOf(t, r)
 	if !strings.Contains(h, "Latency vs baseline / comparison config") {
 		t.Error("no latency comparison chart")

@@ -1,6 +1,7 @@
 package reporters
 
 import (
+	"github.com/reckon-ci/reckon/spec"
 	"strings"
 	"testing"
 
@@ -18,7 +19,7 @@ const hostileEngineText = "\x1b]52;c;ZXZpbA==\x07\x1b]0;pwned\x07ERROR boom\n" +
 func TestEngineTextIsDataInMarkdownAndJUnit(t *testing.T) {
 	r := &gate.Run{SpecName: "inject", Configs: []gate.Config{{Name: "a", LaunchError: hostileEngineText, LogTail: hostileEngineText}},
 		Checks: []gate.Check{
-			{Verdict: gate.Verdict{Name: "f", Config: "a", Kind: gate.KindFloor, Message: "engine said: " + hostileEngineText, Details: hostileEngineText}, Status: gate.StatusFailed},
+			{Verdict: gate.Verdict{Name: "f", Config: "a", Kind: string(spec.KindFloor), Message: "engine said: " + hostileEngineText, Details: hostileEngineText}, Status: gate.StatusFailed},
 			{Verdict: gate.Verdict{Name: "h", Config: "a", Kind: gate.KindHealth, Message: "died"}, Status: gate.StatusError},
 		}}
 	md := renderMarkdown(r, MaxMarkdownBytes)

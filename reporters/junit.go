@@ -334,7 +334,7 @@ func testcase(r *gate.Run, c *gate.Check, classname string) xTestcase {
 	}
 	expl := cleanText(explanation(r, c))
 	details := cleanText(c.Details)
-	msg := fitMessage(c.Message, junitMessageRunes)
+	msg := Line(c, junitMessageRunes)
 	switch c.EffectiveStatus() {
 	case gate.StatusFailed:
 		if msg == "" {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"fmt"
+	"github.com/reckon-ci/reckon/spec"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -229,7 +230,7 @@ func TestJUnitValidatorRejectsBadDocuments(t *testing.T) {
 }
 
 func TestJUnitEscapesAndStripsControlCharacters(t *testing.T) {
-	r := &gate.Run{SpecName: "esc", Configs: []gate.Config{{Name: "a&b"}}, Checks: []gate.Check{{Verdict: gate.Verdict{Name: "x<y> \"q\"\x00", Kind: gate.KindFloor, Config: "a&b", Message: "line one\nline two\x1b[31m red\x1b[0m \x07bell ]]> \xff", Details: "tab\there\r\nCR\x0b<b>&amp;</b>", Metrics: map[string]float64{"v\x01": 1}}, Status: gate.StatusFailed}}}
+	r := &gate.Run{SpecName: "esc", Configs: []gate.Config{{Name: "a&b"}}, Checks: []gate.Check{{Verdict: gate.Verdict{Name: "x<y> \"q\"\x00", Kind: string(spec.KindFloor), Config: "a&b", Message: "line one\nline two\x1b[31m red\x1b[0m \x07bell ]]> \xff", Details: "tab\there\r\nCR\x0b<b>&amp;</b>", Metrics: map[string]float64{"v\x01": 1}}, Status: gate.StatusFailed}}}
 	data := junitOf(t, r)
 	for _, c := range []byte{0x00, 0x01, 0x07, 0x0b, 0x1b} {
 		if bytes.IndexByte(data, c) >= 0 {
@@ -244,7 +245,7 @@ func TestJUnitEscapesAndStripsControlCharacters(t *testing.T) {
 	if tc.Name != `x<y> "q"` || tc.Classname != "a&b" {
 		t.Errorf("name %q classname %q", tc.Name, tc.Classname)
 	}
-	if tc.Failure.Message != "line one line two red bell ]]> \uFFFD" {
+	if tc.Failure.Message != "a&b: line one line two red bell ]]> \uFFFD" { // the config first (Line)
 		t.Errorf("message not one clean line: %q", tc.Failure.Message)
 	}
 	if !strings.Contains(tc.Failure.Body, "tab\there\nCR<b>&amp;</b>") {
@@ -257,11 +258,11 @@ func TestJUnitSyntheticCasesAndUniqueNames(t *testing.T) {
 		SpecName: "partial", Interrupted: true,
 		Configs: []gate.Config{{Name: "a", LaunchError: "port 30000 taken", LogTail: "bind: address already in use"}, {Name: "b"}},
 		Checks: []gate.Check{
-			{Verdict: gate.Verdict{Name: "floor", Kind: gate.KindFloor, Config: "b"}, Status: gate.StatusPassed},
-			{Verdict: gate.Verdict{Name: "floor (2)", Kind: gate.KindFloor, Config: "b"}, Status: gate.StatusPassed},
-			{Verdict: gate.Verdict{Name: "floor", Kind: gate.KindFloor, Config: "b"}, Status: gate.StatusPassed},
-			{Verdict: gate.Verdict{Name: "weird", Kind: gate.KindFloor, Config: "b"}, Status: "exploded"},
-			{Verdict: gate.Verdict{Name: "derived", Kind: gate.KindThroughput, Config: "b", Outcome: "regression"}},
+			{Verdict: gate.Verdict{Name: "floor", Kind: string(spec.KindFloor), Config: "b"}, Status: gate.StatusPassed},
+			{Verdict: gate.Verdict{Name: "floor (2)", Kind: string(spec.KindFloor), Config: "b"}, Status: gate.StatusPassed},
+			{Verdict: gate.Verdict{Name: "floor", Kind: string(spec.KindFloor), Config: "b"}, Status: gate.StatusPassed},
+			{Verdict: gate.Verdict{Name: "weird", Kind: string(spec.KindFloor), Config: "b"}, Status: "exploded"},
+			{Verdict: gate.Verdict{Name: "derived", Kind: string(spec.KindThroughput), Config: "b", Outcome: "regression"}},
 		},
 	}
 	doc, err := parseJUnit(junitOf(t, r))

@@ -2,6 +2,7 @@ package reporters
 
 import (
 	"fmt"
+	"github.com/reckon-ci/reckon/spec"
 	"io"
 	"strconv"
 	"strings"
@@ -141,7 +142,7 @@ func mdWarnings(head *strings.Builder, r *gate.Run, checks []gate.Check, n gate.
 		if n := NextStep(c); n != "" {
 			next = " Next step: " + mdEscape(fitMessage(n, mdVerdictLen))
 		}
-		fmt.Fprintf(head, "> - `%s` (%s): %s.%s\n", mdCodeText(c.Name), mdEscape(outcomeText(c)), mdEscape(strings.TrimSuffix(fitMessage(c.Message, mdVerdictLen), ".")), next)
+		fmt.Fprintf(head, "> - `%s` (%s): %s.%s\n", mdCodeText(c.Name), mdEscape(outcomeText(c)), mdEscape(strings.TrimSuffix(Line(c, mdVerdictLen), ".")), next)
 	}
 	head.WriteString("\n")
 }
@@ -193,7 +194,7 @@ func mdFailure(r *gate.Run, c *gate.Check) string {
 	if where == "" {
 		where = CrossConfig
 	}
-	msg := fitMessage(c.Message, mdVerdictLen)
+	msg := Line(c, mdVerdictLen)
 	if msg == "" {
 		msg = c.Kind + " check failed"
 	}
@@ -303,7 +304,7 @@ func mdCheckTable(r *gate.Run, g *suiteGroup) string {
 		if pValue(c) != nil {
 			p = fmt.Sprintf("%.3g", *pValue(c))
 		}
-		verdict := fitMessage(c.Message, mdCellRunes)
+		verdict := Line(c, mdCellRunes)
 		if baseMedian(c) != nil && headMedian(c) != nil {
 			verdict += fmt.Sprintf(" (%s → %s)", num.Format(*baseMedian(c)), num.Format(*headMedian(c)))
 		}
@@ -414,7 +415,7 @@ func configSummaries(checks []gate.Check) map[string]*configSummary {
 			against = "baseline"
 		}
 		switch {
-		case c.Kind == gate.KindEquivalence:
+		case c.Kind == string(spec.KindEquivalence):
 			if c.Config != "" {
 				get(c.Config).equivalence = append(get(c.Config).equivalence, summaryItem{c, "vs ", against})
 			}

@@ -3,6 +3,7 @@ package reporters
 import (
 	"bytes"
 	"fmt"
+	"github.com/reckon-ci/reckon/spec"
 	"strings"
 	"testing"
 
@@ -82,7 +83,7 @@ func TestMarkdownPassAndInterrupted(t *testing.T) {
 func TestMarkdownEscapesEngineText(t *testing.T) {
 	r := &gate.Run{SpecName: "x`y", Configs: []gate.Config{{Name: "a|b", LogTail: "```\nclose the fence\n````\n"}},
 		Checks: []gate.Check{
-			{Verdict: gate.Verdict{Name: "c|d", Config: "a|b", Kind: gate.KindFloor, Message: "<img src=x onerror=alert(1)> **bold** [link](http://x) | pipe"}, Status: gate.StatusFailed},
+			{Verdict: gate.Verdict{Name: "c|d", Config: "a|b", Kind: string(spec.KindFloor), Message: "<img src=x onerror=alert(1)> **bold** [link](http://x) | pipe"}, Status: gate.StatusFailed},
 			{Verdict: gate.Verdict{Name: "h", Config: "a|b", Kind: gate.KindHealth, Message: "died"}, Status: gate.StatusError},
 		}}
 	md := renderMarkdown(r, MaxMarkdownBytes)
@@ -105,7 +106,7 @@ func TestMarkdownStaysUnderTheLimit(t *testing.T) {
 		name := fmt.Sprintf("cfg-%03d", i)
 		r.Configs = append(r.Configs, gate.Config{Name: name, LogTail: strings.Repeat("x", 5000), Engine: map[string]any{"kv_cache_gib": 1.0}})
 		r.Checks = append(r.Checks,
-			gate.Check{Verdict: gate.Verdict{Name: "floor", Config: name, Kind: gate.KindFloor, Message: strings.Repeat("long verdict ", 60)}, Status: gate.StatusFailed},
+			gate.Check{Verdict: gate.Verdict{Name: "floor", Config: name, Kind: string(spec.KindFloor), Message: strings.Repeat("long verdict ", 60)}, Status: gate.StatusFailed},
 			gate.Check{Verdict: gate.Verdict{Name: "health", Config: name, Kind: gate.KindHealth, Message: "engine died"}, Status: gate.StatusError})
 	}
 	full := renderMarkdown(r, 1<<30)

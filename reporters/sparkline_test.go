@@ -2,6 +2,7 @@ package reporters
 
 import (
 	"bytes"
+	"github.com/reckon-ci/reckon/spec"
 	"math"
 	"strings"
 	"testing"
@@ -19,7 +20,7 @@ func TestHTMLSparkline(t *testing.T) {
 	if s == nil || s.LastX != 78 || !strings.HasPrefix(s.Points, "2.0,") || !strings.Contains(s.Tip, "4 runs") || !strings.Contains(s.Tip, "this run 166") {
 		t.Fatalf("sparkline %+v", s)
 	}
-	r := &gate.Run{SpecName: "s", StartedAt: time.Unix(0, 0), Checks: []gate.Check{{Verdict: gate.Verdict{Name: "throughput nccl decode output_throughput vs history", Kind: gate.KindThroughput, Config: "nccl", Outcome: gate.Pass, Stat: &gate.StatResult{Metric: "output_throughput", Outcome: gate.NoChange}}, Trend: []float64{180, 182, 181, 166}}}}
+	r := &gate.Run{SpecName: "s", StartedAt: time.Unix(0, 0), Checks: []gate.Check{{Verdict: gate.Verdict{Name: "throughput nccl decode output_throughput vs history", Kind: string(spec.KindThroughput), Config: "nccl", Outcome: gate.Pass, Stat: &gate.StatResult{Metric: "output_throughput", Outcome: gate.NoChange}}, Trend: []float64{180, 182, 181, 166}}}}
 	var b bytes.Buffer
 	if err := WriteHTML(&b, r); err != nil {
 		t.Fatal(err)

@@ -212,7 +212,7 @@ func termUndecidedChecks(t *termWriter, r *gate.Run, checks []gate.Check) {
 			where = CrossConfig
 		}
 		t.line("  %s %s · %s: %s", t.style(ansiYellow, "UNDECIDED"), termText(where, 60), termText(c.Name, 120), termText(outcomeText(c), 40))
-		t.wrapped("      ", "", fitMessage(c.Message, 2*termLineRunes))
+		t.wrapped("      ", "", Line(c, 2*termLineRunes))
 		if next := NextStep(c); next != "" {
 			t.wrapped("      ", "next: ", fitMessage(next, 2*termLineRunes))
 		}
@@ -233,7 +233,7 @@ func termFailure(t *termWriter, r *gate.Run, c *gate.Check) {
 	if where == "" {
 		where = CrossConfig
 	}
-	msg := fitMessage(c.Message, 2*termLineRunes)
+	msg := Line(c, 2*termLineRunes)
 	if msg == "" {
 		msg = termText(c.Kind, 40) + " check failed"
 	}

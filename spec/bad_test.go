@@ -43,7 +43,7 @@ var badSpecs = []struct {
 		"bad-enum.yaml:3:9: engine.kind: expected one of sglang, vllm; got \"sglng\"",
 		"bad-enum.yaml:7:25: configs[0].expect.allreduce: expected one of custom, nccl, fused; got \"custom-ar\"",
 		"bad-enum.yaml:9:30: configs[1].speculative.algorithm: expected one of EAGLE, EAGLE3, NEXTN, MTP, STANDALONE, NGRAM, MEDUSA; got \"eagle4\"",
-		"bad-enum.yaml:11:11: checks[0].kind: expected one of floor, relative, expect, equivalence, allreduce_probe, throughput, latency; got \"ceiling\"",
+		"bad-enum.yaml:11:11: checks[0].kind: expected one of floor, relative, expect, equivalence, allreduce_probe, throughput, latency, error_rate; got \"ceiling\"",
 	}},
 	{"bad-names", []string{
 		"bad-names.yaml:1:7: name: spec name \"bad names\" must start with a letter or digit and hold only letters, digits, '.', '_' and '-' (it names baseline files)",

@@ -59,6 +59,7 @@ var kindDefs = []kindDef{
 	{KindAllReduceProbe, decodeAllReduceProbe},
 	{KindThroughput, decodeStat},
 	{KindLatency, decodeStat},
+	{KindErrorRate, decodeErrorRate},
 }
 
 // CheckKinds lists the kinds in the order docs/spec.md describes them.
@@ -125,6 +126,9 @@ type Params interface {
 	validate(l *linker, c *Check)
 	// name is the check's generated name, stable while its fields do not change.
 	name(kind CheckKind) string
+	// workloadFor returns the workload the config called config must run for the check ("" for
+	// none): what the kind needs measured (Spec.WorkloadsFor).
+	workloadFor(config string) string
 }
 
 // Against values of a statistical check.

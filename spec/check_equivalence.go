@@ -182,3 +182,6 @@ func (l *linker) checkTwin(p *EquivalenceParams) {
 		}
 	}
 }
+
+// workloadFor: an equivalence check needs numerics probes (Spec.NeedsNumerics), no workload.
+func (p *EquivalenceParams) workloadFor(string) string { return "" }

@@ -79,3 +79,6 @@ func (p *RelativeParams) name(CheckKind) string {
 	}
 	return fmt.Sprintf("relative %s %s %s", p.Config, p.Metric, strings.Join(parts, " and "))
 }
+
+// workloadFor: a relative check reads engine reports and runs no workload.
+func (p *RelativeParams) workloadFor(string) string { return "" }

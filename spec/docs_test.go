@@ -47,7 +47,7 @@ checks:
 		// The name the docs print after "Name:" is the generated one.
 		t.Logf("%s", s.Checks[0].Name)
 	}
-	if snippets != 6 {
-		t.Errorf("found %d check snippets, want 6", snippets)
+	if snippets != 7 {
+		t.Errorf("found %d check snippets, want 7", snippets)
 	}
 }

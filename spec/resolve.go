@@ -212,10 +212,11 @@ func (s *Spec) NeedsNumerics(name string) bool {
 func (s *Spec) WorkloadsFor(name string) []*Workload {
 	need := map[string]bool{}
 	for _, c := range s.Checks {
-		if p, ok := c.Params.(workloadParams); ok {
-			if w := p.workloadFor(name); w != "" {
-				need[w] = true
-			}
+		if c.Params == nil {
+			continue
+		}
+		if w := c.Params.workloadFor(name); w != "" {
+			need[w] = true
 		}
 	}
 	for _, w := range s.Workloads {
@@ -248,12 +249,4 @@ func (s *Spec) MetricsFor(config, workload string) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-// workloadParams is implemented by the parameters of the kinds that judge a workload's trials
-// (a statistical check, a floor on a result metric).
-type workloadParams interface {
-	// workloadFor returns the workload the config called config must run for the check ("" for
-	// none).
-	workloadFor(config string) string
 }

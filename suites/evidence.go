@@ -295,3 +295,23 @@ func completionTokens(r *wire.CompletionResponse) int {
 	}
 	return r.Usage.CompletionTokens
 }
+
+// reportAllReduce is what the recorded engine report says of the allreduce backend (its
+// "allreduce" and "custom_allreduce_disabled_reason" keys): the log's word, as the results keep it.
+func reportAllReduce(engineReport map[string]any) gate.AllReduceSource {
+	src := gate.AllReduceSource{Source: gate.SourceLog, Says: gate.BackendUnknown, Detail: "no record of the allreduce backend in the log"}
+	if engineReport == nil {
+		src.Detail = "the log could not be read"
+		return src
+	}
+	switch ar, _ := engineReport["allreduce"].(string); ar {
+	case engine.AllReduceCustom:
+		src.Says, src.Detail = gate.BackendCustom, "custom allreduce set up"
+	case engine.AllReduceNCCL:
+		src.Says, src.Detail = gate.BackendNCCL, "custom allreduce not used"
+		if why, ok := engineReport["custom_allreduce_disabled_reason"].(string); ok && why != "" {
+			src.Detail = why
+		}
+	}
+	return src
+}

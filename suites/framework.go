@@ -136,6 +136,10 @@ type configState struct {
 	// shard's; a merged shard's).
 	out      gate.Config
 	reported bool
+	// stopped says the run stopped the engine (recordStop); exitedErr is then why it was not up
+	// at that moment (nil: it was).
+	stopped   bool
+	exitedErr error
 }
 
 // launched reports whether the config was launched in this run (here, or in a merged shard).

@@ -12,7 +12,7 @@ import (
 // calibrated by a twin or an oracle when the spec names one.
 type equivalenceKind struct{ crossScoped }
 
-func init() { registerKind(equivalenceKind{}, spec.KindEquivalence) }
+func init() { registerCrossKind(equivalenceKind{}, spec.KindEquivalence) }
 
 func (equivalenceKind) entry(c *spec.Check, _ string, _ []string) gate.Check {
 	p := c.Equivalence()
@@ -53,11 +53,14 @@ func (k equivalenceKind) inShard(c *spec.Check, here func(string) bool, _ bool) 
 // config probed in the run, which another shard never sees.
 func (equivalenceKind) together(*spec.Check) bool { return true }
 
-func (equivalenceKind) judge(fw *framework, _ *configState, c *spec.Check) gate.Verdict {
+func (equivalenceKind) judge(fw *framework, c *spec.Check) gate.Verdict {
 	return equivalenceVerdict(fw, c)
 }
 
-func (equivalenceKind) rejudge(_ *spec.Check, judged bool) bool { return !judged }
+// merged: teacher forcing scores every config on the sequences of the first config the shard
+// probed, which its results do not carry: merge keeps the shard's verdict (and judges a deferred
+// one from the replayed probes).
+func (equivalenceKind) merged(*spec.Check) mergeRule { return mergeKeep }
 
 func equivalenceVerdict(fw *framework, c *spec.Check) gate.Verdict {
 	p := c.Equivalence()

@@ -1,8 +1,6 @@
 package suites
 
 import (
-	"strings"
-
 	"github.com/reckon-ci/reckon/gate"
 	"github.com/reckon-ci/reckon/spec"
 )
@@ -11,7 +9,7 @@ import (
 // effective allreduce backend), so that a config that silently fell back fails.
 type expectKind struct{ configScoped }
 
-func init() { registerKind(expectKind{}, spec.KindExpect) }
+func init() { registerConfigKind(expectKind{}, spec.KindExpect) }
 
 func (expectKind) labels(*spec.Check) []string { return []string{labelHealth} }
 
@@ -19,18 +17,17 @@ func (expectKind) late(*spec.Check) bool { return false }
 
 func (expectKind) needs(*spec.Spec, *spec.Check, string) []need { return nil }
 
-func (expectKind) judge(_ *framework, cs *configState, c *spec.Check) gate.Verdict {
+func (expectKind) judge(ev *evidence, c *spec.Check) gate.Verdict {
 	p := c.Expectation()
-	if err := cs.infraError(); err != nil {
-		return errVerdict(c, cs.name, err)
+	if err := ev.infraError(); err != nil {
+		return errVerdict(c, ev.name, err)
 	}
-	ev := cs.allreduce
-	if ev == nil { // not gathered (tp 1, or a run read back from before evidence existed): the log alone
-		e := gate.CombineAllReduce([]gate.AllReduceSource{logAllReduce(cs.report)})
-		ev = &e
+	ar := ev.allreduce
+	if ar == nil { // not gathered (tp 1, or results from before evidence existed): the engine report alone
+		e := gate.CombineAllReduce([]gate.AllReduceSource{reportAllReduce(ev.engine)})
+		ar = &e
 	}
-	out := gate.ExpectAllReduce(c.Name, ev, p.Expect.AllReduce)
-	out.Config = cs.name
-	out.Message = cs.name + ": " + strings.TrimPrefix(out.Message, c.Name+": ")
-	return out
+	out := gate.ExpectAllReduce(c.Name, ar, p.Expect.AllReduce)
+	out.Config = ev.name
+	return out // its words: reporters.Sentence, when the entry is recorded
 }

@@ -1,8 +1,6 @@
 package suites
 
 import (
-	"strings"
-
 	"github.com/reckon-ci/reckon/gate"
 	"github.com/reckon-ci/reckon/internal/metric"
 	"github.com/reckon-ci/reckon/spec"
@@ -20,7 +18,7 @@ var lateMetrics = map[string]bool{metricPeakGPUMem: true, metric.SpecAcceptLengt
 // config's container the check names.
 type floorKind struct{ configScoped }
 
-func init() { registerKind(floorKind{}, spec.KindFloor) }
+func init() { registerConfigKind(floorKind{}, spec.KindFloor) }
 
 func (floorKind) labels(*spec.Check) []string { return []string{labelMemory} }
 
@@ -38,22 +36,21 @@ func (k floorKind) needs(s *spec.Spec, c *spec.Check, config string) []need {
 	return nil
 }
 
-func (floorKind) judge(_ *framework, cs *configState, c *spec.Check) gate.Verdict {
+func (floorKind) judge(ev *evidence, c *spec.Check) gate.Verdict {
 	p := c.Floor()
 	if c.IsResultFloor() {
-		return resultFloorVerdict(cs, c)
+		return resultFloorVerdict(ev, c)
 	}
-	v, err := reportValue(cs, p.Metric)
+	v, err := engineValue(ev, p.Metric)
 	if err != nil {
-		return errVerdict(c, cs.name, err)
+		return errVerdict(c, ev.name, err)
 	}
 	if v == nil {
-		if err := cs.infraError(); err != nil {
-			return errVerdict(c, cs.name, err)
+		if err := ev.infraError(); err != nil {
+			return errVerdict(c, ev.name, err)
 		}
 	}
 	out := gate.Floor(c.Name, p.Metric, v, p.Min, p.Max)
-	out.Config = cs.name
-	out.Message = cs.name + ": " + strings.TrimPrefix(out.Message, c.Name+": ")
-	return out
+	out.Config = ev.name
+	return out // its words: reporters.Sentence, when the entry is recorded
 }

@@ -14,7 +14,7 @@ import (
 // of the run; the first shard judges it.
 type allReduceProbeKind struct{ crossScoped }
 
-func init() { registerKind(allReduceProbeKind{}, spec.KindAllReduceProbe) }
+func init() { registerCrossKind(allReduceProbeKind{}, spec.KindAllReduceProbe) }
 
 func (allReduceProbeKind) entry(c *spec.Check, _ string, _ []string) gate.Check {
 	return checkEntry(c, "", nil)
@@ -23,14 +23,16 @@ func (allReduceProbeKind) entry(c *spec.Check, _ string, _ []string) gate.Check 
 func (allReduceProbeKind) labels(*spec.Check) []string                  { return []string{labelNumerics} }
 func (allReduceProbeKind) compares(*spec.Check) []string                { return nil }
 func (allReduceProbeKind) needs(*spec.Spec, *spec.Check, string) []need { return nil }
-func (allReduceProbeKind) rejudge(*spec.Check, bool) bool               { return false }
+
+// merged: the probe file is not in the shard's results; the shard's verdict is kept.
+func (allReduceProbeKind) merged(*spec.Check) mergeRule { return mergeKeep }
 
 // inShard: a probe file compares no config of the run; shard 1 judges it.
 func (allReduceProbeKind) inShard(_ *spec.Check, _ func(string) bool, first bool) bool {
 	return first
 }
 
-func (allReduceProbeKind) judge(fw *framework, _ *configState, c *spec.Check) gate.Verdict {
+func (allReduceProbeKind) judge(fw *framework, c *spec.Check) gate.Verdict {
 	return probeVerdict(fw, c)
 }
 

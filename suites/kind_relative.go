@@ -11,7 +11,7 @@ import (
 // the config's value in the stored baseline (of: baseline).
 type relativeKind struct{ crossScoped }
 
-func init() { registerKind(relativeKind{}, spec.KindRelative) }
+func init() { registerCrossKind(relativeKind{}, spec.KindRelative) }
 
 func (relativeKind) entry(c *spec.Check, _ string, _ []string) gate.Check {
 	p := c.Relative()
@@ -45,11 +45,12 @@ func (k relativeKind) inShard(c *spec.Check, here func(string) bool, _ bool) boo
 	return allHere(k.compares(c), here)
 }
 
-func (relativeKind) judge(fw *framework, _ *configState, c *spec.Check) gate.Verdict {
+func (relativeKind) judge(fw *framework, c *spec.Check) gate.Verdict {
 	return relativeVerdict(fw, c)
 }
 
-func (relativeKind) rejudge(_ *spec.Check, judged bool) bool { return !judged }
+// merged: a relative check reads the engine reports the results carry; merge judges it again.
+func (relativeKind) merged(*spec.Check) mergeRule { return mergeVerify }
 
 func relativeVerdict(fw *framework, c *spec.Check) gate.Verdict {
 	p := c.Relative()

@@ -15,7 +15,7 @@ import (
 // run is one Holm-Bonferroni family.
 type statisticalKind struct{ crossScoped }
 
-func init() { registerKind(statisticalKind{}, spec.KindThroughput, spec.KindLatency) }
+func init() { registerCrossKind(statisticalKind{}, spec.KindThroughput, spec.KindLatency) }
 
 func (statisticalKind) entry(c *spec.Check, _ string, _ []string) gate.Check {
 	p := c.Stat()
@@ -62,15 +62,17 @@ func (k statisticalKind) inShard(c *spec.Check, here func(string) bool, _ bool) 
 	return here(p.Config)
 }
 
-func (statisticalKind) judge(fw *framework, _ *configState, c *spec.Check) gate.Verdict {
+func (statisticalKind) judge(fw *framework, c *spec.Check) gate.Verdict {
 	return fw.statVerdict(c)
 }
 
-// rejudge: merge judges the whole family again (Holm runs over the run's checks, as without
+// merged: merge judges the whole family again (Holm runs over the run's checks, as without
 // shards), except a check against the history store, which merge does not read.
-func (statisticalKind) rejudge(c *spec.Check, judged bool) bool {
-	p := c.Stat()
-	return !(p.Against == spec.AgainstHistory && judged)
+func (statisticalKind) merged(c *spec.Check) mergeRule {
+	if c.Stat().Against == spec.AgainstHistory {
+		return mergeKeep
+	}
+	return mergeFamily
 }
 
 // statVerdict returns the verdict of a statistical check, computing every statistical check of

@@ -7,16 +7,20 @@ import (
 	"github.com/reckon-ci/reckon/spec"
 )
 
-// checkKind is the runner of one kind of check. The runner (tree.go: the Ginkgo tree;
-// plan.go: what each check needs; shard.go and merge.go: sharding and reckon merge) only calls
-// these methods, so a new kind is one file (kind_KIND.go) that registers its runner for its
-// spec.CheckKind. Where a check is judged (in each config's container, or once after every
-// config in the cross-config container) is its spec.Check.Scope, the one definition spec,
-// sharding and merge share; kinds of spec.ScopePerConfig embed configScoped, kinds of
-// spec.ScopeCross embed crossScoped.
+// A check kind is its spec.Params type in spec (decoding and validation of its fields, the
+// defaults that depend on other sections, its scope, its configs, what it needs measured
+// (workloadFor), its generated name) and its runner here: a configKind or a crossKind,
+// registered from its own file (kind_KIND.go). Every method of both is required, so a kind that
+// lacks one does not compile; the runner (tree.go: the Ginkgo tree; plan.go: what each check
+// needs; shard.go and merge.go: sharding and reckon merge) only calls these methods. Where a
+// check is judged is its spec.Check.Scope, the one definition spec, sharding and merge share:
+// kinds of spec.ScopePerConfig embed configScoped and register with registerConfigKind, kinds of
+// spec.ScopeCross embed crossScoped and register with registerCrossKind
+// (TestEveryKindHasARunner checks that both registries agree with spec's).
 type checkKind interface {
 	// entry is c's report entry before it is judged: its name, kind, subject config, the config
-	// it compares with, labels and line. config is the container's config of a per-config check.
+	// it compares with, labels and line. config is the container's config of a per-config
+	// check. The entry's kind is the one place a verdict's kind comes from (entryOf).
 	entry(c *spec.Check, config string, labels []string) gate.Check
 	// labels are the Ginkgo labels of c's spec besides the spec's tags: its kind's label and the
 	// configs it compares (so that a --label-filter on a config selects its comparisons).
@@ -33,23 +37,48 @@ type checkKind interface {
 	// measurements), which the label filter must not remove (plan.go); config is the
 	// container's config of a per-config check.
 	needs(s *spec.Spec, c *spec.Check, config string) []need
-	// late reports whether a per-config check is judged after the config's measurements (a
-	// metric that exists only after traffic).
-	late(c *spec.Check) bool
-	// judge returns c's verdict; cs is the config's state of a per-config check (nil for a
-	// cross-config one).
-	judge(fw *framework, cs *configState, c *spec.Check) gate.Verdict
-	// rejudge reports whether reckon merge judges c again from the shards' results rather than
-	// keep the verdict of the shard that judged it (judged: one did).
-	rejudge(c *spec.Check, judged bool) bool
+	// merged says how reckon merge treats c's verdict (mergeRule).
+	merged(c *spec.Check) mergeRule
 }
 
-// checkKinds maps each spec.CheckKind to its runner; each kind_*.go file registers its own
-// (TestEveryKindHasARunner checks that spec's registry and this one agree).
+// configKind is the runner of a kind judged on each config alone (spec.ScopePerConfig).
+type configKind interface {
+	checkKind
+	// late reports whether c is judged after the config's measurements (a metric that exists
+	// only after traffic): then after the config's last launch, so that it sees every trial.
+	late(c *spec.Check) bool
+	// judge returns c's verdict over one config's recorded evidence; it reads nothing else.
+	judge(ev *evidence, c *spec.Check) gate.Verdict
+}
+
+// crossKind is the runner of a kind judged once after every config (spec.ScopeCross).
+type crossKind interface {
+	checkKind
+	// judge returns c's verdict over the run's evidence (every config's, the baseline, the
+	// history, a probe file).
+	judge(fw *framework, c *spec.Check) gate.Verdict
+}
+
+// mergeRule is how reckon merge treats the verdict a shard recorded for a check.
+type mergeRule int
+
+const (
+	// mergeVerify: merge judges the check again from the evidence the results carry, as a live
+	// run does; a shard whose stated outcome disagrees turns the merge red.
+	mergeVerify mergeRule = iota + 1
+	// mergeFamily: merge judges the check again over the whole run, superseding the shard's
+	// provisional verdict (a statistical family: Holm runs over every shard's checks).
+	mergeFamily
+	// mergeKeep: the results do not carry all of the check's evidence (a probe file, the
+	// history store, teacher-forced sequences): the shard's verdict is kept (its status no milder
+	// than its outcome), and merge judges it only when no shard could (deferred).
+	mergeKeep
+)
+
+// checkKinds maps each spec.CheckKind to its runner; each kind_*.go file registers its own.
 var checkKinds = map[spec.CheckKind]checkKind{}
 
-// registerKind makes k the runner of the checks of kinds (an init of k's file).
-func registerKind(k checkKind, kinds ...spec.CheckKind) {
+func register(k checkKind, kinds []spec.CheckKind) {
 	for _, kind := range kinds {
 		if _, dup := checkKinds[kind]; dup {
 			panic("suites: two runners for check kind " + string(kind))
@@ -58,25 +87,43 @@ func registerKind(k checkKind, kinds ...spec.CheckKind) {
 	}
 }
 
+// registerConfigKind makes k the runner of the per-config checks of kinds (an init of k's file).
+func registerConfigKind(k configKind, kinds ...spec.CheckKind) { register(k, kinds) }
+
+// registerCrossKind makes k the runner of the cross-config checks of kinds (an init of k's file).
+func registerCrossKind(k crossKind, kinds ...spec.CheckKind) { register(k, kinds) }
+
 // kindOf returns the runner of c (nil for a kind this version does not judge; spec validation
 // rejects those).
 func kindOf(c *spec.Check) checkKind { return checkKinds[c.Kind] }
 
+// configKindOf returns the runner of a check judged per config (nil for another).
+func configKindOf(c *spec.Check) configKind {
+	if c.Scope() != spec.ScopePerConfig {
+		return nil
+	}
+	k, _ := kindOf(c).(configKind)
+	return k
+}
+
 // crossKindOf returns the runner of a check judged once after every config (spec.ScopeCross;
 // nil for one judged per config).
-func crossKindOf(c *spec.Check) checkKind {
+func crossKindOf(c *spec.Check) crossKind {
 	if c.Scope() != spec.ScopeCross {
 		return nil
 	}
-	return kindOf(c)
+	k, _ := kindOf(c).(crossKind)
+	return k
 }
 
 // configScoped holds the defaults of a kind judged in each config's container.
 type configScoped struct{}
 
-func (configScoped) compares(*spec.Check) []string  { return nil }
-func (configScoped) rejudge(*spec.Check, bool) bool { return false }
-func (configScoped) together(*spec.Check) bool      { return false }
+func (configScoped) compares(*spec.Check) []string { return nil }
+func (configScoped) together(*spec.Check) bool     { return false }
+
+// merged: a per-config check's evidence is its config's, which the results carry whole.
+func (configScoped) merged(*spec.Check) mergeRule { return mergeVerify }
 
 // entry: the check's entry in the config's container, with the config's labels.
 func (configScoped) entry(c *spec.Check, config string, labels []string) gate.Check {
@@ -91,7 +138,6 @@ func (configScoped) inShard(c *spec.Check, here func(string) bool, _ bool) bool 
 // crossScoped holds the defaults of a kind judged once after every config.
 type crossScoped struct{}
 
-func (crossScoped) late(*spec.Check) bool     { return false }
 func (crossScoped) together(*spec.Check) bool { return false }
 
 // allHere reports whether every config of cfgs runs here: a cross-config check is defined where

@@ -163,6 +163,7 @@ func (fw *framework) refreshReport(cs *configState) {
 // stopConfig stops the config's engine (whole process group) and records the final log state.
 func (fw *framework) stopConfig(ctx context.Context, cs *configState) {
 	fw.snapshotOnFailure(ctx, cs)
+	cs.recordStop()
 	if cs.inst != nil {
 		if err := cs.inst.Stop(ctx); err != nil {
 			fw.log.WithError(err).WithField("config", cs.name).Warn("engine stop")
@@ -207,12 +208,25 @@ func (cs *configState) infraError() error {
 		}
 		return fmt.Errorf("config %s: engine was not launched", cs.name)
 	}
+	if cs.stopped {
+		return cs.exitedErr // as recorded when the run stopped it
+	}
 	select {
 	case <-cs.inst.Exited():
 		return fmt.Errorf("config %s: engine exited during the run: %v", cs.name, cs.inst.ExitErr())
 	default:
 	}
 	return nil
+}
+
+// recordStop records, before the run stops the engine, whether it had exited on its own: the
+// evidence checks judged after the stop (a relaunched config's) read.
+func (cs *configState) recordStop() {
+	if cs.inst == nil || cs.stopped {
+		return
+	}
+	cs.exitedErr = cs.infraError()
+	cs.stopped = true
 }
 
 // client returns an HTTP client for the config's engine.

@@ -84,6 +84,9 @@ func relaunchTrialsSpecName(config, workload string, launch, of int) string {
 func defineRelaunches(fw *framework, configs []string) {
 	for _, st := range relaunchSchedule(fw.spec, configs) {
 		defineRelaunch(fw, fw.configs[st.config], st)
+		if st.launch == st.of {
+			defineJudged(fw, fw.configs[st.config]) // its checks on traffic see every launch's trials
+		}
 	}
 }
 
@@ -187,6 +190,7 @@ func (fw *framework) relaunch(ctx context.Context, rs *configState, st launchSte
 // stopRelaunch stops a relaunch's engine and, on a GPU testbed, waits until its GPU memory is
 // released before the next launch proceeds (as stopConfig does for a first launch).
 func (fw *framework) stopRelaunch(ctx context.Context, rs *configState) {
+	rs.recordStop()
 	if rs.inst != nil {
 		if err := rs.inst.Stop(ctx); err != nil {
 			fw.log.WithError(err).WithField("config", rs.name).Warn("engine stop")

@@ -49,21 +49,21 @@ func trialNote(cs *configState, workload string) string {
 // resultFloorVerdict judges a floor on a result metric: the median over the config's trials of
 // the check's workload must lie within [min, max]. A metric the trials do not have (the source
 // left it out, e.g. request_goodput without SLOs) is an error naming it, never a 0.
-func resultFloorVerdict(cs *configState, c *spec.Check) gate.Verdict {
+func resultFloorVerdict(ev *evidence, c *spec.Check) gate.Verdict {
 	p := c.Floor()
-	if err := cs.measErr[p.Workload]; err != nil {
-		return errVerdict(c, cs.name, err)
+	if err := ev.measErr[p.Workload]; err != nil {
+		return errVerdict(c, ev.name, err)
 	}
-	trials := cs.trials[p.Workload]
+	trials := ev.trials[p.Workload]
 	if len(trials) == 0 {
-		if err := cs.infraError(); err != nil {
-			return errVerdict(c, cs.name, err)
+		if err := ev.infraError(); err != nil {
+			return errVerdict(c, ev.name, err)
 		}
-		return errVerdict(c, cs.name, fmt.Errorf("config %s: no trials of workload %s (measurement filtered out or interrupted)", cs.name, p.Workload))
+		return errVerdict(c, ev.name, fmt.Errorf("config %s: no trials of workload %s (measurement filtered out or interrupted)", ev.name, p.Workload))
 	}
 	xs := metricSamples(trials, p.Metric)
 	if len(xs) == 0 {
-		return errVerdict(c, cs.name, fmt.Errorf("config %s: the %d trials of workload %s have no %s (not measured; never taken as 0)", cs.name, len(trials), p.Workload, p.Metric))
+		return errVerdict(c, ev.name, fmt.Errorf("config %s: the %d trials of workload %s have no %s (not measured; never taken as 0)", ev.name, len(trials), p.Workload, p.Metric))
 	}
 	sorted := slices.Clone(xs)
 	sort.Float64s(sorted)
@@ -72,8 +72,8 @@ func resultFloorVerdict(cs *configState, c *spec.Check) gate.Verdict {
 		med = (sorted[len(sorted)/2-1] + sorted[len(sorted)/2]) / 2
 	}
 	out := gate.Floor(c.Name, p.Metric, &med, p.Min, p.Max)
-	out.Config = cs.name
-	out.Message = fmt.Sprintf("%s: %s (median of %d trials of %s: %s)", cs.name, strings.TrimPrefix(out.Message, c.Name+": "), len(xs), p.Workload, fmtSamples(xs))
+	out.Config = ev.name
+	out.Message = fmt.Sprintf("%s (median of %d trials of %s: %s)", strings.TrimPrefix(out.Message, c.Name+": "), len(xs), p.Workload, fmtSamples(xs))
 	return out
 }
 

@@ -174,7 +174,7 @@ func Merge(opts MergeOptions) (*gate.Run, error) {
 		cfgIndex[n] = i
 	}
 	sort.SliceStable(own, func(a, b int) bool { return cfgIndex[own[a].Config] < cfgIndex[own[b].Config] })
-	own, disagree := fw.rejudgeOwn(own)
+	own, disagree := fw.judgeOwn(own)
 	fw.run.Checks = own
 	for _, c := range s.Checks {
 		entries := byName[c.Name]
@@ -239,33 +239,45 @@ func (fw *framework) mergeCheck(c *spec.Check, entries []*gate.Check, shardOf ma
 		return out, ""
 	}
 	k := crossKindOf(c)
-	if !k.rejudge(c, judged != nil) {
-		if judged == nil {
-			return *entries[0], ""
-		}
-		// Judged where every config it compares ran (or against the history store, which merge
-		// does not read): kept, unless its evidence, which the results carry, says otherwise.
-		if _, ok := k.(relativeKind); ok && judged.Outcome != gate.OutcomeNotRun && judged.Outcome != gate.OutcomePartial {
-			if v := k.judge(fw, nil, c); v.Outcome != judged.Outcome {
-				out := fw.entryOf(e, v, false, "")
-				out.Message = strings.TrimSpace(out.Message + " (judged again by reckon merge: the shard recorded " + string(judged.Outcome) + ")")
-				return out, fmt.Sprintf("%q: the shard says %s, its evidence says %s", c.Name, judged.Outcome, v.Outcome)
-			}
-		}
-		if st, _ := (gate.Policy{}).Status(judged.Outcome); red(st) && !red(judged.Status) {
-			out := *judged
-			out.Status = st
-			return out, fmt.Sprintf("%q: status %s for outcome %s", c.Name, judged.Status, judged.Outcome)
-		}
-		return *judged, ""
-	}
-	// Judged again: a statistical family is the whole run's, as without shards.
-	v := k.judge(fw, nil, c)
-	out := fw.entryOf(e, v, false, "")
-	if judged == nil {
+	switch {
+	case judged == nil:
+		// No shard could judge it (its configs ran on different shards of one testbed): judged
+		// here from the shards' results, as one run would have.
+		out := fw.entryOf(e, k.judge(fw, c), false, "")
 		out.Details = strings.TrimSpace(out.Details + "\n\njudged by reckon merge from the shards' results (its configs ran on different shards of testbed " + onlyKey(keys) + ")")
+		return out, ""
+	case k.merged(c) == mergeFamily:
+		// A statistical family is the whole run's, as without shards.
+		return fw.entryOf(e, k.judge(fw, c), false, ""), ""
+	case k.merged(c) == mergeVerify && judged.Outcome != gate.OutcomeNotRun && judged.Outcome != gate.OutcomePartial:
+		// Judged from the evidence the results carry, like a live run; a shard whose stated
+		// outcome disagrees turns the merge red.
+		if v := k.judge(fw, c); v.Outcome != judged.Outcome {
+			return disagreed(fw.entryOf(e, v, false, ""), judged.Outcome), fmt.Sprintf("%q: the shard says %s, its evidence says %s", c.Name, judged.Outcome, v.Outcome)
+		}
 	}
-	return out, ""
+	return keptStatus(*judged, false)
+}
+
+// disagreed is the entry of a check whose shard stated another outcome than its evidence gives.
+func disagreed(e gate.Check, stated gate.Outcome) gate.Check {
+	e.Message = strings.TrimSpace(e.Message + " (judged again by reckon merge: the shard recorded " + string(stated) + ")")
+	return e
+}
+
+// keptStatus is a shard's entry kept as it judged it, its status no milder than its outcome
+// (and a line when the shard's status was milder). perConfig names the config in the line.
+func keptStatus(e gate.Check, perConfig bool) (gate.Check, string) {
+	st, _ := (gate.Policy{}).Status(e.Outcome)
+	if !red(st) || red(e.Status) {
+		return e, ""
+	}
+	d := fmt.Sprintf("%q: status %s for outcome %s", e.Name, e.Status, e.Outcome)
+	if perConfig {
+		d = fmt.Sprintf("%q (config %s): status %s for outcome %s", e.Name, e.Config, e.Status, e.Outcome)
+	}
+	e.Status = st
+	return e, d
 }
 
 func onlyKey(keys map[string][]string) string {

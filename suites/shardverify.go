@@ -198,12 +198,12 @@ func verifyShardContent(s *spec.Spec, sh shardRun) []string {
 	return problems
 }
 
-// rejudgeOwn judges again, from the replayed evidence, the per-config checks a shard recorded
-// whose evidence its results carry (floors on the engine report and on trial metrics,
-// expectations on recorded allreduce evidence, launch health, completed measurements), and
-// keeps the status of every other entry no milder than its outcome. It returns the entries to
-// report and one line per entry whose stated outcome or status its evidence contradicts.
-func (fw *framework) rejudgeOwn(own []gate.Check) ([]gate.Check, []string) {
+// judgeOwn judges again, from the replayed evidence, every per-config check a shard recorded
+// (through configVerdict, as a live run judges it) and the run's own checks whose evidence the
+// results carry (launch health, completed measurements); every other entry keeps its status no
+// milder than its outcome. It returns the entries to report and one line per entry whose stated
+// outcome or status its evidence contradicts.
+func (fw *framework) judgeOwn(own []gate.Check) ([]gate.Check, []string) {
 	checks := map[string]*spec.Check{}
 	for _, c := range fw.spec.Checks {
 		checks[c.Name] = c
@@ -218,12 +218,8 @@ func (fw *framework) rejudgeOwn(own []gate.Check) ([]gate.Check, []string) {
 		}
 		var v *gate.Verdict
 		if c := checks[e.Name]; c != nil {
-			switch {
-			case c.Floor() != nil && c.Floor().Metric != metricPeakGPUMem:
-				x := floorKind{}.judge(fw, cs, c)
-				v = &x
-			case c.Expectation() != nil && cs.allreduce != nil:
-				x := expectKind{}.judge(fw, cs, c)
+			if k := configKindOf(c); k != nil && k.merged(c) == mergeVerify {
+				x := configVerdict(k, cs.evidence(), c)
 				v = &x
 			}
 		} else if w := fw.evidenceVerdict(cs, e); w != nil {
@@ -233,14 +229,12 @@ func (fw *framework) rejudgeOwn(own []gate.Check) ([]gate.Check, []string) {
 			disagree = append(disagree, fmt.Sprintf("%q (config %s): the shard says %s, its evidence says %s", e.Name, e.Config, e.Outcome, v.Outcome))
 			ne := e
 			ne.Explanation, ne.Trend = "", nil
-			ne = fw.entryOf(ne, *v, false, "")
-			ne.Message = strings.TrimSpace(ne.Message + " (judged again by reckon merge: the shard recorded " + string(e.Outcome) + ")")
-			out = append(out, ne)
+			out = append(out, disagreed(fw.entryOf(ne, *v, false, ""), e.Outcome))
 			continue
 		}
-		if st, _ := (gate.Policy{}).Status(e.Outcome); red(st) && !red(e.Status) {
-			disagree = append(disagree, fmt.Sprintf("%q (config %s): status %s for outcome %s", e.Name, e.Config, e.Status, e.Outcome))
-			e.Status = st
+		e, d := keptStatus(e, true)
+		if d != "" {
+			disagree = append(disagree, d)
 		}
 		out = append(out, e)
 	}

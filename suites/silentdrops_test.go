@@ -103,7 +103,7 @@ func TestSilentDropsAreErrorsOrInEffect(t *testing.T) {
 		if run.Configs[0].BaselineEngine == nil || run.Configs[1].BaselineEngine != nil {
 			t.Fatalf("baseline engines: %+v", run.Configs)
 		}
-		c := gate.Check{Verdict: gate.Verdict{Name: "t", Kind: gate.KindThroughput, Config: "a", Outcome: gate.Fail, Stat: &gate.StatResult{Metric: "output_throughput", Outcome: gate.Regression}}, Status: gate.StatusFailed}
+		c := gate.Check{Verdict: gate.Verdict{Name: "t", Kind: string(spec.KindThroughput), Config: "a", Outcome: gate.Fail, Stat: &gate.StatResult{Metric: "output_throughput", Outcome: gate.Regression}}, Status: gate.StatusFailed}
 		if ex := reporters.Explain(run, &c); !strings.Contains(ex, "KV cache") {
 			t.Errorf("no KV explanation against the baseline: %q", ex)
 		}

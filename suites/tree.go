@@ -40,6 +40,9 @@ func define(fw *framework) {
 		names := fw.shardConfigNames(s.ConfigNames())
 		for _, n := range names {
 			defineConfig(fw, fw.configs[n])
+			if launchesOf(s, n) == 1 {
+				defineJudged(fw, fw.configs[n])
+			}
 		}
 		defineRelaunches(fw, names)
 		defineCross(fw)
@@ -66,15 +69,13 @@ func defineConfig(fw *framework, cs *configState) {
 		ginkgo.It("launches and becomes ready", fw.at(cfgLine), ginkgo.Label(labelHealth), func() {
 			fw.judge(healthCheck, healthVerdict(cs))
 		})
-		// Checks on what the engine did at start-up run first; metrics that only exist after
-		// traffic (peak GPU memory, speculative accept length) are judged after the measurements.
-		var late []*spec.Check
+		// Checks on what the engine did at start-up run here; those on metrics that exist only
+		// after traffic (peak GPU memory, speculative accept length, trials) are judged after
+		// the config's last launch (defineJudged).
 		for _, c := range s.ChecksFor(cs.name) {
-			if k := kindOf(c); k != nil && k.late(c) {
-				late = append(late, c)
-				continue
+			if k := configKindOf(c); k != nil && !k.late(c) {
+				defineConfigCheck(fw, cs, c, labels, configContainer(cs.name))
 			}
-			defineConfigCheck(fw, cs, c, labels, false)
 		}
 		if s.NeedsNumerics(cs.name) {
 			name := probeSpecName(cs.name)
@@ -99,9 +100,6 @@ func defineConfig(fw *framework, cs *configState) {
 				}))
 			}, ginkgo.NodeTimeout(timeout))
 		}
-		for _, c := range late {
-			defineConfigCheck(fw, cs, c, labels, true)
-		}
 		// Last: what the engine logged while it was measured (crashes, leaks, CUDA/NCCL errors).
 		logName := cs.name + ": engine log shows no errors"
 		fw.plan(configContainer(cs.name), logName, gate.Check{Verdict: gate.Verdict{Name: logName, Kind: gate.KindHealth, Config: cs.name}, Labels: labels, Line: cfgLine})
@@ -113,31 +111,43 @@ func defineConfig(fw *framework, cs *configState) {
 	})
 }
 
-// defineConfigCheck adds the spec of a check judged in cs's container (late: after the config's
-// measurements, from a fresh read of its log).
-func defineConfigCheck(fw *framework, cs *configState, c *spec.Check, labels []string, late bool) {
-	k := kindOf(c)
-	if k == nil || c.Scope() != spec.ScopePerConfig {
-		return // spec validation admits only per-config kinds here (spec.ChecksFor)
-	}
-	entry := k.entry(c, cs.name, labels)
-	fw.plan(configContainer(cs.name), c.Name, entry, k.needs(fw.spec, c, cs.name)...)
-	ginkgo.It(c.Name, fw.at(c.Line), ginkgo.Label(sanitizeLabels(append(k.labels(c), c.Tags...))...), func() {
-		if late {
-			fw.refreshReport(cs)
+// judgedContainer is the container of the checks judged after a config's last launch.
+func judgedContainer(config string) string { return "config " + config + ", after its last launch" }
+
+// defineJudged adds, after the config's last launch has stopped, the container of its late
+// checks (those on metrics that exist only after traffic): they judge the evidence the config
+// recorded over every launch (every trial, the log, the GPU memory peak), as reckon merge does.
+func defineJudged(fw *framework, cs *configState) {
+	var late []*spec.Check
+	for _, c := range fw.spec.ChecksFor(cs.name) {
+		if k := configKindOf(c); k != nil && k.late(c) {
+			late = append(late, c)
 		}
-		fw.judge(entry, configVerdict(fw, cs, k, c))
+	}
+	if len(late) == 0 {
+		return
+	}
+	labels := append([]string{cs.name}, fw.spec.Labels(cs.name)...)
+	container := judgedContainer(cs.name)
+	ginkgo.Describe(container, ginkgo.Label(sanitizeLabels(labels)...), func() {
+		for _, c := range late {
+			defineConfigCheck(fw, cs, c, labels, container)
+		}
 	})
 }
 
-// configVerdict judges a per-config check. An engine that never became ready is not judged on
-// the partial log it left: its checks are errors, never passes. One that became ready and
-// exited later was judged at start-up.
-func configVerdict(fw *framework, cs *configState, k checkKind, c *spec.Check) gate.Verdict {
-	if err := cs.infraError(); err != nil && (cs.report == nil || cs.launchEr != nil || cs.inst == nil) {
-		return errVerdict(c, cs.name, err)
+// defineConfigCheck adds, in container, the spec of a check judged on cs alone, over cs's
+// evidence as recorded when the spec runs.
+func defineConfigCheck(fw *framework, cs *configState, c *spec.Check, labels []string, container string) {
+	k := configKindOf(c)
+	if k == nil {
+		return // spec validation admits only per-config kinds here (spec.ChecksFor)
 	}
-	return k.judge(fw, cs, c)
+	entry := k.entry(c, cs.name, labels)
+	fw.plan(container, c.Name, entry, k.needs(fw.spec, c, cs.name)...)
+	ginkgo.It(c.Name, fw.at(c.Line), ginkgo.Label(sanitizeLabels(append(k.labels(c), c.Tags...))...), func() {
+		fw.judge(entry, configVerdict(k, cs.evidence(), c))
+	})
 }
 
 // defineCross adds the cross-config container: every check of this shard judged once after
@@ -154,7 +164,7 @@ func defineCross(fw *framework) {
 			entry := k.entry(c, "", nil)
 			fw.plan(crossContainer, c.Name, entry, k.needs(s, c, "")...)
 			ginkgo.It(c.Name, fw.at(c.Line), ginkgo.Label(sanitizeLabels(append(k.labels(c), c.Tags...))...), func() {
-				fw.judge(entry, k.judge(fw, nil, c))
+				fw.judge(entry, k.judge(fw, c))
 			})
 		}
 	})
@@ -206,21 +216,18 @@ func (fw *framework) entryOf(e gate.Check, v gate.Verdict, filtered bool, why st
 		e.Outcome = gate.OutcomePartial
 	}
 	if flag != "" {
-		// Failed by policy, not by a measured regression: say which.
+		// Failed by policy, not by a measured regression (Sentence says which flag).
 		e.Category = gate.CategoryPolicy
-		e.Message = strings.TrimSpace(e.Message + " (fails under " + flag + ")")
 	}
-	if e.Status == gate.StatusFailed && (e.Kind == gate.KindThroughput || e.Kind == gate.KindLatency) {
+	if e.Status == gate.StatusFailed && (e.Kind == string(spec.KindThroughput) || e.Kind == string(spec.KindLatency)) {
 		// The one-line verdict carries the correlated evidence, e.g. "custom-ar: output_throughput
-		// -57% vs nccl (...): regression; KV cache -91% (10.42 -> 0.90 GiB ...)".
+		// -57% vs nccl (...): regression; KV cache -91% (10.42 -> 0.90 GiB ...)" (Sentence).
 		fw.mu.Lock()
 		run := fw.view()
 		fw.mu.Unlock()
 		e.Explanation = reporters.Explain(&run, &e)
-		if first, _, _ := strings.Cut(e.Explanation, "; "); first != "" && !strings.Contains(e.Message, first) {
-			e.Message += "; " + first
-		}
 	}
+	e.Message = reporters.Sentence(e, flag)
 	if e.Status == gate.StatusError {
 		if cs, ok := fw.configs[e.Config]; ok && cs.launchEr != nil {
 			e.Details = strings.TrimSpace(e.Details + "\n\nengine log tail (" + cs.logPath + "):\n" + cs.logTail())
@@ -279,29 +286,10 @@ func healthDetails(cs *configState) string {
 	return strings.Join(details, "\n")
 }
 
-// reportValue reads a numeric EngineReport field by its JSON key.
+// reportValue reads a numeric engine-report field of a config's recorded evidence by its JSON
+// key (engineValue).
 func reportValue(cs *configState, metric string) (*float64, error) {
-	if metric == metricPeakGPUMem {
-		if v := cs.peakGPUMemGiB(); v != nil {
-			return v, nil
-		}
-		return nil, fmt.Errorf("config %s: %s needs GPU memory sampling (nvidia-smi), which this testbed does not have", cs.name, metric)
-	}
-	if cs.out.Engine == nil {
-		return nil, fmt.Errorf("config %s: no engine report (log %s unreadable)", cs.name, cs.logPath)
-	}
-	raw, ok := cs.out.Engine[metric]
-	if !ok {
-		return nil, fmt.Errorf("config %s: the engine report has no field %q", cs.name, metric)
-	}
-	if raw == nil {
-		return nil, nil
-	}
-	f, ok := raw.(float64)
-	if !ok {
-		return nil, fmt.Errorf("config %s: engine report field %q is %v, not a number", cs.name, metric, raw)
-	}
-	return &f, nil
+	return engineValue(cs.evidence(), metric)
 }
 
 func measureVerdict(name string, cs *configState, err error, ok func() string) gate.Verdict {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/reckon-ci/reckon/spec"
 	"os"
 	"path/filepath"
 	"strings"
@@ -68,8 +69,8 @@ func TestBaselineRecordRefusesARedRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.Checks = append(r.Checks,
-		gate.Check{Verdict: gate.Verdict{Name: "custom-ar not slower than nccl", Kind: gate.KindThroughput, Config: "nccl", Outcome: gate.Fail, Message: "output_throughput -67% vs nccl"}, Status: gate.StatusFailed},
-		gate.Check{Verdict: gate.Verdict{Name: "nccl vs baseline", Kind: gate.KindThroughput, Config: "nccl", Outcome: gate.NoBaseline, Message: "no baseline"}, Status: gate.StatusFailed})
+		gate.Check{Verdict: gate.Verdict{Name: "custom-ar not slower than nccl", Kind: string(spec.KindThroughput), Config: "nccl", Outcome: gate.Fail, Message: "output_throughput -67% vs nccl"}, Status: gate.StatusFailed},
+		gate.Check{Verdict: gate.Verdict{Name: "nccl vs baseline", Kind: string(spec.KindThroughput), Config: "nccl", Outcome: gate.NoBaseline, Message: "no baseline"}, Status: gate.StatusFailed})
 	f, err := os.Create(p)
 	if err != nil {
 		t.Fatal(err)

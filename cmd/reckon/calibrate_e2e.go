@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/reckon-ci/reckon/spec"
 	"io"
 	"math"
 	"os"
@@ -496,7 +497,7 @@ func readE2EVerdict(path string) (e2eVerdict, error) {
 		return e2eVerdict{}, fmt.Errorf("%s: %w", path, err)
 	}
 	for _, c := range res.Checks {
-		if c.Kind != string(gate.KindThroughput) {
+		if c.Kind != string((spec.KindThroughput)) {
 			continue
 		}
 		if c.Outcome == string(gate.Error) || c.Status == "error" || c.Status == "not_run" {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"github.com/reckon-ci/reckon/spec"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,7 +16,7 @@ func TestGateExitCodeAndClosingLine(t *testing.T) {
 	pass := gate.Check{Verdict: gate.Verdict{Name: "p"}, Status: gate.StatusPassed}
 	fail := gate.Check{Verdict: gate.Verdict{Name: "f", Outcome: "regression"}, Status: gate.StatusFailed}
 	infra := gate.Check{Verdict: gate.Verdict{Name: "e", Outcome: "error"}, Status: gate.StatusError}
-	unverified := gate.Check{Verdict: gate.Verdict{Name: "u", Kind: gate.KindEquivalence, Outcome: "error", Category: gate.CategoryUnverified}, Status: gate.StatusError}
+	unverified := gate.Check{Verdict: gate.Verdict{Name: "u", Kind: string(spec.KindEquivalence), Outcome: "error", Category: gate.CategoryUnverified}, Status: gate.StatusError}
 	for _, tc := range []struct {
 		name    string
 		run     gate.Run

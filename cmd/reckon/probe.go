@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/reckon-ci/reckon/spec"
 	"io"
 	"math"
 	"sort"
@@ -139,7 +140,7 @@ func unreadableProbeVerdict(path string, err error) gate.Verdict {
 	msg = strings.TrimPrefix(msg, path+": ") // the verdict's check already names the file
 	return gate.Verdict{
 		Name:    path,
-		Kind:    gate.KindAllReduceProbe,
+		Kind:    string(spec.KindAllReduceProbe),
 		Outcome: gate.Error,
 		Message: msg,
 		Details: strings.TrimRight(details, "\n"),

@@ -70,6 +70,13 @@ func Build(opts *Options, lg *Logger, getenv func(string) string) (*Engine, erro
 		if err := e.setupDeviceClock(s); err != nil {
 			return nil, err
 		}
+	} else if opts.FaultFailLaunch >= 0 {
+		// The failure fault is keyed by the launch index, which the wall clock draws no noise for.
+		launch, err := launchIndex(opts)
+		if err != nil {
+			return nil, err
+		}
+		e.Launch = launch
 	}
 	if err := e.loadGroup(s); err != nil {
 		return nil, err

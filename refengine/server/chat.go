@@ -78,6 +78,10 @@ func (e *Engine) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		hangUp(w)
 		return
 	}
+	if e.failDue() {
+		e.failRequest(w)
+		return
+	}
 	var req chatRequest
 	if !decodeBody(w, r, &req) {
 		return

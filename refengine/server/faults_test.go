@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -154,5 +155,39 @@ func TestFaultLeak(t *testing.T) {
 	}
 	if ct != 0 || cu != 0 || lt != 4*perReq || lu <= 0 {
 		t.Errorf("leaked tokens: clean %d (usage %v), leaky %d (usage %v); want 0 and %d", ct, cu, lt, lu, 4*perReq)
+	}
+}
+
+// TestFaultFailEveryInOneLaunch: --fault-fail-every 3 fails every third generation request with
+// HTTP 500 and the engine's error body, only in the launch index --fault-fail-launch names
+// (taken from --clock-launch-counter, as a harness's relaunches take it); other launches serve
+// every request.
+func TestFaultFailEveryInOneLaunch(t *testing.T) {
+	counter := t.TempDir() + "/launches"
+	req := map[string]any{"prompt": "a b c", "max_tokens": 2, "temperature": 0}
+	statuses := func(ts *testServer) []int {
+		var out []int
+		for range 6 {
+			code, body := ts.post(t, "/v1/completions", req)
+			out = append(out, code)
+			if code != http.StatusOK {
+				var e wire.ErrorResponse
+				if err := json.Unmarshal(body, &e); err != nil || e.Error.Code != 500 || e.Error.Type != "InternalServerError" || !strings.Contains(e.Error.Message, "--fault-fail-every ") {
+					t.Errorf("failed request's body %s (%v)", body, err)
+				}
+			}
+		}
+		return out
+	}
+	args := []string{"--clock-launch-counter", counter, "--fault-fail-every", "3", "--fault-fail-launch", "1"}
+	first := statuses(start(t, nil, true, args...))
+	second := statuses(start(t, nil, true, args...))
+	want0, want1 := []int{200, 200, 200, 200, 200, 200}, []int{200, 200, 500, 200, 200, 500}
+	if !slices.Equal(first, want0) || !slices.Equal(second, want1) {
+		t.Errorf("launch 0 answered %v (want %v), launch 1 %v (want %v)", first, want0, second, want1)
+	}
+	every := statuses(start(t, nil, true, "--fault-fail-every", "2"))
+	if !slices.Equal(every, []int{200, 500, 200, 500, 200, 500}) {
+		t.Errorf("every launch, every 2nd: %v", every)
 	}
 }

@@ -89,6 +89,10 @@ type Options struct {
 	FaultCrashAfter   int
 	FaultHangStartup  bool
 	FaultLeakMBPerReq float64
+	// FaultFailEvery N > 0: every N-th generation request fails with HTTP 500; only in launch
+	// index FaultFailLaunch when that is >= 0 (every launch when -1).
+	FaultFailEvery  int
+	FaultFailLaunch int64
 
 	// Clock is "wall" (each step takes its real CPU compute plus the modelled communication) or
 	// "modelled" (the device clock: each step lasts the longer of its real compute and the
@@ -288,6 +292,8 @@ func registerEngineFlags(fs *flag.FlagSet, o *Options) engineFlags {
 	fs.IntVar(&o.FaultCrashAfter, "fault-crash-after", 0, "fault: crash (exit 1, traceback in the log) after this many requests")
 	fs.BoolVar(&o.FaultHangStartup, "fault-hang-startup", false, "fault: never become ready")
 	fs.Float64Var(&o.FaultLeakMBPerReq, "fault-leak-mb-per-request", 0, "fault: each finished request leaks this many MiB of KV pages")
+	fs.IntVar(&o.FaultFailEvery, "fault-fail-every", 0, "fault: every `N`-th generation request fails with HTTP 500 and the engine's error body, as an internal error does (0 = off)")
+	fs.Int64Var(&o.FaultFailLaunch, "fault-fail-launch", -1, "fault: --fault-fail-every applies only in launch index `L` (0 = the first; from --clock-launch or --clock-launch-counter); -1 = every launch")
 	return ef
 }
 
@@ -412,6 +418,18 @@ func (o *Options) validate() error {
 		if on := o.allReduceFaultFlags(); len(on) > 0 {
 			return fmt.Errorf("--allreduce-oracle %s: an oracle must be correct, but %s given", o.AllReduceOracle, strings.Join(on, ", "))
 		}
+	}
+	if o.FaultFailEvery < 0 {
+		return fmt.Errorf("--fault-fail-every %d: expected N >= 0 (0 = off)", o.FaultFailEvery)
+	}
+	if o.FaultFailLaunch < -1 {
+		return fmt.Errorf("--fault-fail-launch %d: expected a launch index >= 0, or -1 for every launch", o.FaultFailLaunch)
+	}
+	if o.FaultFailLaunch >= 0 && o.FaultFailEvery == 0 {
+		return errors.New("--fault-fail-launch needs --fault-fail-every N")
+	}
+	if o.FaultFailLaunch >= 0 && o.ClockLaunch < 0 && o.ClockLaunchCounter == "" {
+		return errors.New("--fault-fail-launch needs --clock-launch N or --clock-launch-counter FILE: without a launch index every launch is launch 0")
 	}
 	if o.FaultReserveMB < 0 || o.FaultSlowdown < 1 || o.FaultCrashAfter < 0 || o.FaultLeakMBPerReq < 0 {
 		return errors.New("fault flags: errors, reserves and leaks must be >= 0 and --fault-slowdown >= 1")

@@ -20,6 +20,10 @@ func (e *Engine) generate(w http.ResponseWriter, r *http.Request) {
 		hangUp(w)
 		return
 	}
+	if e.failDue() {
+		e.failRequest(w)
+		return
+	}
 	var req wire.GenerateRequest
 	if !decodeBody(w, r, &req) {
 		return

@@ -176,6 +176,32 @@ func (e *Engine) crashDue() bool {
 	return true
 }
 
+// failDue counts an arriving generation request and reports whether the failure fault fires:
+// with --fault-fail-every N, every N-th request of the launch (only of launch index
+// --fault-fail-launch when given) fails before it is scheduled.
+func (e *Engine) failDue() bool {
+	n := e.Opts.FaultFailEvery
+	if n <= 0 || e.Opts.FaultFailLaunch >= 0 && uint64(e.Opts.FaultFailLaunch) != e.Launch {
+		return false
+	}
+	return e.arrived.Add(1)%int64(n) == 0
+}
+
+// failRequest answers a request the failure fault fails the way a generation that raised inside
+// the engine is answered: HTTP 500 with the OpenAI-style error body (vLLM's create_error_response,
+// vllm-project/vllm vllm/entrypoints/openai/serving_engine.py at 7ded96b3: "return
+// ErrorResponse(error=ErrorInfo(message=message, type=err_type, code=status_code.value))"), and an
+// error record in the log.
+func (e *Engine) failRequest(w http.ResponseWriter) {
+	msg := fmt.Sprintf("refengine fault injection: --fault-fail-every %d: request failed", e.Opts.FaultFailEvery)
+	if e.Opts.Dialect == DialectVLLM {
+		e.vlog(tagEngineCore, levelError, locRefengine, "%s", msg)
+	} else {
+		e.Log.Error("%s", msg)
+	}
+	writeError(w, http.StatusInternalServerError, "InternalServerError", msg)
+}
+
 // hangUp drops the client's connection without an answer (what a crashed server does).
 func hangUp(w http.ResponseWriter) {
 	if hj, ok := w.(http.Hijacker); ok {

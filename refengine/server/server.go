@@ -81,6 +81,7 @@ type Engine struct {
 	started   time.Time
 	ready     atomic.Bool
 	served    atomic.Int64
+	arrived   atomic.Int64 // generation requests seen by the failure fault (failDue)
 	fatal     chan error
 	fatalOnce sync.Once
 	getenv    func(string) string

@@ -275,6 +275,10 @@ func (e *Engine) vllmCompletions(w http.ResponseWriter, r *http.Request) {
 		hangUp(w)
 		return
 	}
+	if e.failDue() {
+		e.failRequest(w)
+		return
+	}
 	var req wire.CompletionRequest
 	if !decodeBody(w, r, &req) {
 		return
