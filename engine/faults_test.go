@@ -135,7 +135,7 @@ func runFaultHarness(variant string) {
 	stop := engine.StopAllOnSignal(ctx)
 	defer stop()
 	engineVariant, command := variant, []string{os.Args[0]}
-	if variant == "wrapper" {
+	if variant == "wrapper" || variant == "wrapper-daemon" {
 		engineVariant = "direct"
 		command = []string{"/bin/sh", filepath.Join(filepath.Dir(logPath), "wrap.sh"), os.Args[0]}
 	}
@@ -225,7 +225,7 @@ func TestFaultMatrix(t *testing.T) {
 	}
 	mechs := []string{"cgroup", "pgroup"}
 	kills := []string{"SIGKILL", "SIGTERM", "SIGINTx2"}
-	variants := []string{"direct", "wrapper", "ignore-term", "daemon", "hang"}
+	variants := []string{"direct", "wrapper", "wrapper-daemon", "ignore-term", "daemon", "hang"}
 	t.Cleanup(func() {
 		faultMu.Lock()
 		defer faultMu.Unlock()
@@ -259,9 +259,17 @@ func runFaultRow(t *testing.T, mech, kill, variant string) {
 	dir := t.TempDir()
 	marker := fmt.Sprintf("row-%d-%s-%s-%s", os.Getpid(), mech, kill, variant)
 	logPath, up := filepath.Join(dir, "engine.log"), filepath.Join(dir, "up")
-	if variant == "wrapper" {
+	script := ""
+	switch variant {
+	case "wrapper":
 		// A wrapper that runs the engine as its child (no exec), as shell launchers do.
-		script := "#!/bin/sh\n\"$@\"\necho \"wrapper: engine exited with $?\"\n"
+		script = "#!/bin/sh\n\"$@\"\necho \"wrapper: engine exited with $?\"\n"
+	case "wrapper-daemon":
+		// A wrapper that leaves a daemon of its own (its own session, orphaned at once) and then
+		// becomes the engine (exec): the hybrid-host finding of issue 34.
+		script = "#!/bin/sh\n( setsid sleep 300 & )\nexec \"$@\"\n"
+	}
+	if script != "" {
 		if err := os.WriteFile(filepath.Join(dir, "wrap.sh"), []byte(script), 0o755); err != nil {
 			t.Fatal(err)
 		}

@@ -36,11 +36,7 @@ func (i *Instance) startSupervised(ctx context.Context, out *os.File, env []stri
 		_ = statusW.Close()
 		return fmt.Errorf("create supervisor control pipe: %w", err)
 	}
-	cg := "auto"
-	if strings.EqualFold(strings.TrimSpace(os.Getenv(CgroupEnv)), "off") {
-		cg = "off"
-	}
-	args := append([]string{os.Args[0], "supervise", "--pipes", "--grace", i.grace.String(), "--cgroup", cg, "--"}, i.argv...)
+	args := append([]string{os.Args[0], "supervise", "--pipes", "--grace", i.grace.String(), "--cgroup", cgroupMode(), "--"}, i.argv...)
 	// /proc/self/exe: this very binary, even when the file was replaced or deleted meanwhile.
 	cmd := &exec.Cmd{Path: "/proc/self/exe", Args: args, Env: append(env, superviseEnv+"="+superviseProto)}
 	cmd.Stdout, cmd.Stderr = out, out
@@ -118,9 +114,7 @@ func (i *Instance) startSupervised(ctx context.Context, out *os.File, env []stri
 		return f.err
 	}
 	i.pid, i.mech = f.pid, f.mech
-	if strings.HasPrefix(f.mech, "cgroup v2 ") {
-		i.cgDir, _, _ = strings.Cut(strings.TrimPrefix(f.mech, "cgroup v2 "), " + ")
-	}
+	i.cgDir = cgroupOf(f.mech)
 	i.log = opts.Logger.WithFields(logrus.Fields{"engine": i.adapter.Name(), "pid": i.pid, "port": i.cfg.Port})
 	go i.readStatus(br, statusR)
 	return nil

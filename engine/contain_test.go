@@ -1,0 +1,121 @@
+//go:build linux
+
+package engine_test
+
+// Containment of what an engine's command leaves behind, on whatever cgroup layout the host has
+// (v2, v1, hybrid: v1 controllers with v2 at /sys/fs/cgroup/unified), with the cgroup and
+// without it (RECKON_ENGINE_CGROUP=off: the supervisor's subreaper and process-group path).
+// Issue 34: a wrapper that runs `( setsid sleep 300 & )` before exec'ing the engine.
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/reckon-ci/reckon/engine"
+)
+
+// daemonWrapper writes a wrapper script that leaves a daemon of its own (in its own session,
+// orphaned at once: its parent, the subshell, exits) and then becomes the engine.
+func daemonWrapper(t *testing.T) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "wrap.sh")
+	if err := os.WriteFile(p, []byte("#!/bin/sh\n( setsid sleep 300 & )\nexec \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// containModes runs f with the cgroup where the host allows one and with it switched off.
+func containModes(t *testing.T, f func(t *testing.T, marker string)) {
+	for _, mode := range []string{"cgroup-auto", "cgroup-off"} {
+		t.Run(mode, func(t *testing.T) {
+			if mode == "cgroup-off" {
+				t.Setenv(engine.CgroupEnv, "off")
+			}
+			marker := fmt.Sprintf("contain-%d-%s-%s", os.Getpid(), strings.ReplaceAll(t.Name(), "/", "-"), mode)
+			t.Cleanup(func() { killMarkerProcs(t, marker) })
+			f(t, marker)
+		})
+	}
+}
+
+// assertNoneLeft fails if a process carrying marker is still alive once the polling deadline
+// has passed (processes being killed need a moment to leave /proc on a loaded machine).
+func assertNoneLeft(t *testing.T, marker, when string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		left := markerProcs(t, marker)
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("%s: %d processes left: %v", when, len(left), left)
+			return
+		}
+		time.Sleep(20 * time.Millisecond) // polling /proc for the tree to vanish
+	}
+}
+
+// The version probe of an engine whose command is the daemon-leaving wrapper: the probe answers,
+// and nothing it started is left once DetectVersion returns.
+func TestVersionProbeLeavesNoDaemon(t *testing.T) {
+	wrap := daemonWrapper(t)
+	containModes(t, func(t *testing.T, marker string) {
+		lc := engine.LaunchConfig{Command: []string{"/bin/sh", wrap, os.Args[0]}, Model: "m",
+			Env: map[string]string{envProc: "version", envFaultMarker: marker}}
+		v, err := engine.DetectVersion(context.Background(), sglangAdapter(), lc)
+		assertNoneLeft(t, marker, "after the version probe")
+		if err != nil || v != "0.5.3.post1" {
+			t.Errorf("DetectVersion = %q, %v; want 0.5.3.post1", v, err)
+		}
+	})
+}
+
+// A version probe that forks a daemon and hangs, under a run deadline of hours (--timeout): it
+// ends at its own limit, the error names the version probe, and no process of it survives.
+func TestVersionProbeHangingWithDaemon(t *testing.T) {
+	defer engine.SetVersionTimeout(500 * time.Millisecond)()
+	containModes(t, func(t *testing.T, marker string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Hour)
+		defer cancel()
+		lc := engine.LaunchConfig{Command: []string{os.Args[0]}, Model: "m",
+			Env: map[string]string{envProc: "version-daemon-hang", envFaultMarker: marker}}
+		_, err := engine.DetectVersion(ctx, sglangAdapter(), lc)
+		assertNoneLeft(t, marker, "after the hanging version probe")
+		if err == nil || !strings.Contains(err.Error(), "version probe") || !strings.Contains(err.Error(), "ran longer than its limit of 500ms (engine.DefaultVersionTimeout)") {
+			t.Errorf("err = %v, want the version probe and its limit named", err)
+		}
+	})
+}
+
+// The engine itself started through the daemon-leaving wrapper: the daemon is part of the tree
+// while the engine runs, and Stop leaves nothing of it.
+func TestWrapperDaemonEndsWithTheEngine(t *testing.T) {
+	wrap := daemonWrapper(t)
+	containModes(t, func(t *testing.T, marker string) {
+		o := opts(t, "ok")
+		o.Config.Command = []string{"/bin/sh", wrap, os.Args[0]}
+		o.Config.Env[envFaultMarker] = marker
+		inst, err := engine.Launch(context.Background(), sglangAdapter(), o)
+		if err != nil {
+			t.Fatalf("Launch: %v", err)
+		}
+		daemon := false
+		for _, p := range markerProcs(t, marker) {
+			daemon = daemon || strings.Contains(p, "sleep 300")
+		}
+		if !daemon {
+			t.Errorf("the wrapper's daemon is not running before Stop: %v", markerProcs(t, marker))
+		}
+		if err := inst.Stop(context.Background()); err != nil {
+			t.Fatalf("Stop (%s): %v", inst.Containment(), err)
+		}
+		assertNoneLeft(t, marker, "after Stop ("+inst.Containment()+")")
+	})
+}
