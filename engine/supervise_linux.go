@@ -461,29 +461,22 @@ func removeCgroupDir(dir string) error {
 // makeCgroup creates a cgroup v2 for the engine under the supervisor's own and returns its
 // directory and an open descriptor of it (for clone3). An error says why none can be used.
 func makeCgroup(self int) (string, int, error) {
-	mount, root, err := cgroup2Mount()
-	if err != nil {
-		return "", -1, err
-	}
-	b, err := os.ReadFile("/proc/self/cgroup")
+	procCgroup, err := os.ReadFile("/proc/self/cgroup")
 	if err != nil {
 		return "", -1, fmt.Errorf("read /proc/self/cgroup: %w", err)
 	}
-	var cur string
-	found := false
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "0::"); ok {
-			cur, found = strings.TrimSpace(v), true
-			break
-		}
+	mountinfo, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return "", -1, fmt.Errorf("read /proc/self/mountinfo: %w", err)
 	}
-	if !found {
-		return "", -1, errors.New("/proc/self/cgroup has no cgroup v2 entry (0::)")
+	own, err := ownCgroup2Dir(string(procCgroup), string(mountinfo))
+	if err != nil {
+		return "", -1, err
 	}
-	if root != "/" {
-		cur = strings.TrimPrefix(cur, root)
+	if st, err := os.Stat(own); err != nil || !st.IsDir() {
+		return "", -1, fmt.Errorf("own cgroup %s not found: %v", own, err)
 	}
-	dir := filepath.Join(mount, cur, fmt.Sprintf("reckon-engine-%d", self))
+	dir := filepath.Join(own, fmt.Sprintf("reckon-engine-%d", self))
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return "", -1, fmt.Errorf("not writable: %w", err)
 	}
@@ -495,28 +488,71 @@ func makeCgroup(self int) (string, int, error) {
 	return dir, fd, nil
 }
 
-// cgroup2Mount finds the cgroup v2 mount point (and the hierarchy path it shows) in
-// /proc/self/mountinfo.
-func cgroup2Mount() (mount, root string, err error) {
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return "", "", fmt.Errorf("read /proc/self/mountinfo: %w", err)
+// ownCgroup2Dir is the directory of the process's own cgroup v2, from the contents of
+// /proc/self/cgroup (its "0::PATH" line) and /proc/self/mountinfo (the cgroup2 mounts and the
+// part of the hierarchy each shows). It works wherever cgroup2 is mounted: /sys/fs/cgroup on a
+// v2 host, /sys/fs/cgroup/unified on a hybrid one (v1 controllers beside it), a cgroup
+// namespace's root in a container. Read-only mounts and mounts that do not show PATH are
+// skipped; an error says why there is none (a pure v1 host: no 0:: line or no cgroup2 mount).
+func ownCgroup2Dir(procCgroup, mountinfo string) (string, error) {
+	var cur string
+	found := false
+	for _, line := range strings.Split(procCgroup, "\n") {
+		if v, ok := strings.CutPrefix(line, "0::"); ok {
+			cur, found = strings.TrimSpace(v), true
+			break
+		}
 	}
-	for _, line := range strings.Split(string(b), "\n") {
+	if !found {
+		return "", errors.New("/proc/self/cgroup has no cgroup v2 entry (0::): cgroup v1 only")
+	}
+	if !strings.HasPrefix(cur, "/") {
+		return "", fmt.Errorf("/proc/self/cgroup: cgroup v2 path %q is not absolute", cur)
+	}
+	mounts, readOnly := 0, 0
+	for _, line := range strings.Split(mountinfo, "\n") {
 		pre, post, ok := strings.Cut(line, " - ")
 		if !ok {
 			continue
 		}
 		pf, qf := strings.Fields(pre), strings.Fields(post)
-		if len(pf) < 5 || len(qf) < 1 || qf[0] != "cgroup2" {
+		if len(pf) < 6 || len(qf) < 1 || qf[0] != "cgroup2" {
 			continue
 		}
-		if len(pf) >= 6 && strings.Contains(","+pf[5]+",", ",ro,") {
+		mounts++
+		if strings.Contains(","+pf[5]+",", ",ro,") {
+			readOnly++
 			continue
 		}
-		return unescapeMount(pf[4]), unescapeMount(pf[3]), nil
+		root, point := unescapeMount(pf[3]), unescapeMount(pf[4])
+		rel, ok := underRoot(cur, root)
+		if !ok {
+			continue
+		}
+		return filepath.Join(point, rel), nil
 	}
-	return "", "", errors.New("no writable cgroup2 mount in /proc/self/mountinfo")
+	switch {
+	case mounts == 0:
+		return "", errors.New("no cgroup2 mount in /proc/self/mountinfo")
+	case mounts == readOnly:
+		return "", errors.New("the cgroup2 mount is read-only")
+	}
+	return "", fmt.Errorf("own cgroup %s is outside every cgroup2 mount in /proc/self/mountinfo", cur)
+}
+
+// underRoot is path p relative to root when p is root or below it.
+func underRoot(p, root string) (string, bool) {
+	p, root = filepath.Clean(p), filepath.Clean(root)
+	if root == "/" {
+		return p, true
+	}
+	if p == root {
+		return "/", true
+	}
+	if rest, ok := strings.CutPrefix(p, root+"/"); ok {
+		return "/" + rest, true
+	}
+	return "", false
 }
 
 func unescapeMount(s string) string {
