@@ -12,7 +12,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -117,5 +120,51 @@ func TestWrapperDaemonEndsWithTheEngine(t *testing.T) {
 			t.Fatalf("Stop (%s): %v", inst.Containment(), err)
 		}
 		assertNoneLeft(t, marker, "after Stop ("+inst.Containment()+")")
+	})
+}
+
+// The supervisor itself SIGKILLed (the OOM killer, a runner's cleanup) while the wrapper's daemon
+// runs in a session of its own: the daemon is reparented to PID 1, out of the engine's process
+// group. Stop still ends it: through the cgroup where there is one, and without it (the pure
+// subreaper path, as on a cgroup v1 host) through the session the supervisor reported.
+func TestSupervisorKilledWrapperDaemonEnds(t *testing.T) {
+	wrap := daemonWrapper(t)
+	containModes(t, func(t *testing.T, marker string) {
+		o := opts(t, "ok")
+		o.Config.Command = []string{"/bin/sh", wrap, os.Args[0]}
+		o.Config.Env[envFaultMarker] = marker
+		inst, err := engine.Launch(context.Background(), sglangAdapter(), o)
+		if err != nil {
+			t.Fatalf("Launch: %v", err)
+		}
+		daemon := 0
+		for _, p := range markerProcs(t, marker) {
+			if strings.Contains(p, "sleep 300") {
+				daemon, _ = strconv.Atoi(strings.Fields(p)[0])
+			}
+		}
+		if daemon == 0 {
+			t.Fatalf("the wrapper's daemon is not running: %v", markerProcs(t, marker))
+		}
+		// Ready to kill: the supervisor has reported the daemon's session.
+		deadline := time.Now().Add(20 * time.Second)
+		for !slices.Contains(engine.OwnedSessions(inst), daemon) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the supervisor did not report the daemon's session %d within 20s: %v", daemon, engine.OwnedSessions(inst))
+			}
+			time.Sleep(20 * time.Millisecond) // polling for the supervisor's report
+		}
+		if err := syscall.Kill(inst.SupervisorPid(), syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-inst.Exited():
+		case <-time.After(20 * time.Second):
+			t.Fatal("Exited not closed 20s after the supervisor's death")
+		}
+		if err := inst.Stop(context.Background()); err != nil {
+			t.Errorf("Stop (%s): %v", inst.Containment(), err)
+		}
+		assertNoneLeft(t, marker, "after Stop with a dead supervisor ("+inst.Containment()+")")
 	})
 }

@@ -43,6 +43,10 @@ import (
 // supervisorPollEvery is how often a stopping supervisor re-signals the tree.
 const supervisorPollEvery = 20 * time.Millisecond
 
+// supervisorLearnEvery is how often a running supervisor walks its descendants to learn the
+// process groups and sessions they created.
+const supervisorLearnEvery = 500 * time.Millisecond
+
 const supervisorSupported = true
 
 func init() {
@@ -82,6 +86,7 @@ func RunSupervisor(args []string) int {
 		return 2
 	}
 	s := &supervisor{grace: *grace, useCgroup: *cg == "auto", self: os.Getpid(), pipes: *pipes}
+	s.owned.since = procStart(s.self)
 	return s.run(argv)
 }
 
@@ -96,6 +101,10 @@ type supervisor struct {
 
 	enginePid int
 	cgDir     string // the engine's cgroup, "" when not used
+
+	// owned: the process groups and sessions created inside the engine's tree (reported to the
+	// harness as "group N" / "session N", for when the supervisor itself is killed).
+	owned ownedLeaders
 }
 
 func (s *supervisor) say(kind, text string) {
@@ -241,9 +250,6 @@ func (s *supervisor) startEngine(argv []string, mech string, cgFD int) (pid, cod
 	return pid, 0
 }
 
-// exitEv is how the engine exited: its exit code (-1 when signalled) and the signal, if any.
-type exitEv struct{ code, sig int }
-
 // reap waits for every child, the engine's and the orphans reparented to the supervisor: the
 // engine's exit goes to exitCh, and empty closes when no child is left.
 func reap(pid int) (<-chan exitEv, <-chan struct{}) {
@@ -305,6 +311,17 @@ func (s *supervisor) watch(exitCh <-chan exitEv, empty <-chan struct{}, ctl chan
 	warnedKill := false
 	tick := time.NewTicker(supervisorPollEvery)
 	defer tick.Stop()
+	learnTick := time.NewTicker(supervisorLearnEvery)
+	defer learnTick.Stop()
+	childless := false // every child reaped: what is left of the tree is outside its ppid links
+	finish := func() int {
+		s.removeCgroup()
+		s.say("gone", "")
+		if phase != running {
+			return 0
+		}
+		return code
+	}
 	startTerm := func(why string) {
 		if phase != running {
 			return
@@ -341,12 +358,18 @@ func (s *supervisor) watch(exitCh <-chan exitEv, empty <-chan struct{}, ctl chan
 				exited(ev)
 			default:
 			}
-			s.removeCgroup()
-			s.say("gone", "")
-			if phase != running {
-				return 0
+			empty, childless = nil, true
+			left := s.tree()
+			if len(left) == 0 {
+				return finish()
 			}
-			return code
+			// Not its children (no subreaper held them): processes of the tree's sessions or
+			// groups, or of its cgroup. The supervisor stays until they are gone.
+			s.logf("warn", "no child left, but %d processes of the engine's sessions, groups or cgroup are: %v", len(left), left)
+		case <-learnTick.C:
+			if phase == running && !childless {
+				s.learnTree()
+			}
 		case c := <-ctl:
 			switch c {
 			case "kill":
@@ -360,6 +383,9 @@ func (s *supervisor) watch(exitCh <-chan exitEv, empty <-chan struct{}, ctl chan
 		case sig := <-sigs:
 			startTerm("signal " + sig.String() + " (the harness's parent-death signal, or a stop)")
 		case <-tick.C:
+			if childless && len(s.tree()) == 0 {
+				return finish()
+			}
 			switch phase {
 			case terming:
 				if time.Now().After(termDeadline) {
@@ -376,8 +402,40 @@ func (s *supervisor) watch(exitCh <-chan exitEv, empty <-chan struct{}, ctl chan
 	}
 }
 
+// learn records p's group or session when p leads one, and reports a new one to the harness.
+func (s *supervisor) learn(p procInfo) {
+	g, ss := s.owned.learn(p.pid, p.pgrp, p.sid)
+	if g {
+		s.say("group", strconv.Itoa(p.pid))
+	}
+	if ss {
+		s.say("session", strconv.Itoa(p.pid))
+	}
+}
+
+// learnTree follows the supervisor's descendants by their children lists (cheap: only the
+// tree's own /proc entries are read) and learns the groups and sessions they lead, so that a
+// daemon in a session of its own is known before anything could cut its ppid link.
+func (s *supervisor) learnTree() {
+	seen := map[int]bool{s.self: true}
+	queue := childrenOf(s.self)
+	for len(queue) > 0 && len(seen) < 1<<16 {
+		pid := queue[0]
+		queue = queue[1:]
+		if seen[pid] {
+			continue
+		}
+		seen[pid] = true
+		if p, ok := readProc(pid); ok && p.state != 'Z' && p.state != 'X' {
+			s.learn(p)
+			queue = append(queue, childrenOf(pid)...)
+		}
+	}
+}
+
 // tree lists the live processes of the engine's tree: every descendant of the supervisor (the
-// subreaper keeps their ppid links intact) and every member of the engine's cgroup.
+// subreaper keeps their ppid links intact), every member of the engine's cgroup, and every
+// process of a group or session that a descendant created (started after the supervisor).
 func (s *supervisor) tree() []int {
 	seen := map[int]bool{}
 	var out []int
@@ -396,6 +454,13 @@ func (s *supervisor) tree() []int {
 			if p.pid != s.self && in[p.pid] && p.state != 'Z' && p.state != 'X' && !seen[p.pid] {
 				seen[p.pid] = true
 				out = append(out, p.pid)
+				s.learn(p)
+			}
+		}
+		for _, p := range s.owned.members(procs, s.self) {
+			if !seen[p] {
+				seen[p] = true
+				out = append(out, p)
 			}
 		}
 	}
@@ -414,17 +479,19 @@ func (s *supervisor) signalTree(sig syscall.Signal) {
 		_ = os.WriteFile(filepath.Join(s.cgDir, "cgroup.kill"), []byte("1"), 0)
 	}
 	pids := s.tree()
-	// The process group is signalled only while one of our own processes is in it, so that a
-	// recycled group id of someone else's is never hit.
+	// A process group (the engine's, or one a descendant created) is signalled only while one
+	// of the tree's own processes is in it, so that a recycled group id of someone else's is
+	// never hit.
 	if procs, ok := readProcs(); ok {
 		mine := map[int]bool{}
 		for _, p := range pids {
 			mine[p] = true
 		}
+		hit := map[int]bool{}
 		for _, p := range procs {
-			if mine[p.pid] && p.pgrp == s.enginePid {
-				_ = syscall.Kill(-s.enginePid, sig)
-				break
+			if mine[p.pid] && !hit[p.pgrp] && p.pgrp > 1 && p.pgrp != s.self && (p.pgrp == s.enginePid || s.owned.ownsGroup(p.pgrp)) {
+				hit[p.pgrp] = true
+				_ = syscall.Kill(-p.pgrp, sig)
 			}
 		}
 	}

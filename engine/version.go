@@ -84,12 +84,9 @@ func runDirect(ctx context.Context, argv, env []string, out io.Writer) error {
 	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = sysProcAttr()
-	cmd.Cancel = func() error {
-		if cmd.Process != nil && cmd.SysProcAttr != nil && cmd.SysProcAttr.Setpgid {
-			signalGroup(cmd.Process.Pid, syscall.SIGKILL)
-			return nil
-		}
-		return cmd.Process.Kill()
+	cmd.Cancel = func() error { // the process group where there is one, else the process
+		signalGroup(cmd.Process.Pid, syscall.SIGKILL)
+		return nil
 	}
 	cmd.WaitDelay = 5 * time.Second
 	var err error
