@@ -46,7 +46,6 @@ func (o *ownedLeaders) add(kind string, id int) {
 	}
 }
 
-
 // ownsGroup reports whether process group g was created inside the tree.
 func (o *ownedLeaders) ownsGroup(g int) bool {
 	o.mu.Lock()
