@@ -8,13 +8,16 @@ package engine_test
 // Issue 34: a wrapper that runs `( setsid sleep 300 & )` before exec'ing the engine.
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -109,11 +112,7 @@ func TestWrapperDaemonEndsWithTheEngine(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Launch: %v", err)
 		}
-		daemon := false
-		for _, p := range markerProcs(t, marker) {
-			daemon = daemon || strings.Contains(p, "sleep 300")
-		}
-		if !daemon {
+		if daemonPid(t, marker) == 0 {
 			t.Errorf("the wrapper's daemon is not running before Stop: %v", markerProcs(t, marker))
 		}
 		if err := inst.Stop(context.Background()); err != nil {
@@ -137,12 +136,7 @@ func TestSupervisorKilledWrapperDaemonEnds(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Launch: %v", err)
 		}
-		daemon := 0
-		for _, p := range markerProcs(t, marker) {
-			if strings.Contains(p, "sleep 300") {
-				daemon, _ = strconv.Atoi(strings.Fields(p)[0])
-			}
-		}
+		daemon := daemonPid(t, marker)
 		if daemon == 0 {
 			t.Fatalf("the wrapper's daemon is not running: %v", markerProcs(t, marker))
 		}
@@ -167,4 +161,113 @@ func TestSupervisorKilledWrapperDaemonEnds(t *testing.T) {
 		}
 		assertNoneLeft(t, marker, "after Stop with a dead supervisor ("+inst.Containment()+")")
 	})
+}
+
+// The supervisor with neither cgroup nor subreaper (what a host without both leaves): a daemon
+// in a session of its own whose parent exits is reparented outside the supervisor's tree; the
+// supervisor learned the session while the ppid link held, ends the daemon on stop and exits only
+// after it is gone.
+func TestSupervisorWithoutSubreaperEndsOrphanedSession(t *testing.T) {
+	marker := fmt.Sprintf("contain-%d-nosubreaper", os.Getpid())
+	t.Cleanup(func() { killMarkerProcs(t, marker) })
+	goFile := filepath.Join(t.TempDir(), "go")
+	// The middle shell starts the daemon (setsid: a background job of a non-interactive shell is
+	// no group leader, so the daemon leads a new session with its own pid) and exits once told.
+	script := `/bin/sh -c 'setsid sleep 300 & while [ ! -e "$GOFILE" ]; do sleep 0.02; done' & exec sleep 1000`
+	cmd := exec.Command(os.Args[0], "supervise", "--grace", "300ms", "--cgroup", "off", "--subreaper", "off", "--", "/bin/sh", "-c", script)
+	cmd.Env = append(os.Environ(), "RECKON_SUPERVISE=reckon-supervise-1", envFaultMarker+"="+marker, "GOFILE="+goFile)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var lines []string
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			mu.Lock()
+			lines = append(lines, sc.Text())
+			mu.Unlock()
+		}
+	}()
+	saw := func(line string) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Contains(lines, line)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
+	poll := func(what string, ok func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for !ok() {
+			if time.Now().After(deadline) {
+				mu.Lock()
+				defer mu.Unlock()
+				t.Fatalf("%s: not within 20s; supervisor said:\n%s\nprocesses: %v", what, strings.Join(lines, "\n"), markerProcs(t, marker))
+			}
+			time.Sleep(20 * time.Millisecond) // polling for the processes' state
+		}
+	}
+	daemon := 0
+	poll("the daemon runs", func() bool {
+		daemon = daemonPid(t, marker)
+		return daemon != 0
+	})
+	poll("the supervisor learns the daemon's session", func() bool { return saw("session " + strconv.Itoa(daemon)) })
+	if !saw("mech pgroup+sessions (subreaper disabled by --subreaper off) (cgroup disabled by RECKON_ENGINE_CGROUP=off)") {
+		t.Errorf("containment not named; supervisor said %v", lines)
+	}
+	if err := os.WriteFile(goFile, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The middle shell exits; with no subreaper the daemon goes to an ancestor outside the tree.
+	poll("the daemon leaves the supervisor's tree", func() bool {
+		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", daemon))
+		if err != nil {
+			return false
+		}
+		k := strings.LastIndexByte(string(st), ')')
+		ppid, _ := strconv.Atoi(strings.Fields(string(st)[k+2:])[1])
+		return ppid != 0 && !slices.Contains(append(markerPids(t, marker), cmd.Process.Pid), ppid)
+	})
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-exited:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the supervisor did not exit within 20s of SIGTERM")
+	}
+	if left := markerProcs(t, marker); len(left) > 0 {
+		t.Errorf("the supervisor exited with %d processes of its tree alive: %v", len(left), left)
+	}
+	if !saw("gone") {
+		t.Errorf("no 'gone' reported: %v", lines)
+	}
+}
+
+// markerPids lists the pids of the live processes carrying marker.
+func markerPids(t *testing.T, marker string) []int {
+	var out []int
+	for _, p := range markerProcs(t, marker) {
+		pid, _ := strconv.Atoi(strings.Fields(p)[0])
+		out = append(out, pid)
+	}
+	return out
+}
+
+// daemonPid is the pid of the live `sleep 300` daemon carrying marker (0 when none).
+func daemonPid(t *testing.T, marker string) int {
+	for _, p := range markerProcs(t, marker) {
+		if f := strings.Fields(p); len(f) == 3 && f[1] == "sleep" && f[2] == "300" {
+			pid, _ := strconv.Atoi(f[0])
+			return pid
+		}
+	}
+	return 0
 }

@@ -57,7 +57,7 @@ func init() {
 }
 
 // RunSupervisor is the supervise mode: `reckon supervise [--grace D] [--cgroup auto|off]
-// [--pipes] -- ENGINE ARGS...`. It starts the engine, contains its process tree and returns the exit code of
+// [--subreaper on|off] [--pipes] -- ENGINE ARGS...`. It starts the engine, contains its process tree and returns the exit code of
 // the supervisor (the engine's exit code when it exited by itself, 0 after a stop, 2 on usage
 // errors, 127 when the engine could not be started). Launch runs it; by hand it is useful to
 // see the containment at work (status lines then go to stderr).
@@ -68,6 +68,7 @@ func RunSupervisor(args []string) int {
 	fs := flag.NewFlagSet("reckon supervise", flag.ContinueOnError)
 	grace := fs.Duration("grace", DefaultStopGrace, "time between SIGTERM and SIGKILL of the engine's tree")
 	cg := fs.String("cgroup", "auto", "auto: own cgroup v2 where writable; off: subreaper and process group only")
+	subreaper := fs.String("subreaper", "on", "on: a child subreaper; off: not (what a host without PR_SET_CHILD_SUBREAPER leaves: the groups and sessions the tree created, and its process group, still find its orphans)")
 	pipes := fs.Bool("pipes", false, "status on fd 3 and control on fd 4 (how Launch runs it); otherwise status on stderr")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -81,11 +82,15 @@ func RunSupervisor(args []string) int {
 		fmt.Fprintf(os.Stderr, "reckon supervise: --cgroup %q: expected auto or off\n", *cg)
 		return 2
 	}
+	if *subreaper != "on" && *subreaper != "off" {
+		fmt.Fprintf(os.Stderr, "reckon supervise: --subreaper %q: expected on or off\n", *subreaper)
+		return 2
+	}
 	if *grace <= 0 {
 		fmt.Fprintf(os.Stderr, "reckon supervise: --grace %v: expected a positive duration\n", *grace)
 		return 2
 	}
-	s := &supervisor{grace: *grace, useCgroup: *cg == "auto", self: os.Getpid(), pipes: *pipes}
+	s := &supervisor{grace: *grace, useCgroup: *cg == "auto", subreaper: *subreaper == "on", self: os.Getpid(), pipes: *pipes}
 	s.owned.since = procStart(s.self)
 	return s.run(argv)
 }
@@ -93,6 +98,8 @@ func RunSupervisor(args []string) int {
 type supervisor struct {
 	grace     time.Duration
 	useCgroup bool
+	subreaper bool
+	baseMech  string // the containment without the cgroup: "subreaper+pgroup" normally
 	self      int
 	pipes     bool
 
@@ -171,10 +178,14 @@ func (s *supervisor) openPipes() (control io.Reader, ok bool) {
 // contain makes the supervisor a child subreaper and, unless disabled, makes the engine's cgroup:
 // mech describes the containment, cgFD is the cgroup's descriptor (-1 without one).
 func (s *supervisor) contain() (mech string, cgFD int) {
-	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
-		s.logf("warn", "PR_SET_CHILD_SUBREAPER: %v (orphaned engine processes are found by their process group only)", err)
-	}
 	mech = "subreaper+pgroup"
+	if !s.subreaper {
+		mech = "pgroup+sessions (subreaper disabled by --subreaper off)"
+	} else if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		s.logf("warn", "PR_SET_CHILD_SUBREAPER: %v (orphaned engine processes are found by their process group and session only)", err)
+		mech = "pgroup+sessions (PR_SET_CHILD_SUBREAPER failed: " + err.Error() + ")"
+	}
+	s.baseMech = mech
 	cgFD = -1
 	if s.useCgroup {
 		dir, fd, err := makeCgroup(s.self)
@@ -220,7 +231,7 @@ func (s *supervisor) startEngine(argv []string, mech string, cgFD int) (pid, cod
 	pid, err = syscall.ForkExec(path, argv, attr)
 	if err != nil && cgFD >= 0 {
 		// clone3 into the cgroup refused (old kernel, no delegation): without the cgroup.
-		mech = "subreaper+pgroup (cgroup v2 not used: clone into " + s.cgDir + ": " + err.Error() + ")"
+		mech = s.baseMech + " (cgroup v2 not used: clone into " + s.cgDir + ": " + err.Error() + ")"
 		s.removeCgroup()
 		attr.Sys.UseCgroupFD, attr.Sys.CgroupFD = false, 0
 		pid, err = syscall.ForkExec(path, argv, attr)
@@ -235,7 +246,7 @@ func (s *supervisor) startEngine(argv []string, mech string, cgFD int) (pid, cod
 	}
 	s.enginePid = pid
 	if s.cgDir != "" {
-		mech = "cgroup v2 " + s.cgDir + " + subreaper+pgroup"
+		mech = "cgroup v2 " + s.cgDir + " + " + s.baseMech
 	}
 	s.say("pid", strconv.Itoa(pid))
 	s.say("mech", mech)
