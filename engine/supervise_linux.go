@@ -45,7 +45,7 @@ const supervisorPollEvery = 20 * time.Millisecond
 
 // supervisorLearnEvery is how often a running supervisor walks its descendants to learn the
 // process groups and sessions they created.
-const supervisorLearnEvery = 500 * time.Millisecond
+const supervisorLearnEvery = time.Second
 
 const supervisorSupported = true
 
