@@ -84,18 +84,32 @@ func TestVersionProbeLeavesNoDaemon(t *testing.T) {
 }
 
 // A version probe that forks a daemon and hangs, under a run deadline of hours (--timeout): it
-// ends at its own limit, the error names the version probe, and no process of it survives.
+// ends at its own limit, the error names the version probe, and no process of it survives. The
+// probe reports when its daemon runs; on a box too loaded for it to get there within the limit,
+// the limit is doubled and the probe asked again, so the check never passes without a daemon.
 func TestVersionProbeHangingWithDaemon(t *testing.T) {
-	defer engine.SetVersionTimeout(500 * time.Millisecond)()
 	containModes(t, func(t *testing.T, marker string) {
-		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Hour)
-		defer cancel()
-		lc := engine.LaunchConfig{Command: []string{os.Args[0]}, Model: "m",
-			Env: map[string]string{envProc: "version-daemon-hang", envFaultMarker: marker}}
-		_, err := engine.DetectVersion(ctx, sglangAdapter(), lc)
-		assertNoneLeft(t, marker, "after the hanging version probe")
-		if err == nil || !strings.Contains(err.Error(), "version probe") || !strings.Contains(err.Error(), "ran longer than its limit of 500ms (engine.DefaultVersionTimeout)") {
-			t.Errorf("err = %v, want the version probe and its limit named", err)
+		for limit := 500 * time.Millisecond; ; limit *= 2 {
+			up := filepath.Join(t.TempDir(), "up")
+			restore := engine.SetVersionTimeout(limit)
+			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Hour)
+			lc := engine.LaunchConfig{Command: []string{os.Args[0]}, Model: "m",
+				Env: map[string]string{envProc: "version-daemon-hang", envFaultMarker: marker, envFaultUp: up}}
+			_, err := engine.DetectVersion(ctx, sglangAdapter(), lc)
+			cancel()
+			restore()
+			assertNoneLeft(t, marker, "after the hanging version probe")
+			want := fmt.Sprintf("ran longer than its limit of %s (engine.DefaultVersionTimeout)", limit)
+			if err == nil || !strings.Contains(err.Error(), "version probe") || !strings.Contains(err.Error(), want) {
+				t.Fatalf("err = %v, want the version probe and its limit named", err)
+			}
+			if _, err := os.Stat(up); err == nil {
+				return
+			}
+			if limit > time.Minute {
+				t.Fatalf("the probe's daemon never came up within a limit of %s", limit)
+			}
+			t.Logf("the probe's daemon was not up within %s (a loaded box): again with twice the limit", limit)
 		}
 	})
 }

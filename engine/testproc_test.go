@@ -113,6 +113,9 @@ func runTestproc(mode string) {
 			fmt.Println("start daemon:", err)
 			os.Exit(3)
 		}
+		if up := os.Getenv(envFaultUp); up != "" { // the daemon runs: the test may judge
+			_ = os.WriteFile(up, nil, 0o644)
+		}
 		select {}
 	case "silent": // an engine logging at WARNING: no line at all
 		if devnull, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0); err == nil {
