@@ -378,6 +378,9 @@ func (s *supervisor) watch(exitCh <-chan exitEv, empty <-chan struct{}, ctl chan
 			// groups, or of its cgroup. The supervisor stays until they are gone.
 			s.logf("warn", "no child left, but %d processes of the engine's sessions, groups or cgroup are: %v", len(left), left)
 		case <-learnTick.C:
+			if childless && phase == running && len(s.tree()) == 0 {
+				return finish()
+			}
 			if phase == running && !childless {
 				s.learnTree()
 			}
@@ -394,7 +397,9 @@ func (s *supervisor) watch(exitCh <-chan exitEv, empty <-chan struct{}, ctl chan
 		case sig := <-sigs:
 			startTerm("signal " + sig.String() + " (the harness's parent-death signal, or a stop)")
 		case <-tick.C:
-			if childless && len(s.tree()) == 0 {
+			// While stopping, every round; while running, the learning tick checks (a full
+			// /proc scan 50 times a second would cost a running engine's host too much).
+			if childless && phase != running && len(s.tree()) == 0 {
 				return finish()
 			}
 			switch phase {
@@ -551,8 +556,12 @@ func makeCgroup(self int) (string, int, error) {
 	if err != nil {
 		return "", -1, err
 	}
-	if st, err := os.Stat(own); err != nil || !st.IsDir() {
-		return "", -1, fmt.Errorf("own cgroup %s not found: %v", own, err)
+	st, err := os.Stat(own)
+	if err != nil {
+		return "", -1, fmt.Errorf("own cgroup: %w", err)
+	}
+	if !st.IsDir() {
+		return "", -1, fmt.Errorf("own cgroup %s is not a directory", own)
 	}
 	dir := filepath.Join(own, fmt.Sprintf("reckon-engine-%d", self))
 	if err := os.Mkdir(dir, 0o755); err != nil {
