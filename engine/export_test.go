@@ -8,3 +8,14 @@ func SetVersionTimeout(d time.Duration) func() {
 	versionTimeout = d
 	return func() { versionTimeout = old }
 }
+
+// OwnedSessions lists the sessions the supervisor of i reported as created in its tree.
+func OwnedSessions(i *Instance) []int {
+	i.owned.mu.Lock()
+	defer i.owned.mu.Unlock()
+	var out []int
+	for s := range i.owned.sessions {
+		out = append(out, s)
+	}
+	return out
+}

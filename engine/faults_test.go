@@ -1,7 +1,8 @@
 package engine_test
 
 // The fault matrix: {SIGKILL, SIGTERM, SIGINT twice} of the harness x {direct engine, wrapper
-// script, engine ignoring SIGTERM, double-forking setsid daemon, hanging engine} x {cgroup where
+// script, wrapper leaving a setsid daemon before exec, engine ignoring SIGTERM, double-forking
+// setsid daemon, hanging engine, version probe leaving a daemon and hanging} x {cgroup where
 // writable, subreaper and process group only}. Each row starts a harness (this test binary
 // re-executed: runFaultHarness) that launches a fake engine tree through engine.Launch, kills
 // the harness, and asserts that no process carrying the row's marker in its environment is
@@ -33,7 +34,7 @@ import (
 )
 
 const (
-	envFaultEngine  = "RECKON_FAULTENGINE"  // variant: direct | ignore-term | daemon | hang
+	envFaultEngine  = "RECKON_FAULTENGINE"  // variant: direct | ignore-term | daemon | hang | probe-daemon
 	envFaultRole    = "RECKON_FAULTROLE"    // "" (engine) | child | daemon-mid | daemon
 	envFaultHarness = "RECKON_FAULTHARNESS" // variant, for the harness mode
 	envFaultRow     = "RECKON_FAULTROW"     // the row's marker, given to the harness
@@ -63,7 +64,7 @@ func runFaultEngine(variant string) {
 		reportUp()
 		os.Exit(0)
 	}
-	if variant == "daemon" {
+	if variant == "daemon" || variant == "probe-daemon" {
 		mid := spawnFault("daemon-mid", true)
 		_, _ = mid.Process.Wait()
 	} else {
@@ -73,7 +74,7 @@ func runFaultEngine(variant string) {
 		_ = os.WriteFile(up, []byte(strconv.Itoa(os.Getpid())), 0o644)
 	}
 	fmt.Printf("fault engine %s pid=%d up\n", variant, os.Getpid())
-	if variant == "hang" {
+	if variant == "hang" || variant == "probe-daemon" { // probe-daemon: a --version that hangs
 		select {}
 	}
 	host, port := argValue("--host"), argValue("--port")
@@ -135,9 +136,17 @@ func runFaultHarness(variant string) {
 	stop := engine.StopAllOnSignal(ctx)
 	defer stop()
 	engineVariant, command := variant, []string{os.Args[0]}
-	if variant == "wrapper" {
+	if variant == "wrapper" || variant == "wrapper-daemon" {
 		engineVariant = "direct"
 		command = []string{"/bin/sh", filepath.Join(filepath.Dir(logPath), "wrap.sh"), os.Args[0]}
+	}
+	if variant == "probe-daemon" {
+		// The version probe (engine.DetectVersion) of an engine whose --version leaves a daemon
+		// and hangs: the harness is killed while it waits for the probe.
+		v, err := engine.DetectVersion(ctx, sglangAdapter(), engine.LaunchConfig{Command: command, Model: "fake-model",
+			Env: map[string]string{envFaultEngine: engineVariant, envFaultMarker: marker, envFaultUp: up}})
+		fmt.Println("PROBE ENDED:", v, err)
+		os.Exit(3)
 	}
 	inst, err := engine.Launch(ctx, sglangAdapter(), engine.LaunchOptions{
 		Config: engine.LaunchConfig{Command: command, Model: "fake-model", Host: "127.0.0.1",
@@ -225,7 +234,7 @@ func TestFaultMatrix(t *testing.T) {
 	}
 	mechs := []string{"cgroup", "pgroup"}
 	kills := []string{"SIGKILL", "SIGTERM", "SIGINTx2"}
-	variants := []string{"direct", "wrapper", "ignore-term", "daemon", "hang"}
+	variants := []string{"direct", "wrapper", "wrapper-daemon", "ignore-term", "daemon", "hang", "probe-daemon"}
 	t.Cleanup(func() {
 		faultMu.Lock()
 		defer faultMu.Unlock()
@@ -259,9 +268,17 @@ func runFaultRow(t *testing.T, mech, kill, variant string) {
 	dir := t.TempDir()
 	marker := fmt.Sprintf("row-%d-%s-%s-%s", os.Getpid(), mech, kill, variant)
 	logPath, up := filepath.Join(dir, "engine.log"), filepath.Join(dir, "up")
-	if variant == "wrapper" {
+	script := ""
+	switch variant {
+	case "wrapper":
 		// A wrapper that runs the engine as its child (no exec), as shell launchers do.
-		script := "#!/bin/sh\n\"$@\"\necho \"wrapper: engine exited with $?\"\n"
+		script = "#!/bin/sh\n\"$@\"\necho \"wrapper: engine exited with $?\"\n"
+	case "wrapper-daemon":
+		// A wrapper that leaves a daemon of its own (its own session, orphaned at once) and then
+		// becomes the engine (exec): the hybrid-host finding of issue 34.
+		script = "#!/bin/sh\n( setsid sleep 300 & )\nexec \"$@\"\n"
+	}
+	if script != "" {
 		if err := os.WriteFile(filepath.Join(dir, "wrap.sh"), []byte(script), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -315,7 +332,7 @@ func runFaultRow(t *testing.T, mech, kill, variant string) {
 		}
 		time.Sleep(10 * time.Millisecond) // polling for the file the engine creates
 	}
-	if variant != "hang" {
+	if variant != "hang" && variant != "probe-daemon" {
 		select {
 		case line := <-readyCh:
 			if !strings.HasPrefix(line, "READY") {

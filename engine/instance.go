@@ -38,6 +38,7 @@ type Instance struct {
 	supDone    chan struct{}
 	mech       string
 	cgDir      string
+	owned      ownedLeaders // groups and sessions the supervisor reported (for a dead supervisor)
 	gone       atomic.Bool
 	statusDone chan struct{} // closed when the supervisor's status pipe is read to its end
 

@@ -9,3 +9,6 @@ const (
 	// (containment then relies on the subreaper and the process group; Linux only).
 	CgroupEnv = "RECKON_ENGINE_CGROUP"
 )
+
+// exitEv is how the engine exited: its exit code (-1 when signalled) and the signal, if any.
+type exitEv struct{ code, sig int }

@@ -43,6 +43,10 @@ import (
 // supervisorPollEvery is how often a stopping supervisor re-signals the tree.
 const supervisorPollEvery = 20 * time.Millisecond
 
+// supervisorLearnEvery is how often a running supervisor walks its descendants to learn the
+// process groups and sessions they created.
+const supervisorLearnEvery = time.Second
+
 const supervisorSupported = true
 
 func init() {
@@ -53,7 +57,7 @@ func init() {
 }
 
 // RunSupervisor is the supervise mode: `reckon supervise [--grace D] [--cgroup auto|off]
-// [--pipes] -- ENGINE ARGS...`. It starts the engine, contains its process tree and returns the exit code of
+// [--subreaper on|off] [--pipes] -- ENGINE ARGS...`. It starts the engine, contains its process tree and returns the exit code of
 // the supervisor (the engine's exit code when it exited by itself, 0 after a stop, 2 on usage
 // errors, 127 when the engine could not be started). Launch runs it; by hand it is useful to
 // see the containment at work (status lines then go to stderr).
@@ -64,6 +68,7 @@ func RunSupervisor(args []string) int {
 	fs := flag.NewFlagSet("reckon supervise", flag.ContinueOnError)
 	grace := fs.Duration("grace", DefaultStopGrace, "time between SIGTERM and SIGKILL of the engine's tree")
 	cg := fs.String("cgroup", "auto", "auto: own cgroup v2 where writable; off: subreaper and process group only")
+	subreaper := fs.String("subreaper", "on", "on: a child subreaper; off: not (what a host without PR_SET_CHILD_SUBREAPER leaves: the groups and sessions the tree created, and its process group, still find its orphans)")
 	pipes := fs.Bool("pipes", false, "status on fd 3 and control on fd 4 (how Launch runs it); otherwise status on stderr")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -77,17 +82,24 @@ func RunSupervisor(args []string) int {
 		fmt.Fprintf(os.Stderr, "reckon supervise: --cgroup %q: expected auto or off\n", *cg)
 		return 2
 	}
+	if *subreaper != "on" && *subreaper != "off" {
+		fmt.Fprintf(os.Stderr, "reckon supervise: --subreaper %q: expected on or off\n", *subreaper)
+		return 2
+	}
 	if *grace <= 0 {
 		fmt.Fprintf(os.Stderr, "reckon supervise: --grace %v: expected a positive duration\n", *grace)
 		return 2
 	}
-	s := &supervisor{grace: *grace, useCgroup: *cg == "auto", self: os.Getpid(), pipes: *pipes}
+	s := &supervisor{grace: *grace, useCgroup: *cg == "auto", subreaper: *subreaper == "on", self: os.Getpid(), pipes: *pipes}
+	s.owned.since = procStart(s.self)
 	return s.run(argv)
 }
 
 type supervisor struct {
 	grace     time.Duration
 	useCgroup bool
+	subreaper bool
+	baseMech  string // the containment without the cgroup: "subreaper+pgroup" normally
 	self      int
 	pipes     bool
 
@@ -96,6 +108,10 @@ type supervisor struct {
 
 	enginePid int
 	cgDir     string // the engine's cgroup, "" when not used
+
+	// owned: the process groups and sessions created inside the engine's tree (reported to the
+	// harness as "group N" / "session N", for when the supervisor itself is killed).
+	owned ownedLeaders
 }
 
 func (s *supervisor) say(kind, text string) {
@@ -162,10 +178,14 @@ func (s *supervisor) openPipes() (control io.Reader, ok bool) {
 // contain makes the supervisor a child subreaper and, unless disabled, makes the engine's cgroup:
 // mech describes the containment, cgFD is the cgroup's descriptor (-1 without one).
 func (s *supervisor) contain() (mech string, cgFD int) {
-	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
-		s.logf("warn", "PR_SET_CHILD_SUBREAPER: %v (orphaned engine processes are found by their process group only)", err)
-	}
 	mech = "subreaper+pgroup"
+	if !s.subreaper {
+		mech = "pgroup+sessions (subreaper disabled by --subreaper off)"
+	} else if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		s.logf("warn", "PR_SET_CHILD_SUBREAPER: %v (orphaned engine processes are found by their process group and session only)", err)
+		mech = "pgroup+sessions (PR_SET_CHILD_SUBREAPER failed: " + err.Error() + ")"
+	}
+	s.baseMech = mech
 	cgFD = -1
 	if s.useCgroup {
 		dir, fd, err := makeCgroup(s.self)
@@ -211,7 +231,7 @@ func (s *supervisor) startEngine(argv []string, mech string, cgFD int) (pid, cod
 	pid, err = syscall.ForkExec(path, argv, attr)
 	if err != nil && cgFD >= 0 {
 		// clone3 into the cgroup refused (old kernel, no delegation): without the cgroup.
-		mech = "subreaper+pgroup (cgroup v2 not used: clone into " + s.cgDir + ": " + err.Error() + ")"
+		mech = s.baseMech + " (cgroup v2 not used: clone into " + s.cgDir + ": " + err.Error() + ")"
 		s.removeCgroup()
 		attr.Sys.UseCgroupFD, attr.Sys.CgroupFD = false, 0
 		pid, err = syscall.ForkExec(path, argv, attr)
@@ -226,7 +246,7 @@ func (s *supervisor) startEngine(argv []string, mech string, cgFD int) (pid, cod
 	}
 	s.enginePid = pid
 	if s.cgDir != "" {
-		mech = "cgroup v2 " + s.cgDir + " + subreaper+pgroup"
+		mech = "cgroup v2 " + s.cgDir + " + " + s.baseMech
 	}
 	s.say("pid", strconv.Itoa(pid))
 	s.say("mech", mech)
@@ -240,9 +260,6 @@ func (s *supervisor) startEngine(argv []string, mech string, cgFD int) (pid, cod
 
 	return pid, 0
 }
-
-// exitEv is how the engine exited: its exit code (-1 when signalled) and the signal, if any.
-type exitEv struct{ code, sig int }
 
 // reap waits for every child, the engine's and the orphans reparented to the supervisor: the
 // engine's exit goes to exitCh, and empty closes when no child is left.
@@ -305,6 +322,17 @@ func (s *supervisor) watch(exitCh <-chan exitEv, empty <-chan struct{}, ctl chan
 	warnedKill := false
 	tick := time.NewTicker(supervisorPollEvery)
 	defer tick.Stop()
+	learnTick := time.NewTicker(supervisorLearnEvery)
+	defer learnTick.Stop()
+	childless := false // every child reaped: what is left of the tree is outside its ppid links
+	finish := func() int {
+		s.removeCgroup()
+		s.say("gone", "")
+		if phase != running {
+			return 0
+		}
+		return code
+	}
 	startTerm := func(why string) {
 		if phase != running {
 			return
@@ -341,12 +369,21 @@ func (s *supervisor) watch(exitCh <-chan exitEv, empty <-chan struct{}, ctl chan
 				exited(ev)
 			default:
 			}
-			s.removeCgroup()
-			s.say("gone", "")
-			if phase != running {
-				return 0
+			empty, childless = nil, true
+			left := s.tree()
+			if len(left) == 0 {
+				return finish()
 			}
-			return code
+			// Not its children (no subreaper held them): processes of the tree's sessions or
+			// groups, or of its cgroup. The supervisor stays until they are gone.
+			s.logf("warn", "no child left, but %d processes of the engine's sessions, groups or cgroup are: %v", len(left), left)
+		case <-learnTick.C:
+			if childless && phase == running && len(s.tree()) == 0 {
+				return finish()
+			}
+			if phase == running && !childless {
+				s.learnTree()
+			}
 		case c := <-ctl:
 			switch c {
 			case "kill":
@@ -360,6 +397,11 @@ func (s *supervisor) watch(exitCh <-chan exitEv, empty <-chan struct{}, ctl chan
 		case sig := <-sigs:
 			startTerm("signal " + sig.String() + " (the harness's parent-death signal, or a stop)")
 		case <-tick.C:
+			// While stopping, every round; while running, the learning tick checks (a full
+			// /proc scan 50 times a second would cost a running engine's host too much).
+			if childless && phase != running && len(s.tree()) == 0 {
+				return finish()
+			}
 			switch phase {
 			case terming:
 				if time.Now().After(termDeadline) {
@@ -376,8 +418,40 @@ func (s *supervisor) watch(exitCh <-chan exitEv, empty <-chan struct{}, ctl chan
 	}
 }
 
+// learn records p's group or session when p leads one, and reports a new one to the harness.
+func (s *supervisor) learn(p procInfo) {
+	g, ss := s.owned.learn(p.pid, p.pgrp, p.sid)
+	if g {
+		s.say("group", strconv.Itoa(p.pid))
+	}
+	if ss {
+		s.say("session", strconv.Itoa(p.pid))
+	}
+}
+
+// learnTree follows the supervisor's descendants by their children lists (cheap: only the
+// tree's own /proc entries are read) and learns the groups and sessions they lead, so that a
+// daemon in a session of its own is known before anything could cut its ppid link.
+func (s *supervisor) learnTree() {
+	seen := map[int]bool{s.self: true}
+	queue := childrenOf(s.self)
+	for len(queue) > 0 && len(seen) < 1<<16 {
+		pid := queue[0]
+		queue = queue[1:]
+		if seen[pid] {
+			continue
+		}
+		seen[pid] = true
+		if p, ok := readProc(pid); ok && p.state != 'Z' && p.state != 'X' {
+			s.learn(p)
+			queue = append(queue, childrenOf(pid)...)
+		}
+	}
+}
+
 // tree lists the live processes of the engine's tree: every descendant of the supervisor (the
-// subreaper keeps their ppid links intact) and every member of the engine's cgroup.
+// subreaper keeps their ppid links intact), every member of the engine's cgroup, and every
+// process of a group or session that a descendant created (started after the supervisor).
 func (s *supervisor) tree() []int {
 	seen := map[int]bool{}
 	var out []int
@@ -396,6 +470,13 @@ func (s *supervisor) tree() []int {
 			if p.pid != s.self && in[p.pid] && p.state != 'Z' && p.state != 'X' && !seen[p.pid] {
 				seen[p.pid] = true
 				out = append(out, p.pid)
+				s.learn(p)
+			}
+		}
+		for _, p := range s.owned.members(procs, s.self) {
+			if !seen[p] {
+				seen[p] = true
+				out = append(out, p)
 			}
 		}
 	}
@@ -414,17 +495,19 @@ func (s *supervisor) signalTree(sig syscall.Signal) {
 		_ = os.WriteFile(filepath.Join(s.cgDir, "cgroup.kill"), []byte("1"), 0)
 	}
 	pids := s.tree()
-	// The process group is signalled only while one of our own processes is in it, so that a
-	// recycled group id of someone else's is never hit.
+	// A process group (the engine's, or one a descendant created) is signalled only while one
+	// of the tree's own processes is in it, so that a recycled group id of someone else's is
+	// never hit.
 	if procs, ok := readProcs(); ok {
 		mine := map[int]bool{}
 		for _, p := range pids {
 			mine[p] = true
 		}
+		hit := map[int]bool{}
 		for _, p := range procs {
-			if mine[p.pid] && p.pgrp == s.enginePid {
-				_ = syscall.Kill(-s.enginePid, sig)
-				break
+			if mine[p.pid] && !hit[p.pgrp] && p.pgrp > 1 && p.pgrp != s.self && (p.pgrp == s.enginePid || s.owned.ownsGroup(p.pgrp)) {
+				hit[p.pgrp] = true
+				_ = syscall.Kill(-p.pgrp, sig)
 			}
 		}
 	}
@@ -461,29 +544,26 @@ func removeCgroupDir(dir string) error {
 // makeCgroup creates a cgroup v2 for the engine under the supervisor's own and returns its
 // directory and an open descriptor of it (for clone3). An error says why none can be used.
 func makeCgroup(self int) (string, int, error) {
-	mount, root, err := cgroup2Mount()
-	if err != nil {
-		return "", -1, err
-	}
-	b, err := os.ReadFile("/proc/self/cgroup")
+	procCgroup, err := os.ReadFile("/proc/self/cgroup")
 	if err != nil {
 		return "", -1, fmt.Errorf("read /proc/self/cgroup: %w", err)
 	}
-	var cur string
-	found := false
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "0::"); ok {
-			cur, found = strings.TrimSpace(v), true
-			break
-		}
+	mountinfo, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return "", -1, fmt.Errorf("read /proc/self/mountinfo: %w", err)
 	}
-	if !found {
-		return "", -1, errors.New("/proc/self/cgroup has no cgroup v2 entry (0::)")
+	own, err := ownCgroup2Dir(string(procCgroup), string(mountinfo))
+	if err != nil {
+		return "", -1, err
 	}
-	if root != "/" {
-		cur = strings.TrimPrefix(cur, root)
+	st, err := os.Stat(own)
+	if err != nil {
+		return "", -1, fmt.Errorf("own cgroup: %w", err)
 	}
-	dir := filepath.Join(mount, cur, fmt.Sprintf("reckon-engine-%d", self))
+	if !st.IsDir() {
+		return "", -1, fmt.Errorf("own cgroup %s is not a directory", own)
+	}
+	dir := filepath.Join(own, fmt.Sprintf("reckon-engine-%d", self))
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return "", -1, fmt.Errorf("not writable: %w", err)
 	}
@@ -495,28 +575,71 @@ func makeCgroup(self int) (string, int, error) {
 	return dir, fd, nil
 }
 
-// cgroup2Mount finds the cgroup v2 mount point (and the hierarchy path it shows) in
-// /proc/self/mountinfo.
-func cgroup2Mount() (mount, root string, err error) {
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return "", "", fmt.Errorf("read /proc/self/mountinfo: %w", err)
+// ownCgroup2Dir is the directory of the process's own cgroup v2, from the contents of
+// /proc/self/cgroup (its "0::PATH" line) and /proc/self/mountinfo (the cgroup2 mounts and the
+// part of the hierarchy each shows). It works wherever cgroup2 is mounted: /sys/fs/cgroup on a
+// v2 host, /sys/fs/cgroup/unified on a hybrid one (v1 controllers beside it), a cgroup
+// namespace's root in a container. Read-only mounts and mounts that do not show PATH are
+// skipped; an error says why there is none (a pure v1 host: no 0:: line or no cgroup2 mount).
+func ownCgroup2Dir(procCgroup, mountinfo string) (string, error) {
+	var cur string
+	found := false
+	for _, line := range strings.Split(procCgroup, "\n") {
+		if v, ok := strings.CutPrefix(line, "0::"); ok {
+			cur, found = strings.TrimSpace(v), true
+			break
+		}
 	}
-	for _, line := range strings.Split(string(b), "\n") {
+	if !found {
+		return "", errors.New("/proc/self/cgroup has no cgroup v2 entry (0::): cgroup v1 only")
+	}
+	if !strings.HasPrefix(cur, "/") {
+		return "", fmt.Errorf("/proc/self/cgroup: cgroup v2 path %q is not absolute", cur)
+	}
+	mounts, readOnly := 0, 0
+	for _, line := range strings.Split(mountinfo, "\n") {
 		pre, post, ok := strings.Cut(line, " - ")
 		if !ok {
 			continue
 		}
 		pf, qf := strings.Fields(pre), strings.Fields(post)
-		if len(pf) < 5 || len(qf) < 1 || qf[0] != "cgroup2" {
+		if len(pf) < 6 || len(qf) < 1 || qf[0] != "cgroup2" {
 			continue
 		}
-		if len(pf) >= 6 && strings.Contains(","+pf[5]+",", ",ro,") {
+		mounts++
+		if strings.Contains(","+pf[5]+",", ",ro,") {
+			readOnly++
 			continue
 		}
-		return unescapeMount(pf[4]), unescapeMount(pf[3]), nil
+		root, point := unescapeMount(pf[3]), unescapeMount(pf[4])
+		rel, ok := underRoot(cur, root)
+		if !ok {
+			continue
+		}
+		return filepath.Join(point, rel), nil
 	}
-	return "", "", errors.New("no writable cgroup2 mount in /proc/self/mountinfo")
+	switch {
+	case mounts == 0:
+		return "", errors.New("no cgroup2 mount in /proc/self/mountinfo")
+	case mounts == readOnly:
+		return "", errors.New("the cgroup2 mount is read-only")
+	}
+	return "", fmt.Errorf("own cgroup %s is outside every cgroup2 mount in /proc/self/mountinfo", cur)
+}
+
+// underRoot is path p relative to root when p is root or below it.
+func underRoot(p, root string) (string, bool) {
+	p, root = filepath.Clean(p), filepath.Clean(root)
+	if root == "/" {
+		return p, true
+	}
+	if p == root {
+		return "/", true
+	}
+	if rest, ok := strings.CutPrefix(p, root+"/"); ok {
+		return "/" + rest, true
+	}
+	return "", false
 }
 
 func unescapeMount(s string) string {

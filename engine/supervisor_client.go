@@ -36,11 +36,7 @@ func (i *Instance) startSupervised(ctx context.Context, out *os.File, env []stri
 		_ = statusW.Close()
 		return fmt.Errorf("create supervisor control pipe: %w", err)
 	}
-	cg := "auto"
-	if strings.EqualFold(strings.TrimSpace(os.Getenv(CgroupEnv)), "off") {
-		cg = "off"
-	}
-	args := append([]string{os.Args[0], "supervise", "--pipes", "--grace", i.grace.String(), "--cgroup", cg, "--"}, i.argv...)
+	args := append([]string{os.Args[0], "supervise", "--pipes", "--grace", i.grace.String(), "--cgroup", cgroupMode(), "--"}, i.argv...)
 	// /proc/self/exe: this very binary, even when the file was replaced or deleted meanwhile.
 	cmd := &exec.Cmd{Path: "/proc/self/exe", Args: args, Env: append(env, superviseEnv+"="+superviseProto)}
 	cmd.Stdout, cmd.Stderr = out, out
@@ -55,6 +51,7 @@ func (i *Instance) startSupervised(ctx context.Context, out *os.File, env []stri
 		return fmt.Errorf("start the engine supervisor (%s re-executed): %w", os.Args[0], err)
 	}
 	i.cmd, i.control, i.supervised = cmd, controlW, true
+	i.owned.since = procStart(cmd.Process.Pid)
 	go func() {
 		_ = cmd.Wait()
 		i.ctlMu.Lock()
@@ -90,6 +87,8 @@ func (i *Instance) startSupervised(ctx context.Context, out *os.File, env []stri
 				f.err = errors.New(text)
 			case "log":
 				i.supervisorLog(opts.Logger, text)
+			case "group", "session":
+				i.learnOwned(kind, text)
 			}
 			if f.err != nil {
 				break
@@ -118,9 +117,7 @@ func (i *Instance) startSupervised(ctx context.Context, out *os.File, env []stri
 		return f.err
 	}
 	i.pid, i.mech = f.pid, f.mech
-	if strings.HasPrefix(f.mech, "cgroup v2 ") {
-		i.cgDir, _, _ = strings.Cut(strings.TrimPrefix(f.mech, "cgroup v2 "), " + ")
-	}
+	i.cgDir = cgroupOf(f.mech)
 	i.log = opts.Logger.WithFields(logrus.Fields{"engine": i.adapter.Name(), "pid": i.pid, "port": i.cfg.Port})
 	go i.readStatus(br, statusR)
 	return nil
@@ -187,7 +184,16 @@ func (i *Instance) readStatus(br *bufio.Reader, r *os.File) {
 			i.gone.Store(true)
 		case "log":
 			i.supervisorLog(i.log, text)
+		case "group", "session":
+			i.learnOwned(kind, text)
 		}
+	}
+}
+
+// learnOwned records a process group or session the supervisor saw created in the tree.
+func (i *Instance) learnOwned(kind, text string) {
+	if id, err := strconv.Atoi(text); err == nil && id > 1 {
+		i.owned.add(kind, id)
 	}
 }
 
@@ -244,16 +250,18 @@ func (i *Instance) stopSupervised(ctx context.Context) error {
 	}
 	if err == nil && !i.gone.Load() {
 		// The supervisor died (killed by someone) before the tree was gone.
-		i.log.WithField("supervisor", i.cmd.ProcessState).Warn("engine supervisor died before its tree was gone; killing the cgroup and the process group")
-		killCgroup(i.cgDir)
-		signalGroup(i.pid, syscall.SIGKILL)
+		i.log.WithField("supervisor", i.cmd.ProcessState).Warn("engine supervisor died before its tree was gone; killing the cgroup, the process group and the groups and sessions the tree created")
+		left := func() []int {
+			killCgroup(i.cgDir)
+			signalGroup(i.pid, syscall.SIGKILL)
+			return append(append(groupMembers(i.pid), cgroupProcs(i.cgDir)...), killOwned(&i.owned, os.Getpid())...)
+		}
 		deadline := time.Now().Add(killWait)
-		for len(groupMembers(i.pid))+len(cgroupProcs(i.cgDir)) > 0 {
+		for l := left(); len(l) > 0; l = left() {
 			if time.Now().After(deadline) {
-				err = fmt.Errorf("stop engine pid %d: processes still running after SIGKILL: %v", i.pid, append(groupMembers(i.pid), cgroupProcs(i.cgDir)...))
+				err = fmt.Errorf("stop engine pid %d: processes still running after SIGKILL: %v", i.pid, l)
 				break
 			}
-			signalGroup(i.pid, syscall.SIGKILL)
 			time.Sleep(20 * time.Millisecond) // polling /proc for the processes to vanish
 		}
 		if i.cgDir != "" {

@@ -108,6 +108,15 @@ func runTestproc(mode string) {
 	case "version-hang":
 		spawnChild(1)
 		select {}
+	case "version-daemon-hang": // a version command that leaves a setsid daemon (orphaned at once) and hangs
+		if err := exec.Command("/bin/sh", "-c", "( setsid sleep 300 & )").Run(); err != nil {
+			fmt.Println("start daemon:", err)
+			os.Exit(3)
+		}
+		if up := os.Getenv(envFaultUp); up != "" { // the daemon runs: the test may judge
+			_ = os.WriteFile(up, nil, 0o644)
+		}
+		select {}
 	case "silent": // an engine logging at WARNING: no line at all
 		if devnull, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0); err == nil {
 			os.Stdout = devnull

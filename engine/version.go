@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -33,11 +34,15 @@ type Version = core.Version
 // "0.0.0.devN+g<sha>" are the newest; rc/dev/post/+local suffixes do not order releases.
 func ParseVersion(s string) (Version, error) { return core.ParseVersion(s) }
 
-// DetectVersion runs a's VersionCommand for lc (with lc.Env, in its own process group, killed
-// with its group when ctx ends or after DefaultVersionTimeout, whichever comes first) and
-// returns the last version-looking token of its output, e.g. "0.12.0", "0.5.3.post1",
-// "0.0.0.dev1+g5dd2c243e". A command that fails, times out or prints no version is an error
-// naming the command and quoting the end of its output.
+// DetectVersion runs a's VersionCommand for lc (the version probe; with lc.Env) and returns
+// the last version-looking token of its output, e.g. "0.12.0", "0.5.3.post1",
+// "0.0.0.dev1+g5dd2c243e". The probe runs under the same supervisor and containment as an
+// engine launch (Linux: its own cgroup where cgroup v2 is writable, else the supervisor's
+// subreaper and process group), so a probe that forks a daemon leaves nothing behind: whatever
+// it left running ends when it exits, and its whole tree is killed when ctx ends or after
+// DefaultVersionTimeout, whichever comes first (also when ctx has a far deadline, as under
+// `--timeout`). A probe that fails, times out or prints no version is an error naming the
+// version probe and its command and quoting the end of its output.
 func DetectVersion(ctx context.Context, a Adapter, lc LaunchConfig) (string, error) {
 	if a == nil {
 		return "", errors.New("detect engine version: no adapter")
@@ -47,19 +52,41 @@ func DetectVersion(ctx context.Context, a Adapter, lc LaunchConfig) (string, err
 		return "", fmt.Errorf("detect %s version: the adapter has no version command", a.Name())
 	}
 	limit := versionTimeout
-	ctx, cancel := context.WithTimeoutCause(ctx, limit, fmt.Errorf("the version command ran longer than its limit of %s (engine.DefaultVersionTimeout)", limit))
+	ctx, cancel := context.WithTimeoutCause(ctx, limit, fmt.Errorf("the version probe ran longer than its limit of %s (engine.DefaultVersionTimeout)", limit))
 	defer cancel()
 	out := &tailBuffer{max: MaxVersionOutput}
+	env := mergeEnv(os.Environ(), lc.Env)
+	var err error
+	if supervisorSupported {
+		_, err = runContained(ctx, argv, env, out, probeGrace)
+	} else {
+		err = runDirect(ctx, argv, env, out)
+	}
+	text := out.String()
+	name := strings.Join(argv, " ")
+	if ctx.Err() != nil {
+		return "", fmt.Errorf("detect %s version: version probe %s: %w (%v)%s", a.Name(), name, ctx.Err(), context.Cause(ctx), quoteTail(text))
+	}
+	if err != nil {
+		return "", fmt.Errorf("detect %s version: version probe %s: %w%s", a.Name(), name, err, quoteTail(text))
+	}
+	v := core.LastVersionToken(text)
+	if v == "" {
+		return "", fmt.Errorf("detect %s version: version probe %s printed no version (expected e.g. 0.12.0)%s", a.Name(), name, quoteTail(text))
+	}
+	return v, nil
+}
+
+// runDirect runs argv as the harness's own child in its own process group, killed with its
+// group when ctx ends (platforms without the supervisor).
+func runDirect(ctx context.Context, argv, env []string, out io.Writer) error {
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Env = mergeEnv(os.Environ(), lc.Env)
+	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = sysProcAttr()
-	cmd.Cancel = func() error {
-		if cmd.Process != nil && cmd.SysProcAttr != nil && cmd.SysProcAttr.Setpgid {
-			signalGroup(cmd.Process.Pid, syscall.SIGKILL)
-			return nil
-		}
-		return cmd.Process.Kill()
+	cmd.Cancel = func() error { // the process group where there is one, else the process
+		signalGroup(cmd.Process.Pid, syscall.SIGKILL)
+		return nil
 	}
 	cmd.WaitDelay = 5 * time.Second
 	var err error
@@ -67,19 +94,7 @@ func DetectVersion(ctx context.Context, a Adapter, lc LaunchConfig) (string, err
 	if err == nil {
 		err = cmd.Wait()
 	}
-	text := out.String()
-	name := strings.Join(argv, " ")
-	if ctx.Err() != nil {
-		return "", fmt.Errorf("detect %s version: %s: %w (%v)%s", a.Name(), name, ctx.Err(), context.Cause(ctx), quoteTail(text))
-	}
-	if err != nil {
-		return "", fmt.Errorf("detect %s version: %s: %w%s", a.Name(), name, err, quoteTail(text))
-	}
-	v := core.LastVersionToken(text)
-	if v == "" {
-		return "", fmt.Errorf("detect %s version: %s printed no version (expected e.g. 0.12.0)%s", a.Name(), name, quoteTail(text))
-	}
-	return v, nil
+	return err
 }
 
 // SpeculativeAlgorithms lists reckon's spellings of the speculative algorithms engine kind
