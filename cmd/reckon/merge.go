@@ -24,17 +24,18 @@ each in its own output directory, e.g. the artifacts of a CI matrix) and writes 
 junit.xml, summary.md and report.html to --out, prints the terminal report, and ends with one closing
 line and exit code as reckon gate.
 
-Checks a shard judged alone are kept as judged. Statistical checks are judged again over the whole
-run (one Holm-Bonferroni family, as an unsharded run). Cross-config checks whose configs ran on
+Every per-config check is judged again from the evidence the shards recorded, through the same
+judges as a live run (reckon gate records, then judges); a shard's verdict is kept only where its
+results cannot carry the evidence (equivalence, a probe file, a check against the history store).
+Statistical checks are judged again over the whole run (one Holm-Bonferroni family, as an unsharded run). Cross-config checks whose configs ran on
 different shards (--shard-by config) are judged here when those shards share a testbed key; across
 different testbed keys they are refused (an error): throughput, memory and numerics of different
 machines are never compared. Every shard 1..N must be given exactly once.
 
 A shard's results are a claim, not instructions: merge refuses shards of another spec digest, of
 different commits (--allow-mixed merges them red), with configs the spec does not assign them, or
-with checks missing, repeated or unknown to the spec; it judges again the verdicts whose evidence
-the results carry (floors, expects, launch health, measurements, relative checks) and fails the
-merge when a shard's stated outcome disagrees. It never opens a path a shard names (log_path,
+with checks missing, repeated or unknown to the spec; it fails the merge when a shard's stated
+outcome disagrees with the verdict its evidence gives. It never opens a path a shard names (log_path,
 numerics_file): log tails come from the results, numerics only from SHARD/numerics/CONFIG.json.
 
 Exit code: 0 green, 1 a check failed (or a shard was interrupted), 2 bad input (not shard outputs,
