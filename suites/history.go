@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/reckon-ci/reckon/gate"
@@ -101,11 +102,8 @@ func (fw *framework) historyGroups(c *spec.Check) [][]float64 {
 }
 
 // historyNoise is the between-launch variation of config's series (the check's workload and
-// metric) in the history, for a check not judged against history: where the stored runs have
-// several launches, the spread of launch means within each run, pooled over runs (a level that
-// moves between runs, a pre-merge's base commit, does not count as noise); else the spread of
-// the one-launch runs of the current level (its reference). ok is false when the store has no
-// such series or fails: the check then uses another source.
+// metric) in the history, for a check not judged against history (LearnedNoise). ok is false
+// when the store has no such series or fails: the check then uses another source.
 func (fw *framework) historyNoise(c *spec.Check, config string) (gate.NoiseEstimate, string, bool) {
 	p := c.Stat()
 	ctx := fw.ctx
@@ -119,6 +117,16 @@ func (fw *framework) historyNoise(c *spec.Check, config string) (gate.NoiseEstim
 	if err != nil || w == nil {
 		return gate.NoiseEstimate{}, "", false
 	}
+	return LearnedNoise(w, config)
+}
+
+// LearnedNoise is the launch noise a history window of config's series teaches: where the
+// stored runs have several launches, the spread of launch means within each run, pooled over
+// runs (a level that moves between runs, a pre-merge's base commit, does not count as noise),
+// with the within-launch spread pooled likewise; else the spread of the one-launch runs of the
+// current level (its reference). The runs since an open regression are left out. ok is false
+// when the window measures neither.
+func LearnedNoise(w *HistoryWindow, config string) (gate.NoiseEstimate, string, bool) {
 	ref := w.Groups
 	if w.OpenFrom > 0 && w.OpenFrom <= len(ref) {
 		ref = ref[:w.OpenFrom]
@@ -135,16 +143,28 @@ func (fw *framework) historyNoise(c *spec.Check, config string) (gate.NoiseEstim
 	}
 	if multi {
 		var es []gate.NoiseEstimate
+		var wSS float64
+		wDF := 0
 		for _, gs := range byRun {
 			if len(gs) > 1 {
-				es = append(es, gate.EstimateNoise(gs))
+				e := gate.EstimateNoise(gs)
+				es = append(es, e)
+				if e.WithinDF > 0 && !math.IsNaN(e.WithinCV) {
+					wSS += float64(e.WithinDF) * e.WithinCV * e.WithinCV
+					wDF += e.WithinDF
+				}
 			}
 		}
 		n, ok := gate.PoolNoise("", es...)
 		if !ok {
 			return gate.NoiseEstimate{}, "", false
 		}
-		return gate.NoiseEstimate{BetweenCV: n.CV, BetweenDF: int(n.DF)}, fmt.Sprintf("%s: launches within each of %d runs", config, len(es)), true
+		within := math.NaN()
+		if wDF > 0 {
+			within = math.Sqrt(wSS / float64(wDF))
+		}
+		return gate.NoiseEstimate{BetweenCV: n.CV, BetweenDF: int(n.DF), WithinCV: within, WithinDF: wDF},
+			fmt.Sprintf("%s: launches within each of %d runs", config, len(es)), true
 	}
 	if len(ref) < gate.MinLaunchesToMeasure {
 		return gate.NoiseEstimate{}, "", false

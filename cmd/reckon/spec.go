@@ -37,7 +37,7 @@ func newSpecCheckCmd() *cobra.Command {
 	var asJSON bool
 	var needs specNeedOptions
 	cmd := &cobra.Command{
-		Use:   "check FILE|DIR... [--json] [--baselines DIR [--testbed KEY]]",
+		Use:   "check FILE|DIR... [--json] [--baselines DIR] [--history DSN] [--testbed KEY]",
 		Short: "Validate gate specs: every problem with its file:line:col, or OK",
 		Long: `check loads each spec the way "reckon gate" does and reports every problem at once, one per line,
 as file:line:col: field: what was expected (docs/spec.md is the format's reference). It then builds
@@ -56,9 +56,16 @@ checks, and per config the effective launch settings with the engine's argv (the
 --host and --port at launch), and the diagnostics (errors and warnings in file order, each with its
 severity, code, position and field path). One JSON object per file, a JSON array for several files.
 
+--baselines DIR and --history DSN plan each statistical check before any run: the design (launches
+x trials per side) that decides its min_effect at its alpha with its power, from the noise the
+stored baselines measured or the history's runs teach (the launch noise the gate learns from them);
+a check against history replays the nightly detector over the stored nights, the newest as
+tonight, and says the smallest drop a healthy night would show it could find.
+
 Exit code 0 when every file is valid, 2 when any file is invalid or unreadable.`,
 		Example: `  reckon spec check fixtures/specs/examples/
-  reckon spec check --json my-spec.yaml | jq '.launches[] | {config, argv}'`,
+  reckon spec check --json my-spec.yaml | jq '.launches[] | {config, argv}'
+  reckon spec check .reckon/premerge.yaml .reckon/nightly.yaml --history "$RECKON_HISTORY_DSN"`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			specNeedsFor = needs
@@ -68,7 +75,8 @@ Exit code 0 when every file is valid, 2 when any file is invalid or unreadable.`
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the resolved spec as JSON (one object per file, an array for several)")
 	cmd.Flags().StringVar(&needs.dir, "baselines", "", "directory of stored baselines: say, per statistical check and testbed with a baseline of the spec, how many launches and trials it needs to decide its min_effect")
-	cmd.Flags().StringVar(&needs.testbed, "testbed", "", "with --baselines: only this testbed key (default: every testbed with a baseline of the spec)")
+	cmd.Flags().StringVar(&needs.testbed, "testbed", "", "with --baselines or --history: only this testbed key (default: every testbed with a baseline or runs of the spec)")
+	cmd.Flags().StringVar(&needs.history, "history", "", "results history (a file path, sqlite://PATH or postgres://...): say, per statistical check and testbed with runs of the spec, what it needs to decide its min_effect, from the launch noise the stored runs teach (read only)")
 	return cmd
 }
 
@@ -108,6 +116,10 @@ func runSpecCheck(w io.Writer, asJSON bool, args []string) error {
 		r := checkSpecFile(f)
 		if r.Valid && specNeedsFor.dir != "" {
 			r.Needs, r.NeedNotes = specNeeds(r.Spec, specNeedsFor)
+		}
+		if r.Valid && specNeedsFor.history != "" {
+			needs, notes := historyNeeds(r.Spec, specNeedsFor)
+			r.Needs, r.NeedNotes = append(r.Needs, needs...), append(r.NeedNotes, notes...)
 		}
 		if !r.Valid {
 			invalid++

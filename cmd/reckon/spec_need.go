@@ -14,8 +14,8 @@ import (
 	"github.com/reckon-ci/reckon/suites"
 )
 
-// specNeedOptions are spec check's --baselines and --testbed.
-type specNeedOptions struct{ dir, testbed string }
+// specNeedOptions are spec check's --baselines, --testbed and --history.
+type specNeedOptions struct{ dir, testbed, history string }
 
 // specNeedsFor holds the running spec check's options (set by its RunE for the call).
 var specNeedsFor specNeedOptions

@@ -88,3 +88,83 @@ func TestSpecCheckNeeds(t *testing.T) {
 		t.Errorf("without --baselines:\n%s", out)
 	}
 }
+
+// specHistoryYAML judges the simulated nights' series (spec default, config nccl, workload c8 on
+// testbed cpu-2core-sim): once by the nightly detector, once as an A/B whose launch noise the
+// history teaches.
+const specHistoryYAML = `name: default
+engine:
+  kind: sglang
+  command: [bin/refengine]
+  model: fixtures/models/tiny.json
+configs:
+  - name: nccl
+  - name: other
+workloads:
+  - name: c8
+    concurrency: 8
+    num_prompts: 16
+    input_len: 32
+    output_len: 32
+    trials: 5
+checks:
+  - kind: throughput
+    config: nccl
+    workload: c8
+    metric: output_throughput
+    against: history
+    min_effect: 6%
+    power: 80%
+  - kind: throughput
+    config: other
+    workload: c8
+    metric: output_throughput
+    against: config:nccl
+    test: detect
+    min_effect: 6%
+    power: 80%
+`
+
+// spec check --history plans from the stored runs: the nightly detector replayed over the stored
+// nights (the newest as tonight) states the drop it would find, and an A/B check is planned from
+// the launch noise of the history's runs. Too few nights say so (the bootstrap), and a bad store
+// is named.
+func TestSpecCheckNeedsFromHistory(t *testing.T) {
+	dir := t.TempDir()
+	specPath := filepath.Join(dir, "default.yaml")
+	if err := os.WriteFile(specPath, []byte(specHistoryYAML), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(dir, "h.db")
+	files := simulateNights(t, dir, 20, 99, 1)
+	if _, e, code := historyCLI(t, append([]string{"add", "--history", db}, files[:3]...)...); code != 0 {
+		t.Fatalf("history add: %d %s", code, e)
+	}
+	out, errs, code := execCmd(t, newSpecCmd(), "check", specPath, "--history", db)
+	if code != 0 {
+		t.Fatalf("spec check: exit %d: %s %s", code, out, errs)
+	}
+	if !strings.Contains(out, "vs history: not enough history") || !strings.Contains(out, "bootstrap") {
+		t.Errorf("3 nights: want the bootstrap said:\n%s", out)
+	}
+	if _, e, code := historyCLI(t, append([]string{"add", "--history", db}, files[3:]...)...); code != 0 {
+		t.Fatalf("history add: %d %s", code, e)
+	}
+	out, errs, code = execCmd(t, newSpecCmd(), "check", specPath, "--history", db)
+	if code != 0 {
+		t.Fatalf("spec check: exit %d: %s %s", code, out, errs)
+	}
+	for _, want := range []string{
+		"testbed cpu-2core-sim: throughput nccl c8 output_throughput vs history: the nightly detector over 19 stored nights (the newest replayed as tonight) would find a drop of",
+		"needs on testbed cpu-2core-sim: throughput other c8 output_throughput vs nccl: to decide min_effect 6.0% (80% power",
+		"measured by the history of nccl: 20 one-launch runs",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("spec check --history:\n%s\nwant %q", out, want)
+		}
+	}
+	out, _, code = execCmd(t, newSpecCmd(), "check", specPath, "--history", filepath.Join(dir, "missing", "h.db"))
+	if code != 0 || !strings.Contains(out, "directory "+filepath.Join(dir, "missing")+" does not exist") {
+		t.Errorf("a store in a missing directory: exit %d\n%s", code, out)
+	}
+}
