@@ -139,6 +139,12 @@ func run() error {
 		o := os.Getenv("TEMPLATES_E2E_ONLY")
 		return o == "" || strings.Contains(","+o+",", ","+t+",")
 	}
+	// TEMPLATES_E2E_SCENARIOS=malicious-build,nightly (comma-separated) runs only those
+	// scenarios' rows (the pre-merge scenarios by name; "nightly" for the nightly rows).
+	scenarioOn := func(s string) bool {
+		o := os.Getenv("TEMPLATES_E2E_SCENARIOS")
+		return o == "" || strings.Contains(","+o+",", ","+s+",")
+	}
 	premerge := filepath.Join(root, "ci/engine/github/reckon-premerge.yml")
 	var prs []pr
 	for i, sc := range scenarios {
@@ -149,6 +155,9 @@ func run() error {
 			return fmt.Errorf("%s: %w", sc.name, err)
 		}
 		mb, _ := sh(work, baseEnv, "git", "merge-base", "main", head)
+		if !scenarioOn(sc.name) {
+			continue
+		}
 		prs = append(prs, pr{n: n, sc: sc, head: head, merge: merge, mergeBase: mb})
 		if !only("github") {
 			continue
@@ -162,7 +171,7 @@ func run() error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", sc.name, err)
 		}
-		add(row{Template: "github-premerge", Scenario: sc.name, Expected: sc.expected, Got: got, Detail: detail}, t0)
+		add(row{Template: "github-premerge", Scenario: sc.name, Expected: sc.expect("github"), Got: got, Detail: detail + attackLog(detail, filepath.Join(out, "ws", "premerge-"+sc.name))}, t0)
 		if sc.name == "loosened-spec" {
 			// Control: the same template reading the spec from the PR's tree lets the PR pass.
 			t0 = time.Now()
@@ -179,7 +188,7 @@ func run() error {
 		}
 	}
 	// Control: a pinned checksum that is not the release's stops the install (exit 3).
-	if only("github") {
+	if only("github") && scenarioOn("healthy") {
 		t0 := time.Now()
 		wf, _ := loadWorkflow(premerge)
 		pin(wf, "gate", strings.Repeat("0", 64))
@@ -195,7 +204,7 @@ func run() error {
 
 	// 4. The nightly, twice: shards, merge, history appended, trend page.
 	nightly := filepath.Join(root, "ci/engine/github/reckon-nightly.yml")
-	for night := 1; night <= 2 && only("github"); night++ {
+	for night := 1; night <= nights && only("github") && scenarioOn("nightly"); night++ {
 		t0 := time.Now()
 		wf, err := loadWorkflow(nightly)
 		if err != nil {
@@ -221,7 +230,7 @@ func run() error {
 	}
 
 	// 5. GitLab, Buildkite and Kubernetes: the same scenarios where the template has the job.
-	e := &e2e{root: root, out: out, origin: origin, env: baseEnv, log: logf, sum: sum, mainSHA: mainSHA, add: add}
+	e := &e2e{root: root, out: out, origin: origin, env: baseEnv, log: logf, sum: sum, mainSHA: mainSHA, add: add, nightly: scenarioOn("nightly")}
 	for _, t := range []struct {
 		name string
 		run  func() error
@@ -332,6 +341,7 @@ func premergeJob(wf *ghWorkflow, origin, ws string, env []string, log *os.File, 
 		"github.event.pull_request.number": fmt.Sprint(n), "github.event.pull_request.base.sha": base,
 		"github.event.pull_request.head.sha": head, "github.sha": merge, "github.ref": fmt.Sprintf("refs/pull/%d/merge", n),
 		"github.run_id": fmt.Sprint(5000 + n), "github.run_attempt": "1", "github.repository": "fixture/engine", "github.event_name": "pull_request",
+		"github.token": "ghs_e2e",
 	}}
 	res, err := r.runJob(wf, "gate")
 	if err != nil {
@@ -345,8 +355,13 @@ func premergeJob(wf *ghWorkflow, origin, ws string, env []string, log *os.File, 
 func verdict(j *ghJob, res []stepResult) (string, string, error) {
 	gateStep := map[string]bool{}
 	for _, s := range j.Steps {
-		if strings.Contains(s.Run, "reckon gate ") || strings.Contains(s.Run, "reckon merge ") {
+		if runsReckon(s.Run) {
 			gateStep[s.Name] = true
+		}
+	}
+	for _, s := range res {
+		if s.Exit != 0 && s.Refused {
+			return "refused", fmt.Sprintf("%q exit %d: the trusted tree or reckon changed since it was fetched", s.Name, s.Exit), nil
 		}
 	}
 	for _, s := range res {
@@ -366,7 +381,8 @@ func nightlyRun(wf *ghWorkflow, origin, ws string, env []string, log *os.File, n
 	artifacts := ws + ".artifacts"
 	ctx := func(extra map[string]string) map[string]string {
 		m := map[string]string{"github.sha": sha, "github.ref": "refs/heads/main", "github.run_id": fmt.Sprint(9000 + night),
-			"github.run_attempt": "1", "github.repository": "fixture/engine", "github.event_name": "schedule"}
+			"github.run_attempt": "1", "github.repository": "fixture/engine", "github.event_name": "schedule",
+			"github.token": "ghs_e2e", "inputs.bootstrap": bootstrapInput(night)}
 		for k, v := range extra {
 			m[k] = v
 		}

@@ -30,6 +30,7 @@ type e2e struct {
 	log               *os.File
 	sum, mainSHA      string
 	add               func(row, time.Time)
+	nightly           bool // the nightly rows are on (TEMPLATES_E2E_SCENARIOS)
 }
 
 // countRuns opens a history store and counts its runs.
@@ -101,16 +102,17 @@ func (e *e2e) gitlab(prs []pr) error {
 		if len(run.results()) == 0 {
 			got, detail = "error", "the rules put no job into the merge request pipeline"
 		}
-		e.add(row{Template: "gitlab-premerge", Scenario: p.sc.name, Expected: p.sc.expected, Got: got, Detail: detail}, t0)
+		e.add(row{Template: "gitlab-premerge", Scenario: p.sc.name, Expected: p.sc.expect("gitlab"), Got: got, Detail: detail + attackLog(detail, run.dir)}, t0)
 	}
-	for night := 1; night <= 2; night++ {
+	for night := 1; night <= nights && e.nightly; night++ {
 		t0 := time.Now()
 		doc, err := load()
 		if err != nil {
 			return err
 		}
 		run := &glPipelineRun{dir: filepath.Join(e.out, "ws", fmt.Sprintf("gitlab-nightly-%d", night)), fetch: "refs/heads/main", ref: "main",
-			vars: map[string]string{"CI_PIPELINE_SOURCE": "schedule", "CI_COMMIT_SHA": e.mainSHA, "CI_COMMIT_REF_NAME": "main", "CI_COMMIT_BRANCH": "main"}}
+			vars: map[string]string{"CI_PIPELINE_SOURCE": "schedule", "CI_COMMIT_SHA": e.mainSHA, "CI_COMMIT_REF_NAME": "main", "CI_COMMIT_BRANCH": "main",
+				"RECKON_BOOTSTRAP": map[bool]string{true: "1", false: ""}[bootstrapNight(night)]}}
 		if err := g.runPipeline(doc, run); err != nil {
 			return fmt.Errorf("gitlab nightly %d: %w", night, err)
 		}
@@ -160,9 +162,9 @@ func (e *e2e) buildkite(prs []pr) error {
 			return fmt.Errorf("buildkite premerge %s: %w", p.sc.name, err)
 		}
 		got, detail := pipelineVerdict(b.results)
-		e.add(row{Template: "buildkite-premerge", Scenario: p.sc.name, Expected: p.sc.expected, Got: got, Detail: strings.TrimPrefix(detail+"; "+annotation(b), "; ")}, t0)
+		e.add(row{Template: "buildkite-premerge", Scenario: p.sc.name, Expected: p.sc.expect("buildkite"), Got: got, Detail: strings.TrimPrefix(detail+"; "+annotation(b), "; ") + attackLog(detail, b.dir)}, t0)
 	}
-	for night := 1; night <= 2; night++ {
+	for night := 1; night <= nights && e.nightly; night++ {
 		t0 := time.Now()
 		env, steps, err := load()
 		if err != nil {
@@ -171,6 +173,7 @@ func (e *e2e) buildkite(prs []pr) error {
 		b := &bkBuild{dir: filepath.Join(e.out, "ws", fmt.Sprintf("buildkite-nightly-%d", night)), fetch: "refs/heads/main", vars: map[string]string{
 			"BUILDKITE_COMMIT": e.mainSHA, "BUILDKITE_BRANCH": "main", "BUILDKITE_PULL_REQUEST": "false",
 			"BUILDKITE_PULL_REQUEST_BASE_BRANCH": "", "BUILDKITE_SOURCE": "schedule",
+			"RECKON_BOOTSTRAP": map[bool]string{true: "1", false: ""}[bootstrapNight(night)],
 		}}
 		if err := k.runBuild(env, steps, b); err != nil {
 			return fmt.Errorf("buildkite nightly %d: %w", night, err)
@@ -222,10 +225,15 @@ func (e *e2e) k8s() error {
 			imgEnv["RECKON_RELEASE_URL"] = v // the release mirror the cluster reaches
 		}
 	}
-	for night := 1; night <= 2; night++ {
+	for night := 1; night <= nights && e.nightly; night++ {
 		t0 := time.Now()
 		runID := fmt.Sprintf("nightly-2026010%d-%d", night, 300+night)
-		jobs, err := k8sjobs.Decode(strings.ReplaceAll(string(raw), "RECKON_RUN_ID_VALUE", runID))
+		manifest := strings.ReplaceAll(string(raw), "RECKON_RUN_ID_VALUE", runID)
+		if bootstrapNight(night) {
+			// A bootstrap night: RECKON_BOOTSTRAP "1" in both Jobs, as the manifest's header says.
+			manifest = strings.ReplaceAll(manifest, "- name: RECKON_BOOTSTRAP\n              value: \"\"", "- name: RECKON_BOOTSTRAP\n              value: \"1\"")
+		}
+		jobs, err := k8sjobs.Decode(manifest)
 		if err != nil {
 			return fmt.Errorf("k8s manifest: %w", err)
 		}
