@@ -39,8 +39,9 @@ var reckonRunRe = regexp.MustCompile(`reckon(\.sh \S+)? (gate|merge) `)
 func runsReckon(s string) bool { return reckonRunRe.MatchString(s) }
 
 // refusedRe is what the templates print when they refuse to run reckon on a changed trusted
-// tree or binary (the tree's digest check, reckon.sh).
-var refusedRe = regexp.MustCompile(`CHANGED since it was (fetched|checked out|installed)`)
+// tree or binary (the tree's digest check, reckon.sh), matched at the start of a line: a CI log
+// that echoes the script (GitLab's trace) holds the message inside the echoed commands too.
+var refusedRe = regexp.MustCompile(`(?m)^(reckon: |reckon\.sh: |::error::)[^\n]*CHANGED since it was (fetched|checked out|installed)`)
 
 var closingRe = regexp.MustCompile(`(?m)^(PASS|FAIL|ERROR)[A-Z ]*: \d+ passed.*$`)
 
