@@ -21,7 +21,7 @@ import (
 // matrix with a merge job, Buildkite and GitLab equivalents, and a Kubernetes Indexed Job
 // (k8s_test.go). Every rule is shown failing on a broken variant.
 
-var engineWorkflows = []string{"engine/github/reckon-premerge.yml", "engine/github/reckon-comment.yml", "engine/github/reckon-nightly.yml"}
+var engineWorkflows = []string{"engine/github/reckon-premerge.yml", "engine/github/reckon-comment.yml", "engine/github/reckon-nightly.yml", "engine/github/reckon-calibrate.yml"}
 
 // engineWorkflow is what the engine templates' rules read of a workflow.
 type engineWorkflow struct {
@@ -1041,4 +1041,97 @@ func checkTrustedFetch(where, script, urlVar string) []string {
 		}
 	}
 	return bad
+}
+
+// checkCalibrate: the pre-merge calibration runs only the default branch's code (schedule or
+// workflow_dispatch, never a pull request), builds both sides from it, runs the pre-merge spec
+// without --strict, and appends the run to the history from a job of its own that holds the
+// only write permission and runs no engine code.
+func checkCalibrate(wf *engineWorkflow, raw string) []string {
+	var bad []string
+	for ev := range wf.On {
+		if ev != "schedule" && ev != "workflow_dispatch" {
+			bad = append(bad, "triggered by "+ev+" (the calibration runs the default branch only: schedule, workflow_dispatch)")
+		}
+	}
+	for k, v := range wf.Permissions {
+		if v != "read" && v != "none" {
+			bad = append(bad, fmt.Sprintf("workflow permission %s: %s (write only in the append job)", k, v))
+		}
+	}
+	if secretRef.MatchString(raw) {
+		bad = append(bad, "uses repository secrets")
+	}
+	env := map[string]string{}
+	for k, v := range wf.Env {
+		env[k] = v
+	}
+	bad = append(bad, checkInstall("calibrate", raw, env)...)
+	bad = append(bad, checkActionPins(raw)...)
+	bad = append(bad, checkVerifiedReckon("calibrate", raw)...)
+	if env["RECKON_SPEC"] != ".reckon/premerge.yaml" {
+		bad = append(bad, fmt.Sprintf("RECKON_SPEC %q: the calibration runs the pre-merge spec", env["RECKON_SPEC"]))
+	}
+	g, ok := wf.Jobs["gate"]
+	if !ok {
+		return append(bad, "no gate job")
+	}
+	var main, pr, gated bool
+	for _, s := range g.Steps {
+		bad = append(bad, checkContainedBuilds(fmt.Sprintf("gate step %q", s.Name), s.Run)...)
+		if strings.HasPrefix(s.Uses, "actions/checkout@") && (s.With["ref"] != nil || fmt.Sprint(s.With["persist-credentials"]) != "false") {
+			bad = append(bad, fmt.Sprintf("gate step %q: checks out something other than the default branch, or keeps credentials", s.Name))
+		}
+		main = main || strings.Contains(s.Run, "build-engine.sh . engines/main")
+		pr = pr || strings.Contains(s.Run, "build-engine.sh . engines/pr")
+		for _, cmd := range gateCommands(s.Run) {
+			gated = true
+			if strings.Contains(cmd, "--strict") || strings.Contains(cmd, "--history") {
+				bad = append(bad, fmt.Sprintf("gate step %q: the calibration runs without --strict and appends nothing itself (the append job does)", s.Name))
+			}
+			ci := g.TimeoutMinutes
+			if s.TimeoutMinutes > 0 {
+				ci = min(ci, s.TimeoutMinutes)
+			}
+			if d, ok := gateTimeout(cmd); !ok || d > time.Duration(ci-10)*time.Minute {
+				bad = append(bad, fmt.Sprintf("gate step %q: no --timeout 10 minutes under the CI's", s.Name))
+			}
+		}
+	}
+	if !main || !pr || !gated {
+		bad = append(bad, fmt.Sprintf("gate job: both sides built from the default branch (main %v, pr %v), gate %v", main, pr, gated))
+	}
+	a, ok := wf.Jobs["append"]
+	if !ok {
+		return append(bad, "no append job")
+	}
+	var appended bool
+	for _, s := range a.Steps {
+		if strings.Contains(s.Run, "build-engine.sh") || gateRun.MatchString(s.Run) {
+			bad = append(bad, fmt.Sprintf("append step %q: runs engine code in the job that can push", s.Name))
+		}
+		if regexp.MustCompile(`reckon\.sh \S+ history add`).MatchString(s.Run) && strings.Contains(s.Run, "push -q origin HEAD:refs/heads/reckon-history") {
+			appended = true
+		}
+	}
+	if fmt.Sprint(a.Needs) != "gate" || !appended {
+		bad = append(bad, "append job: does not follow the gate and append the run to the history branch")
+	}
+	return bad
+}
+
+func TestEngineCalibrationIsTrustedAndAppended(t *testing.T) {
+	raw := readFile(t, "engine/github/reckon-calibrate.yml")
+	mutate(t, "reckon-calibrate.yml", raw, map[string][2]string{
+		"on pull requests":    {"  workflow_dispatch:\n", "  workflow_dispatch:\n  pull_request:\n"},
+		"write everywhere":    {"permissions:\n  contents: read\n", "permissions:\n  contents: write\n"},
+		"strict":              {"--out out --timeout 150m", "--out out --strict --timeout 150m"},
+		"appends in the gate": {"--out out --timeout 150m", "--out out --timeout 150m --history history.db"},
+		"one side":            {"          .reckon/contain.py .reckon/build-engine.sh . engines/pr\n", ""},
+		"build not contained": {"          .reckon/contain.py .reckon/build-engine.sh . engines/pr\n", "          .reckon/build-engine.sh . engines/pr\n"},
+		"nightly spec":        {"RECKON_SPEC: .reckon/premerge.yaml", "RECKON_SPEC: .reckon/nightly.yaml"},
+		"unverified reckon":   {".reckon/reckon.sh .bin history add", ".bin/reckon history add"},
+		"no append":           {"git -C history push -q origin HEAD:refs/heads/reckon-history", "true"},
+		"a PR's ref":          {"      - name: Check out (the default branch)\n        uses: actions/checkout@11bd71901bbe5b1630ceea73d27597364c9af683 # v4.2.2\n        with:\n          persist-credentials: false", "      - name: Check out (the default branch)\n        uses: actions/checkout@11bd71901bbe5b1630ceea73d27597364c9af683 # v4.2.2\n        with:\n          ref: refs/pull/1/merge\n          persist-credentials: false"},
+	}, func(s string) []string { return checkCalibrate(parseEngineWorkflow(t, s), s) })
 }

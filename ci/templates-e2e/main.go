@@ -145,6 +145,32 @@ func run() error {
 		o := os.Getenv("TEMPLATES_E2E_SCENARIOS")
 		return o == "" || strings.Contains(","+o+",", ","+s+",")
 	}
+	// The pre-merge calibration (reckon-calibrate.yml: the A/A run of main, appended to the
+	// history branch), before the pull requests, whose gates then read it.
+	if only("github") && scenarioOn("calibrate") {
+		t0 := time.Now()
+		wf, err := loadWorkflow(filepath.Join(root, "ci/engine/github/reckon-calibrate.yml"))
+		if err != nil {
+			return err
+		}
+		pin(wf, "", sum)
+		got, detail, err := calibrateRun(wf, origin, filepath.Join(out, "ws", "calibrate"), baseEnv, logf, mainSHA)
+		if err != nil {
+			return fmt.Errorf("calibrate: %w", err)
+		}
+		if got == "green" {
+			runs, page, err := historyState(origin, filepath.Join(out, "ws", "history-calibrate"), baseEnv, "premerge")
+			switch {
+			case err != nil:
+				got, detail = "error", err.Error()
+			case runs != 1 || !page:
+				got, detail = "error", fmt.Sprintf("history branch holds %d runs of premerge after the calibration, trend page %v", runs, page)
+			default:
+				detail = "history: 1 run of premerge on branch reckon-history (what the PR gates read)"
+			}
+		}
+		add(row{Template: "github-calibrate", Scenario: "calibrate (A/A of main, appended)", Expected: "green", Got: got, Detail: detail}, t0)
+	}
 	premerge := filepath.Join(root, "ci/engine/github/reckon-premerge.yml")
 	var prs []pr
 	for i, sc := range scenarios {
@@ -216,7 +242,7 @@ func run() error {
 			return fmt.Errorf("nightly %d: %w", night, err)
 		}
 		if got == "green" {
-			runs, page, err := historyState(origin, filepath.Join(out, "ws", fmt.Sprintf("history-%d", night)), baseEnv)
+			runs, page, err := historyState(origin, filepath.Join(out, "ws", fmt.Sprintf("history-%d", night)), baseEnv, "nightly")
 			switch {
 			case err != nil:
 				got, detail = "error", err.Error()
@@ -230,7 +256,7 @@ func run() error {
 	}
 
 	// 5. GitLab, Buildkite and Kubernetes: the same scenarios where the template has the job.
-	e := &e2e{root: root, out: out, origin: origin, env: baseEnv, log: logf, sum: sum, mainSHA: mainSHA, add: add, nightly: scenarioOn("nightly")}
+	e := &e2e{root: root, out: out, origin: origin, env: baseEnv, log: logf, sum: sum, mainSHA: mainSHA, add: add, nightly: scenarioOn("nightly"), calibrate: scenarioOn("calibrate")}
 	for _, t := range []struct {
 		name string
 		run  func() error
@@ -415,8 +441,36 @@ func nightlyRun(wf *ghWorkflow, origin, ws string, env []string, log *os.File, n
 	return got, strings.TrimSpace(strings.Join(append(details, d), "; ")), nil
 }
 
-// historyState reads the history branch as a later night (or a reader) would.
-func historyState(origin, dir string, env []string) (int, bool, error) {
+// calibrateRun runs the calibration workflow's gate job, then its append job.
+func calibrateRun(wf *ghWorkflow, origin, ws string, env []string, log *os.File, sha string) (string, string, error) {
+	artifacts := ws + ".artifacts"
+	ctx := map[string]string{"github.sha": sha, "github.ref": "refs/heads/main", "github.run_id": "9500",
+		"github.run_attempt": "1", "github.repository": "fixture/engine", "github.event_name": "workflow_dispatch", "github.token": "ghs_e2e"}
+	var details []string
+	for _, job := range []string{"gate", "append"} {
+		fmt.Fprintf(log, "=== calibrate %s\n", job)
+		c := map[string]string{}
+		for k, v := range ctx {
+			c[k] = v
+		}
+		r := &ghRun{origin: origin, workspace: filepath.Join(ws, job), artifacts: artifacts, log: log, baseEnv: append([]string{}, env...), ctx: c}
+		res, err := r.runJob(wf, job)
+		if err != nil {
+			return "", "", err
+		}
+		if got, d, _ := verdict(wf.Jobs[job], res); got != "green" {
+			details = append(details, job+": "+got+" "+d)
+		}
+	}
+	if len(details) > 0 {
+		return "error", strings.Join(details, "; "), nil
+	}
+	return "green", "", nil
+}
+
+// historyState reads the history branch as a later night (or a reader) would: the runs of spec
+// stored there, and whether the trend page is.
+func historyState(origin, dir string, env []string, spec string) (int, bool, error) {
 	if out, err := sh("", env, "git", "clone", "-q", "--branch", "reckon-history", origin, dir); err != nil {
 		return 0, false, fmt.Errorf("%s", out)
 	}
@@ -428,7 +482,7 @@ func historyState(origin, dir string, env []string) (int, bool, error) {
 		return 0, false, err
 	}
 	defer st.Close()
-	runs, err := st.Runs(ctx, history.RunFilter{})
+	runs, err := st.Runs(ctx, history.RunFilter{Spec: spec})
 	return len(runs), perr == nil, err
 }
 
