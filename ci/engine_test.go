@@ -358,7 +358,7 @@ func checkShardMatrix(wf *engineWorkflow, raw string) []string {
 				ci = min(ci, s.TimeoutMinutes)
 			}
 			bad = append(bad, checkGateCommand(fmt.Sprintf("step %q", s.Name), cmd, ci)...)
-			if !strings.Contains(cmd, "--require-baseline") {
+			if !strings.Contains(cmd, "--require-baseline") && !(strings.Contains(cmd, "$require ") && strings.Contains(s.Run, "require=--require-baseline")) {
 				bad = append(bad, fmt.Sprintf("step %q: the nightly does not pass --require-baseline", s.Name))
 			}
 		}
@@ -517,10 +517,11 @@ func TestEngineNightlyShardMatrixWithMerge(t *testing.T) {
 		"shard not from matrix": {`--shard "$SHARD/$RECKON_SHARDS"`, `--shard "1/$RECKON_SHARDS"`},
 		"merge skips red":       {"    needs: gate\n    if: ${{ !cancelled() }}\n", "    needs: gate\n"},
 		"merge some shards":     {"shards/reckon-shard-*", "shards/reckon-shard-1"},
-		"no require-baseline":   {" --require-baseline $strict", " $strict"},
+		"no require-baseline":   {"--out out $require $strict", "--out out $strict"},
+		"require cleared":       {"strict=--strict require=--require-baseline\n", "strict=--strict require=--require-baseline\n          require=\"\"\n"},
 		"no timeout":            {" $strict --timeout 210m", " $strict"},
 		"no lock":               {".reckon/gpu-lock.sh --timeout 3600 -- .reckon/contain.py \\\n            ", ".reckon/contain.py \\\n            "},
-		"strict always off":     {"          strict=--strict\n          case \"$RECKON_BOOTSTRAP\" in\n            \"\" | 0 | false) ;;\n            1 | true) strict=\"\"; echo", "          strict=--strict\n          strict=\"\"\n          case \"$RECKON_BOOTSTRAP\" in\n            \"\" | 0 | false) ;;\n            1 | true) strict=\"\"; echo"},
+		"strict always off":     {"          strict=--strict require=--require-baseline\n", "          strict=--strict require=--require-baseline\n          strict=\"\"\n"},
 		"any bootstrap value":   {"            *) echo \"::error::RECKON_BOOTSTRAP=$RECKON_BOOTSTRAP: expected 1 or true (bootstrap) or empty, 0 or false\"; exit 2 ;;\n          esac\n          history", "          esac\n          history"},
 		"no bootstrap switch":   {"  RECKON_BOOTSTRAP: ${{ vars.RECKON_BOOTSTRAP || inputs.bootstrap || '' }}\n", "  RECKON_BOOTSTRAP: \"\"\n"},
 		"shard without history": {" --timeout 210m \"${history[@]}\"", " --timeout 210m"},
@@ -833,7 +834,7 @@ func TestEngineBuildkitePipeline(t *testing.T) {
 		"spec from the PR":  {`--spec "trusted/.reckon/$$RECKON_SPEC_FILE" --baselines trusted/.reckon/baselines \`, `--spec ".reckon/$$RECKON_SPEC_FILE" --baselines .reckon/baselines \`},
 		"not strict":        {`--out "out-$$shard" $$strict --timeout 220m`, `--out "out-$$shard" --timeout 220m`},
 		"no timeout":        {` $$strict --timeout 220m "$${history_args[@]}"`, ` $$strict "$${history_args[@]}"`},
-		"bootstrap for PRs": {`1 | true) if [ "$$mode" = nightly ]; then strict=""; echo`, `1 | true) strict=""; echo`},
+		"bootstrap for PRs": {`1 | true) if [ "$$mode" = nightly ]; then strict=""; extra=""; echo`, `1 | true) strict=""; extra=""; echo`},
 		"trusted via job .git": {`GIT_CONFIG_GLOBAL=/dev/null git --git-dir "$$trusted_git" fetch -q --depth 1 "$$BUILDKITE_REPO" "refs/heads/$$base" || exit 3
       GIT_CONFIG_GLOBAL=/dev/null git --git-dir "$$trusted_git" archive FETCH_HEAD .reckon | tar -x -C trusted || exit 3`, `git fetch -q --depth 1 origin "$$base" || exit 3
       git archive FETCH_HEAD .reckon | tar -x -C trusted || exit 3`},
@@ -869,7 +870,7 @@ func TestEngineGitLabPipeline(t *testing.T) {
 		"trusts the MR's branch": {"        TRUSTED_REF: $CI_MERGE_REQUEST_TARGET_BRANCH_NAME\n        RECKON_HISTORY", "        TRUSTED_REF: $CI_MERGE_REQUEST_SOURCE_BRANCH_NAME\n        RECKON_HISTORY"},
 		"not strict":             {` $strict --timeout 220m "${history_args[@]}"`, ` --timeout 220m "${history_args[@]}"`},
 		"no timeout":             {` $strict --timeout 220m "${history_args[@]}"`, ` $strict "${history_args[@]}"`},
-		"bootstrap for MRs":      {`1 | true) if [ "$RECKON_MODE" = nightly ]; then strict=""; echo`, `1 | true) strict=""; echo`},
+		"bootstrap for MRs":      {`1 | true) if [ "$RECKON_MODE" = nightly ]; then strict=""; RECKON_EXTRA=""; echo`, `1 | true) strict=""; RECKON_EXTRA=""; echo`},
 		"trusted via job .git":   {`GIT_CONFIG_GLOBAL=/dev/null git --git-dir "$trusted_git" archive FETCH_HEAD .reckon | tar -x -C trusted`, `git archive FETCH_HEAD .reckon | tar -x -C trusted`},
 		"trusted from origin":    {`fetch -q --depth 1 "$CI_REPOSITORY_URL" "refs/heads/$TRUSTED_REF"`, `fetch -q --depth 1 origin "refs/heads/$TRUSTED_REF"`},
 		"no check before use":    {`    - verify_trusted; trusted/.reckon/gpu-lock.sh`, `    - trusted/.reckon/gpu-lock.sh`},
@@ -962,12 +963,17 @@ func checkStrictSwitch(where, script string, alsoPremerge bool) []string {
 	if len(refusals) < strings.Count(script, "strict=--strict") {
 		bad = append(bad, where+": RECKON_BOOTSTRAP values other than 1/true and empty/0/false are not refused")
 	}
+	var arms []string // case arms on their own (a folded YAML string holds a whole case on one line)
 	for _, l := range scriptLines(script) {
-		if !regexp.MustCompile(`strict=("")?(;|\s|$)`).MatchString(l) || strings.Contains(l, "strict=--strict") {
+		arms = append(arms, strings.Split(l, ";;")...)
+	}
+	for _, l := range arms {
+		// --strict cleared, or the nightly's --require-baseline (require, extra, RECKON_EXTRA).
+		if !regexp.MustCompile(`(^|[\s;(])(strict|require|extra|RECKON_EXTRA)=("")?(;|\s|$)`).MatchString(l) {
 			continue
 		}
 		boot := strings.Contains(l, "1 | true)")
-		cal := strings.Contains(l, "calibrate")
+		cal := strings.Contains(l, "calibrate") || strings.Contains(l, "premerge")
 		if boot && alsoPremerge && !strings.Contains(l, "= nightly") {
 			bad = append(bad, where+": a bootstrap clears --strict for pull requests too: "+strings.TrimSpace(l))
 		}
