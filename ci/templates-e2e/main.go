@@ -5,21 +5,25 @@
 //
 // The fixture (fixture.go) is a git repository whose engine is the reference engine, built from
 // source by the repository's build script; main and one PR branch per scenario (healthy, slow,
-// numerics, loosened-spec), each with GitHub's refs/pull/N/merge. reckon is installed by the
+// numerics, loosened-spec, malicious-build: a build that rewrites the job's .git and leaves a
+// process that swaps reckon and the spec), each with GitHub's refs/pull/N/merge. reckon is installed by the
 // templates' own install step from a local release built exactly as .goreleaser.yaml names and
 // packs it (RECKON_RELEASE_URL points at it; the workflow's RECKON_SHA256 is set to its checksum,
 // as a user copies it from checksums.txt). Checkouts clone the fixture's origin at the ref the
 // step names; nothing else is replaced.
 //
-// Templates run: GitHub Actions (reckon-premerge.yml per scenario; reckon-nightly.yml twice:
-// shards, merge, history appended, trend page), GitLab CI (reckon.gitlab-ci.yml as a merge
-// request pipeline per scenario and as a scheduled pipeline twice, gitlab.go), Buildkite
-// (pipeline.yml as a pull-request build per scenario and as a scheduled build twice,
-// buildkite.go) and Kubernetes (reckon-shards.yaml's shard and merge Jobs twice, k8s.go). Two
+// Templates run: GitHub Actions (reckon-calibrate.yml once; reckon-premerge.yml per scenario;
+// reckon-nightly.yml three nights: shards, merge, history appended, trend page, nights 1-2
+// bootstrap), GitLab CI (reckon.gitlab-ci.yml as a calibration schedule, as a merge request
+// pipeline per scenario and as a scheduled pipeline three times, gitlab.go), Buildkite
+// (pipeline.yml likewise, buildkite.go) and Kubernetes (reckon-shards.yaml's shard and merge Jobs
+// three nights, k8s.go). TEMPLATES_E2E_ONLY picks templates, TEMPLATES_E2E_SCENARIOS scenarios
+// (calibrate, the pre-merge scenarios by name, nightly). Two
 // controls show the rows can fail: the pre-merge template with the spec read from the PR's tree
 // passes the loosened-spec PR, and a wrong pinned checksum stops the install. A row is red only
-// when the gate (or merge) exits 1 with reckon's FAIL line; exit 3 or any other failed step is
-// "error".
+// when the gate (or merge) exits 1 with reckon's FAIL line; "refused" when a template stopped
+// because its trusted tree or reckon changed since it was fetched; exit 3 for any other reason or
+// any other failed step is "error".
 package main
 
 import (
