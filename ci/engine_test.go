@@ -21,7 +21,7 @@ import (
 // matrix with a merge job, Buildkite and GitLab equivalents, and a Kubernetes Indexed Job
 // (k8s_test.go). Every rule is shown failing on a broken variant.
 
-var engineWorkflows = []string{"engine/github/reckon-premerge.yml", "engine/github/reckon-comment.yml", "engine/github/reckon-nightly.yml"}
+var engineWorkflows = []string{"engine/github/reckon-premerge.yml", "engine/github/reckon-comment.yml", "engine/github/reckon-nightly.yml", "engine/github/reckon-calibrate.yml"}
 
 // engineWorkflow is what the engine templates' rules read of a workflow.
 type engineWorkflow struct {
@@ -38,12 +38,14 @@ type engineWorkflow struct {
 			Matrix map[string][]any `yaml:"matrix"`
 		} `yaml:"strategy"`
 		Steps []struct {
-			Name           string         `yaml:"name"`
-			Uses           string         `yaml:"uses"`
-			Run            string         `yaml:"run"`
-			If             string         `yaml:"if"`
-			TimeoutMinutes int            `yaml:"timeout-minutes"`
-			With           map[string]any `yaml:"with"`
+			Name           string            `yaml:"name"`
+			ID             string            `yaml:"id"`
+			Env            map[string]string `yaml:"env"`
+			Uses           string            `yaml:"uses"`
+			Run            string            `yaml:"run"`
+			If             string            `yaml:"if"`
+			TimeoutMinutes int               `yaml:"timeout-minutes"`
+			With           map[string]any    `yaml:"with"`
 		} `yaml:"steps"`
 	} `yaml:"jobs"`
 }
@@ -69,12 +71,16 @@ var (
 	gateTimeoutFlag = regexp.MustCompile(`--timeout[ =]"?(\d+[hms][0-9hms]*)"?`)
 )
 
+// gateRun matches a run of reckon gate: the binary, or the verify-and-exec wrapper
+// (reckon.sh BIN_DIR gate).
+var gateRun = regexp.MustCompile(`reckon(\.sh \S+)? gate `)
+
 // gateCommands returns each `reckon gate` command line of a script, continuations joined.
 func gateCommands(script string) []string {
 	joined := strings.ReplaceAll(script, "\\\n", " ")
 	var out []string
 	for _, l := range strings.Split(joined, "\n") {
-		if strings.Contains(l, "reckon gate ") {
+		if gateRun.MatchString(l) {
 			out = append(out, l)
 		}
 	}
@@ -185,8 +191,22 @@ func checkEnginePremerge(wf *engineWorkflow, raw string) []string {
 	}
 	bad = append(bad, checkInstall("gate", raw, env)...)
 	bad = append(bad, checkActionPins(raw)...)
-	var base, pr, gate, comment, trusted, cleared, built bool
+	var base, pr, gate, comment, trusted, cleared, built, digest bool
 	for _, s := range j.Steps {
+		where := fmt.Sprintf("step %q", s.Name)
+		bad = append(bad, checkContainedBuilds(where, s.Run)...)
+		bad = append(bad, checkVerifiedReckon(where, s.Run)...)
+		if s.ID == "trusted" {
+			digest = trusted && strings.Contains(s.Run, `>> "$GITHUB_OUTPUT"`) && strings.Contains(s.Run, "sha256sum")
+		}
+		// Every step that runs reckon compares the trusted tree with the digest (a step output,
+		// held by the runner) first.
+		if wrappedReckon.MatchString(s.Run) {
+			first := strings.TrimSpace(strings.SplitN(strings.TrimSpace(s.Run), "\n", 2)[0])
+			if !digest || s.Env["TRUSTED_SUM"] != "${{ steps.trusted.outputs.sum }}" || !strings.HasSuffix(strings.SplitN(first, " || ", 2)[0], `= "$TRUSTED_SUM" ]`) {
+				bad = append(bad, where+": runs reckon without first comparing trusted/ with its recorded digest (TRUSTED_SUM from steps.trusted.outputs.sum)")
+			}
+		}
 		if strings.Contains(s.Run, "build-engine.sh") {
 			built = true
 			if trusted {
@@ -214,9 +234,13 @@ func checkEnginePremerge(wf *engineWorkflow, raw string) []string {
 			if !strings.Contains(cmd, "--spec trusted/") || !strings.Contains(cmd, "--baselines trusted/") {
 				bad = append(bad, fmt.Sprintf("step %q: spec and baselines are not read from the trusted checkout (trusted/): a PR could loosen its own gate", s.Name))
 			}
-			if !strings.HasPrefix(strings.TrimSpace(cmd), "trusted/.reckon/gpu-lock.sh") || !strings.Contains(cmd, " trusted/.bin/reckon gate") {
-				bad = append(bad, fmt.Sprintf("step %q: the GPU lock script or reckon does not come from the trusted checkout", s.Name))
+			if !strings.HasPrefix(strings.TrimSpace(cmd), "trusted/.reckon/gpu-lock.sh") || !strings.Contains(cmd, " trusted/.reckon/reckon.sh trusted/.bin gate") {
+				bad = append(bad, fmt.Sprintf("step %q: the GPU lock script or reckon (through trusted/.reckon/reckon.sh) does not come from the trusted checkout", s.Name))
 			}
+			if !strings.Contains(cmd, "trusted/.reckon/contain.py ") {
+				bad = append(bad, fmt.Sprintf("step %q: the gate does not run under contain.py (an engine's leftover would outlive it)", s.Name))
+			}
+			bad = append(bad, checkReadOnlyHistory(fmt.Sprintf("step %q", s.Name), []string{cmd}, s.Run)...)
 			ci := j.TimeoutMinutes
 			if s.TimeoutMinutes > 0 {
 				ci = min(ci, s.TimeoutMinutes)
@@ -232,6 +256,9 @@ func checkEnginePremerge(wf *engineWorkflow, raw string) []string {
 	}
 	if !trusted {
 		bad = append(bad, "no fresh checkout of the base commit into trusted/ after the builds (cleared first)")
+	}
+	if !digest {
+		bad = append(bad, "no step (id: trusted) records the trusted tree's digest as a step output after the trusted checkout")
 	}
 	if !gate {
 		bad = append(bad, "no reckon gate step")
@@ -331,7 +358,7 @@ func checkShardMatrix(wf *engineWorkflow, raw string) []string {
 				ci = min(ci, s.TimeoutMinutes)
 			}
 			bad = append(bad, checkGateCommand(fmt.Sprintf("step %q", s.Name), cmd, ci)...)
-			if !strings.Contains(cmd, "--require-baseline") {
+			if !strings.Contains(cmd, "--require-baseline") && !(strings.Contains(cmd, "$require ") && strings.Contains(s.Run, "require=--require-baseline")) {
 				bad = append(bad, fmt.Sprintf("step %q: the nightly does not pass --require-baseline", s.Name))
 			}
 		}
@@ -351,7 +378,7 @@ func checkShardMatrix(wf *engineWorkflow, raw string) []string {
 		if strings.HasPrefix(s.Uses, "actions/download-artifact@") && fmt.Sprint(s.With["pattern"]) == "reckon-shard-*" {
 			downloaded = true
 		}
-		if strings.Contains(s.Run, "reckon merge") && strings.Contains(s.Run, "shards/reckon-shard-*") {
+		if regexp.MustCompile(`reckon(\.sh \S+)? merge `).MatchString(s.Run) && strings.Contains(s.Run, "shards/reckon-shard-*") {
 			merged = true
 		}
 	}
@@ -361,15 +388,25 @@ func checkShardMatrix(wf *engineWorkflow, raw string) []string {
 	bad = append(bad, checkActionPins(raw)...)
 	// History: shards append nothing; the merge job appends the merged night once, to a store
 	// beyond caches (the history branch, or the DSN), and publishes the trend page.
+	if g.Env["RECKON_HISTORY"] != "" {
+		bad = append(bad, "gate job: RECKON_HISTORY set (a shard would append to it; shards get the history read-only)")
+	}
 	for _, s := range g.Steps {
-		if strings.Contains(s.Run, "--history") || g.Env["RECKON_HISTORY"] != "" {
-			bad = append(bad, fmt.Sprintf("gate step %q: a shard appends to the history (only the merged night is appended)", s.Name))
+		where := fmt.Sprintf("gate step %q", s.Name)
+		if cmds := gateCommands(s.Run); len(cmds) > 0 {
+			bad = append(bad, checkReadOnlyHistory(where, cmds, s.Run)...)
 		}
+		bad = append(bad, checkContainedBuilds(where, s.Run)...)
+	}
+	bad = append(bad, checkVerifiedReckon("nightly", raw)...)
+	bad = append(bad, checkStrictSwitch("nightly", raw, false)...)
+	if !strings.Contains(raw, "RECKON_BOOTSTRAP: ${{ vars.RECKON_BOOTSTRAP || inputs.bootstrap || '' }}") {
+		bad = append(bad, "RECKON_BOOTSTRAP is not taken from the repository variable or the workflow_dispatch input bootstrap")
 	}
 	var hist bool
 	for _, s := range m.Steps {
-		if strings.Contains(s.Run, "reckon history add") {
-			hist = strings.Contains(s.Run, "out/results.json") && strings.Contains(s.Run, "reckon history report") &&
+		if regexp.MustCompile(`reckon(\.sh \S+)? history add`).MatchString(s.Run) {
+			hist = strings.Contains(s.Run, "out/results.json") && regexp.MustCompile(`reckon(\.sh \S+)? history report`).MatchString(s.Run) &&
 				strings.Contains(s.Run, "push") && strings.Contains(s.Run, "reckon-history") && strings.Contains(s.If, "!cancelled()")
 		}
 	}
@@ -431,23 +468,30 @@ func mutate(t *testing.T, file, raw string, edits map[string][2]string, rules fu
 func TestEnginePremergeTakesTheGateFromTheBaseBranch(t *testing.T) {
 	raw := readFile(t, "engine/github/reckon-premerge.yml")
 	mutate(t, "reckon-premerge.yml", raw, map[string][2]string{
-		"spec from the PR":        {"--spec trusted/.reckon/premerge.yaml", "--spec pr/.reckon/premerge.yaml"},
-		"spec from base/":         {"--spec trusted/.reckon/premerge.yaml", "--spec base/.reckon/premerge.yaml"},
-		"baselines from the PR":   {"--baselines trusted/.reckon/baselines", "--baselines pr/.reckon/baselines"},
-		"base is the PR's head":   {"ref: ${{ github.event.pull_request.base.sha }}", "ref: ${{ github.event.pull_request.head.sha }}"},
-		"lock script from the PR": {"trusted/.reckon/gpu-lock.sh --timeout 1800", "pr/.reckon/gpu-lock.sh --timeout 1800"},
-		"trusted not cleared":     {"        run: rm -rf trusted\n", "        run: ls\n"},
-		"build after trusted":     {"run: trusted/.bin/reckon spec check trusted/.reckon/premerge.yaml", "run: base/.reckon/build-engine.sh pr engines/pr HEAD^1"},
-		"action by tag":           {"actions/checkout@11bd71901bbe5b1630ceea73d27597364c9af683 # v4.2.2", "actions/checkout@v4"},
-		"no checksum":             {"RECKON_SHA256: \"0000000000000000000000000000000000000000000000000000000000000000\"", "RECKON_SHA256: \"\""},
-		"not strict":              {" --out out --strict --timeout 150m", " --out out --timeout 150m"},
-		"no timeout":              {" --strict --timeout 150m", " --strict"},
-		"timeout past the step's": {"timeout-minutes: 170", "timeout-minutes: 155"},
-		"unpinned version":        {"RECKON_VERSION: v0.1.0", "RECKON_VERSION: main"},
-		"pull_request_target":     {"  pull_request:\n", "  pull_request_target:\n"},
-		"write token":             {"permissions:\n  contents: read\n", "permissions:\n  contents: read\n  pull-requests: write\n"},
-		"fork pushes":             {"github.event.pull_request.head.repo.full_name == github.repository", "true"},
-		"no comment after red":    {"      - name: Upload the PR comment\n        if: ${{ !cancelled() }}\n", "      - name: Upload the PR comment\n"},
+		"spec from the PR":         {"--spec trusted/.reckon/premerge.yaml", "--spec pr/.reckon/premerge.yaml"},
+		"spec from base/":          {"--spec trusted/.reckon/premerge.yaml", "--spec base/.reckon/premerge.yaml"},
+		"baselines from the PR":    {"--baselines trusted/.reckon/baselines", "--baselines pr/.reckon/baselines"},
+		"base is the PR's head":    {"ref: ${{ github.event.pull_request.base.sha }}", "ref: ${{ github.event.pull_request.head.sha }}"},
+		"lock script from the PR":  {"trusted/.reckon/gpu-lock.sh --timeout 1800", "pr/.reckon/gpu-lock.sh --timeout 1800"},
+		"trusted not cleared":      {"        run: rm -rf trusted\n", "        run: ls\n"},
+		"build after trusted":      {"          trusted/.reckon/reckon.sh trusted/.bin spec check trusted/.reckon/premerge.yaml", "          base/.reckon/contain.py base/.reckon/build-engine.sh pr engines/pr HEAD^1"},
+		"build not contained":      {"run: base/.reckon/contain.py base/.reckon/build-engine.sh pr engines/pr HEAD^1", "run: base/.reckon/build-engine.sh pr engines/pr HEAD^1"},
+		"gate not contained":       {"trusted/.reckon/gpu-lock.sh --timeout 1800 -- trusted/.reckon/contain.py \\\n", "trusted/.reckon/gpu-lock.sh --timeout 1800 -- \\\n"},
+		"reckon unverified":        {"trusted/.reckon/reckon.sh trusted/.bin spec check", "trusted/.bin/reckon spec check"},
+		"gate unverified":          {"trusted/.reckon/reckon.sh trusted/.bin gate --spec", "trusted/.bin/reckon gate --spec"},
+		"no digest check":          {"          TRUSTED_SUM: ${{ steps.trusted.outputs.sum }}\n        run: |\n          [ \"$(", "          TRUSTED_SUM: ${{ steps.trusted.outputs.sum }}\n        run: |\n          true\n          [ \"$("},
+		"no digest recorded":       {"        id: trusted\n", "        id: digest\n"},
+		"history appended by a PR": {"history=(--history trusted/.history/history.db --history-readonly)", "history=(--history trusted/.history/history.db)"},
+		"action by tag":            {"actions/checkout@11bd71901bbe5b1630ceea73d27597364c9af683 # v4.2.2", "actions/checkout@v4"},
+		"no checksum":              {"RECKON_SHA256: \"0000000000000000000000000000000000000000000000000000000000000000\"", "RECKON_SHA256: \"\""},
+		"not strict":               {" --out out --strict --timeout 150m", " --out out --timeout 150m"},
+		"no timeout":               {" --strict --timeout 150m", " --strict"},
+		"timeout past the step's":  {"timeout-minutes: 170", "timeout-minutes: 155"},
+		"unpinned version":         {"RECKON_VERSION: v0.1.0", "RECKON_VERSION: main"},
+		"pull_request_target":      {"  pull_request:\n", "  pull_request_target:\n"},
+		"write token":              {"permissions:\n  contents: read\n", "permissions:\n  contents: read\n  pull-requests: write\n"},
+		"fork pushes":              {"github.event.pull_request.head.repo.full_name == github.repository", "true"},
+		"no comment after red":     {"      - name: Upload the PR comment\n        if: ${{ !cancelled() }}\n", "      - name: Upload the PR comment\n"},
 	}, func(s string) []string { return checkEnginePremerge(parseEngineWorkflow(t, s), s) })
 }
 
@@ -473,13 +517,20 @@ func TestEngineNightlyShardMatrixWithMerge(t *testing.T) {
 		"shard not from matrix": {`--shard "$SHARD/$RECKON_SHARDS"`, `--shard "1/$RECKON_SHARDS"`},
 		"merge skips red":       {"    needs: gate\n    if: ${{ !cancelled() }}\n", "    needs: gate\n"},
 		"merge some shards":     {"shards/reckon-shard-*", "shards/reckon-shard-1"},
-		"no require-baseline":   {" --require-baseline --strict", " --strict"},
-		"no timeout":            {" --strict --timeout 210m", " --strict"},
-		"no lock":               {".reckon/gpu-lock.sh --timeout 3600 -- \\\n            ", ""},
+		"no require-baseline":   {"--out out $require $strict", "--out out $strict"},
+		"require cleared":       {"strict=--strict require=--require-baseline\n", "strict=--strict require=--require-baseline\n          require=\"\"\n"},
+		"no timeout":            {" $strict --timeout 210m", " $strict"},
+		"no lock":               {".reckon/gpu-lock.sh --timeout 3600 -- .reckon/contain.py \\\n            ", ".reckon/contain.py \\\n            "},
+		"strict always off":     {"          strict=--strict require=--require-baseline\n", "          strict=--strict require=--require-baseline\n          strict=\"\"\n"},
+		"any bootstrap value":   {"            *) echo \"::error::RECKON_BOOTSTRAP=$RECKON_BOOTSTRAP: expected 1 or true (bootstrap) or empty, 0 or false\"; exit 2 ;;\n          esac\n          history", "          esac\n          history"},
+		"no bootstrap switch":   {"  RECKON_BOOTSTRAP: ${{ vars.RECKON_BOOTSTRAP || inputs.bootstrap || '' }}\n", "  RECKON_BOOTSTRAP: \"\"\n"},
+		"shard without history": {" --timeout 210m \"${history[@]}\"", " --timeout 210m"},
+		"build not contained":   {"run: .reckon/contain.py .reckon/build-engine.sh . engines/main", "run: .reckon/build-engine.sh . engines/main"},
+		"merge unverified":      {".reckon/reckon.sh .bin merge", ".bin/reckon merge"},
 		"floating reckon":       {"RECKON_VERSION: v0.1.0", "RECKON_VERSION: latest"},
-		"no history":            {".bin/reckon history add --history", ".bin/reckon history list --history"},
+		"no history":            {".reckon/reckon.sh .bin history add --history", ".reckon/reckon.sh .bin history list --history"},
 		"history skips red":     {"if: ${{ !cancelled() && hashFiles('out/results.json') != '' }}", "if: ${{ hashFiles('out/results.json') != '' }}"},
-		"shards append":         {"--out out --require-baseline --strict", "--out out --history history.db --require-baseline --strict"},
+		"shards append":         {"history=(--history .history/history.db --history-readonly)", "history=(--history .history/history.db)"},
 		"action by tag":         {"actions/download-artifact@d3f86a106a0bac45b974a628896c90dbdf5c8093 # v4.3.0", "actions/download-artifact@v4"},
 	}, func(s string) []string { return checkShardMatrix(parseEngineWorkflow(t, s), s) })
 }
@@ -507,11 +558,15 @@ func TestEngineExampleSpecsLoad(t *testing.T) {
 // trustedCI: the Buildkite and GitLab rules shared by both: reckon pinned, spec and baselines
 // from the trusted base (git archive into trusted/), every gate --strict with a --timeout under
 // the job's, sharded from the CI's parallel index, a merge over every shard's output.
-func trustedCI(where, script string, env map[string]string, jobMinutes int, shardArg string) []string {
+func trustedCI(where, script string, env map[string]string, jobMinutes int, shardArg, urlVar string) []string {
 	bad := checkInstall(where, script, env)
-	if !strings.Contains(script, "git archive FETCH_HEAD .reckon | tar -x -C trusted") {
+	if !strings.Contains(script, `git --git-dir "$trusted_git" archive FETCH_HEAD .reckon | tar -x -C trusted`) {
 		bad = append(bad, where+": trusted/ is not filled from the fetched base branch")
 	}
+	bad = append(bad, checkTrustedFetch(where, script, urlVar)...)
+	bad = append(bad, checkContainedBuilds(where, script)...)
+	bad = append(bad, checkVerifiedReckon(where, script)...)
+	bad = append(bad, checkStrictSwitch(where, script, true)...)
 	for _, l := range strings.Split(script, "\n") {
 		if strings.Contains(l, "install-reckon.sh") && !strings.HasPrefix(strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(l), "- ")), "trusted/.reckon/install-reckon.sh ") {
 			bad = append(bad, where+": the install script does not come from trusted/ (the base branch): "+strings.TrimSpace(l))
@@ -526,9 +581,15 @@ func trustedCI(where, script string, env map[string]string, jobMinutes int, shar
 		if !strings.Contains(cmd, `--spec "trusted/`) || !strings.Contains(cmd, "--baselines trusted/") {
 			bad = append(bad, where+": spec and baselines are not read from trusted/ (the base branch)")
 		}
-		if !strings.HasPrefix(strings.TrimSpace(cmd), "trusted/.reckon/gpu-lock.sh") {
+		c := strings.Join(strings.Fields(cmd), " ")
+		c = strings.TrimPrefix(strings.TrimPrefix(strings.TrimPrefix(c, "- "), "verify_trusted; "), "verify_trusted && ")
+		if !strings.HasPrefix(c, "trusted/.reckon/gpu-lock.sh") {
 			bad = append(bad, where+": the gate does not run under the base branch's GPU lock script")
 		}
+		if !strings.Contains(c, "trusted/.reckon/contain.py trusted/.reckon/reckon.sh trusted/.bin gate ") {
+			bad = append(bad, where+": the gate does not run trusted/.reckon/reckon.sh under contain.py")
+		}
+		bad = append(bad, checkReadOnlyHistory(where, []string{c}, script)...)
 		if !strings.Contains(cmd, shardArg) {
 			bad = append(bad, where+": the gate is not sharded with "+shardArg)
 		}
@@ -563,8 +624,10 @@ func checkMergeBase(where, script string) []string {
 	}
 	var pr bool
 	for _, l := range lines {
-		if strings.Contains(l, "build-engine.sh . engines/pr") {
-			pr = strings.Contains(l, `engines/pr "$base_rev"`)
+		// The calibration builds both sides from the default branch without a base; the
+		// pull request's side is the one given the merge base.
+		if strings.Contains(l, `build-engine.sh . engines/pr "$base_rev"`) {
+			pr = true
 		}
 	}
 	if !pr {
@@ -604,7 +667,7 @@ func checkBuildkiteEngine(raw string) []string {
 	}
 	cmd := fmt.Sprint(gate["command"])
 	minutes, _ := strconv.Atoi(fmt.Sprint(gate["timeout_in_minutes"]))
-	bad = append(bad, trustedCI("buildkite gate", strings.ReplaceAll(cmd, "$$", "$"), doc.Env, minutes, `--shard "$shard/$BUILDKITE_PARALLEL_JOB_COUNT"`)...)
+	bad = append(bad, trustedCI("buildkite gate", strings.ReplaceAll(cmd, "$$", "$"), doc.Env, minutes, `--shard "$shard/$BUILDKITE_PARALLEL_JOB_COUNT"`, "$BUILDKITE_REPO")...)
 	if !strings.Contains(cmd, `shard="$$((BUILDKITE_PARALLEL_JOB + 1))"`) {
 		bad = append(bad, "buildkite gate: the shard index is not BUILDKITE_PARALLEL_JOB + 1")
 	}
@@ -617,16 +680,27 @@ func checkBuildkiteEngine(raw string) []string {
 	if !strings.Contains(cmd, `extra="--require-baseline"`) {
 		bad = append(bad, "buildkite gate: the nightly does not pass --require-baseline")
 	}
+	// The calibration: a build that is not a pull request's, with RECKON_CALIBRATE=1, runs the
+	// pre-merge spec with both sides from the default branch, without --strict.
+	if !strings.Contains(cmd, `elif [ "$${RECKON_CALIBRATE:-}" = 1 ]; then`) || !strings.Contains(cmd, `mode=calibrate; RECKON_SPEC_FILE=premerge.yaml; extra=""`) ||
+		!strings.Contains(cmd, "build-engine.sh . engines/pr || exit 3") {
+		bad = append(bad, "buildkite gate: no calibration path (RECKON_CALIBRATE=1: the pre-merge spec, both sides from the default branch)")
+	}
 	mcmd := fmt.Sprint(merge["command"])
+	bad = append(bad, checkVerifiedReckon("buildkite merge", mcmd)...)
+	bad = append(bad, checkStrictSwitch("buildkite merge", strings.ReplaceAll(mcmd, "$$", "$"), true)...)
+	if !strings.Contains(mcmd, `[ "$$mode" != premerge ] && [ -s out/results.json ]`) {
+		bad = append(bad, "buildkite merge: a pull request's run could be appended to the history (only nightlies and calibrations are)")
+	}
 	// The agent runs a command with bash -e: a red gate or merge must not end the script before
 	// the status is kept (the merge still annotates and appends the night).
-	if !strings.Contains(cmd, "--timeout 220m $$extra || status=$$?") || !strings.Contains(mcmd, " out out-* || status=$$?") {
+	if !strings.Contains(cmd, " $$extra || status=$$?") || !strings.Contains(mcmd, " out out-* || status=$$?") {
 		bad = append(bad, "buildkite: the gate's or merge's exit status is not kept (|| status=$$?): under the agent's bash -e a red run ends the step early")
 	}
 	if gateAt > mergeAt || waits == 0 {
 		bad = append(bad, "buildkite: the merge does not follow the gate after a wait with continue_on_failure")
 	}
-	if !strings.Contains(mcmd, `buildkite-agent artifact download "out-*/**/*"`) || !strings.Contains(mcmd, "reckon merge") || !strings.Contains(mcmd, " out out-*") {
+	if !strings.Contains(mcmd, `buildkite-agent artifact download "out-*/**/*"`) || !regexp.MustCompile(`reckon(\.sh \S+)? merge `).MatchString(mcmd) || !strings.Contains(mcmd, " out out-*") {
 		bad = append(bad, "buildkite merge: does not download and merge every shard")
 	}
 	for _, c := range []string{cmd, mcmd} {
@@ -706,7 +780,7 @@ func checkGitLabEngine(raw string) []string {
 	if err != nil {
 		bad = append(bad, fmt.Sprintf("gitlab gate: timeout %q", g.Timeout))
 	}
-	bad = append(bad, trustedCI("gitlab gate", flat(g.Script), vars, int(d.Minutes()), `--shard "$CI_NODE_INDEX/$CI_NODE_TOTAL"`)...)
+	bad = append(bad, trustedCI("gitlab gate", flat(g.Script), vars, int(d.Minutes()), `--shard "$CI_NODE_INDEX/$CI_NODE_TOTAL"`, "$CI_REPOSITORY_URL")...)
 	if g.Parallel < 2 || !slices.Contains(g.Tags, "gpu") || g.Extends != ".reckon-rules" {
 		bad = append(bad, fmt.Sprintf("gitlab gate: parallel %d tags %v extends %q", g.Parallel, g.Tags, g.Extends))
 	}
@@ -728,13 +802,25 @@ func checkGitLabEngine(raw string) []string {
 	if !sched || !mr {
 		bad = append(bad, fmt.Sprintf("gitlab rules: nightly with --require-baseline from the default branch %v, labelled MRs trusting the target branch %v", sched, mr))
 	}
+	// The calibration schedule (RECKON_CALIBRATE == "1") comes before the nightly's schedule
+	// rule (the first match wins), runs the pre-merge spec from the default branch.
+	cal := len(rules.Rules) > 0 && strings.Contains(rules.Rules[0].If, `$RECKON_CALIBRATE == "1"`) && rules.Rules[0].Variables["RECKON_MODE"] == "calibrate" &&
+		rules.Rules[0].Variables["RECKON_SPEC_FILE"] == "premerge.yaml" && rules.Rules[0].Variables["TRUSTED_REF"] == "$CI_DEFAULT_BRANCH"
+	if !cal {
+		bad = append(bad, "gitlab rules: no calibration rule (schedule with RECKON_CALIBRATE == \"1\": the pre-merge spec from the default branch) before the nightly's")
+	}
 	always := len(m.Rules) > 0
 	for _, r := range m.Rules {
 		always = always && r.When == "always"
 	}
 	mscript := flat(m.Script)
-	if !slices.Contains(m.Needs, "reckon-gate") || !always || !strings.Contains(mscript, "reckon merge") || !strings.Contains(mscript, " out out-*") {
+	if !slices.Contains(m.Needs, "reckon-gate") || !always || !regexp.MustCompile(`reckon(\.sh \S+)? merge `).MatchString(mscript) || !strings.Contains(mscript, " out out-*") {
 		bad = append(bad, "gitlab merge: not run after every shard (red ones too) over every shard's output")
+	}
+	bad = append(bad, checkVerifiedReckon("gitlab merge", mscript)...)
+	bad = append(bad, checkStrictSwitch("gitlab merge", mscript, true)...)
+	if !strings.Contains(mscript, `if [ "$RECKON_MODE" != premerge ] && [ -s out/results.json ]; then`) {
+		bad = append(bad, "gitlab merge: a merge request's run could be appended to the history (only nightlies and calibrations are)")
 	}
 	if m.Artifacts.Reports["junit"] != "out/junit.xml" || m.Artifacts.When != "always" {
 		bad = append(bad, "gitlab merge: the merged junit.xml is not the JUnit report")
@@ -745,9 +831,20 @@ func checkGitLabEngine(raw string) []string {
 func TestEngineBuildkitePipeline(t *testing.T) {
 	raw := readFile(t, "engine/buildkite/pipeline.yml")
 	mutate(t, "engine/buildkite/pipeline.yml", raw, map[string][2]string{
-		"spec from the PR":       {`--spec "trusted/.reckon/$$RECKON_SPEC_FILE" --baselines trusted/.reckon/baselines \`, `--spec ".reckon/$$RECKON_SPEC_FILE" --baselines .reckon/baselines \`},
-		"not strict":             {`--out "out-$$shard" --strict --timeout 220m`, `--out "out-$$shard" --timeout 220m`},
-		"no timeout":             {" --strict --timeout 220m $$extra", " --strict $$extra"},
+		"spec from the PR":  {`--spec "trusted/.reckon/$$RECKON_SPEC_FILE" --baselines trusted/.reckon/baselines \`, `--spec ".reckon/$$RECKON_SPEC_FILE" --baselines .reckon/baselines \`},
+		"not strict":        {`--out "out-$$shard" $$strict --timeout 220m`, `--out "out-$$shard" --timeout 220m`},
+		"no timeout":        {` $$strict --timeout 220m "$${history_args[@]}"`, ` $$strict "$${history_args[@]}"`},
+		"bootstrap for PRs": {`1 | true) if [ "$$mode" = nightly ]; then strict=""; extra=""; echo`, `1 | true) strict=""; extra=""; echo`},
+		"trusted via job .git": {`GIT_CONFIG_GLOBAL=/dev/null git --git-dir "$$trusted_git" fetch -q --depth 1 "$$BUILDKITE_REPO" "refs/heads/$$base" || exit 3
+      GIT_CONFIG_GLOBAL=/dev/null git --git-dir "$$trusted_git" archive FETCH_HEAD .reckon | tar -x -C trusted || exit 3`, `git fetch -q --depth 1 origin "$$base" || exit 3
+      git archive FETCH_HEAD .reckon | tar -x -C trusted || exit 3`},
+		"trusted after build": {`      trusted_sum="$$(tree_sum trusted)"
+`, ``},
+		"no check before use":    {`verify_trusted && trusted/.reckon/gpu-lock.sh`, `trusted/.reckon/gpu-lock.sh`},
+		"build not contained":    {`trusted/.reckon/contain.py base-src/.reckon/build-engine.sh . engines/pr "$$base_rev" || exit 3`, `base-src/.reckon/build-engine.sh . engines/pr "$$base_rev" || exit 3`},
+		"reckon unverified":      {`trusted/.reckon/reckon.sh trusted/.bin merge`, `trusted/.bin/reckon merge`},
+		"shard appends":          {`history_args=(--history "$$RECKON_HISTORY_DSN" --history-readonly)`, `history_args=(--history "$$RECKON_HISTORY_DSN")`},
+		"PR runs appended":       {`if [ "$$mode" != premerge ] && [ -s out/results.json ]`, `if [ -s out/results.json ]`},
 		"timeout past the job's": {"timeout_in_minutes: 240", "timeout_in_minutes: 225"},
 		"org-wide concurrency":   {"    parallelism: 2\n", "    parallelism: 2\n    concurrency: 1\n    concurrency_group: reckon/gpu\n"},
 		"nightly unbaselined":    {`extra="--require-baseline"`, `extra=""`},
@@ -761,7 +858,7 @@ func TestEngineBuildkitePipeline(t *testing.T) {
 		"diff against base tip":  {`engines/pr "$$base_rev" || exit 3`, `engines/pr FETCH_HEAD || exit 3`},
 		"no merge base":          {`base_rev="$$(git merge-base FETCH_HEAD HEAD)" || exit 3`, `base_rev=FETCH_HEAD`},
 		"shallow base":           {`git fetch origin "$$base" || exit 3`, `git fetch --depth 1 origin "$$base" || exit 3`},
-		"red gate exits early":   {"--timeout 220m $$extra || status=$$?", "--timeout 220m $$extra"},
+		"red gate exits early":   {`"$${history_args[@]}" $$extra || status=$$?`, `"$${history_args[@]}" $$extra`},
 		"red merge exits early":  {" out out-* || status=$$?", " out out-*"},
 	}, checkBuildkiteEngine)
 }
@@ -769,14 +866,27 @@ func TestEngineBuildkitePipeline(t *testing.T) {
 func TestEngineGitLabPipeline(t *testing.T) {
 	raw := readFile(t, "engine/gitlab/reckon.gitlab-ci.yml")
 	mutate(t, "engine/gitlab/reckon.gitlab-ci.yml", raw, map[string][2]string{
-		"spec from the MR":         {`--spec "trusted/.reckon/$RECKON_SPEC_FILE" --baselines trusted/.reckon/baselines --shard`, `--spec ".reckon/$RECKON_SPEC_FILE" --baselines .reckon/baselines --shard`},
-		"trusts the MR's branch":   {"        TRUSTED_REF: $CI_MERGE_REQUEST_TARGET_BRANCH_NAME\n        RECKON_HISTORY", "        TRUSTED_REF: $CI_MERGE_REQUEST_SOURCE_BRANCH_NAME\n        RECKON_HISTORY"},
-		"not strict":               {` --strict --timeout 220m $RECKON_EXTRA`, ` --timeout 220m $RECKON_EXTRA`},
-		"no timeout":               {` --strict --timeout 220m $RECKON_EXTRA`, ` --strict $RECKON_EXTRA`},
+		"spec from the MR":       {`--spec "trusted/.reckon/$RECKON_SPEC_FILE" --baselines trusted/.reckon/baselines --shard`, `--spec ".reckon/$RECKON_SPEC_FILE" --baselines .reckon/baselines --shard`},
+		"trusts the MR's branch": {"        TRUSTED_REF: $CI_MERGE_REQUEST_TARGET_BRANCH_NAME\n        RECKON_HISTORY", "        TRUSTED_REF: $CI_MERGE_REQUEST_SOURCE_BRANCH_NAME\n        RECKON_HISTORY"},
+		"not strict":             {` $strict --timeout 220m "${history_args[@]}"`, ` --timeout 220m "${history_args[@]}"`},
+		"no timeout":             {` $strict --timeout 220m "${history_args[@]}"`, ` $strict "${history_args[@]}"`},
+		"bootstrap for MRs":      {`1 | true) if [ "$RECKON_MODE" = nightly ]; then strict=""; RECKON_EXTRA=""; echo`, `1 | true) strict=""; RECKON_EXTRA=""; echo`},
+		"trusted via job .git":   {`GIT_CONFIG_GLOBAL=/dev/null git --git-dir "$trusted_git" archive FETCH_HEAD .reckon | tar -x -C trusted`, `git archive FETCH_HEAD .reckon | tar -x -C trusted`},
+		"trusted from origin":    {`fetch -q --depth 1 "$CI_REPOSITORY_URL" "refs/heads/$TRUSTED_REF"`, `fetch -q --depth 1 origin "refs/heads/$TRUSTED_REF"`},
+		"no check before use":    {`    - verify_trusted; trusted/.reckon/gpu-lock.sh`, `    - trusted/.reckon/gpu-lock.sh`},
+		"build not contained":    {`trusted/.reckon/contain.py base-src/.reckon/build-engine.sh . engines/pr "$base_rev"`, `base-src/.reckon/build-engine.sh . engines/pr "$base_rev"`},
+		"gate unverified":        {`trusted/.reckon/contain.py trusted/.reckon/reckon.sh trusted/.bin gate`, `trusted/.reckon/contain.py trusted/.bin/reckon gate`},
+		"shard appends":          {`history_args=(--history trusted/.history/history.db --history-readonly)`, `history_args=(--history trusted/.history/history.db)`},
+		"no calibration": {`    - if: $CI_PIPELINE_SOURCE == "schedule" && $RECKON_CALIBRATE == "1"
+      variables:
+        RECKON_MODE: calibrate`, `    - if: $CI_PIPELINE_SOURCE == "web"
+      variables:
+        RECKON_MODE: calibrate`},
+		"MR runs appended":         {`if [ "$RECKON_MODE" != premerge ] && [ -s out/results.json ]; then`, `if [ -s out/results.json ]; then`},
 		"timeout past the job's":   {"  timeout: 4h\n", "  timeout: 3h30m\n"},
 		"nightly unbaselined":      {"        RECKON_EXTRA: --require-baseline\n", "        RECKON_EXTRA: \"\"\n"},
 		"one gate across machines": {"  parallel: 2\n", "  parallel: 2\n  resource_group: reckon-gpu\n"},
-		"merge skips red":          {"      when: always\n      variables:\n        RECKON_SPEC_FILE: nightly.yaml", "      variables:\n        RECKON_SPEC_FILE: nightly.yaml"},
+		"merge skips red":          {"      when: always\n      variables:\n        RECKON_MODE: nightly", "      variables:\n        RECKON_MODE: nightly"},
 		"unpinned":                 {"RECKON_VERSION: v0.1.0", "RECKON_VERSION: latest"},
 		"go install":               {`trusted/.reckon/install-reckon.sh "$RECKON_VERSION" "$RECKON_SHA256" trusted/.bin`, `GOBIN="$CI_PROJECT_DIR/trusted/.bin" go install "github.com/reckon-ci/reckon/cmd/reckon@${RECKON_VERSION}"`},
 		"no checksum":              {`RECKON_SHA256: "0000000000000000000000000000000000000000000000000000000000000000"`, `RECKON_SHA256: ""`},
@@ -786,4 +896,248 @@ func TestEngineGitLabPipeline(t *testing.T) {
 		"shallow target":           {"    - git fetch origin \"$TRUSTED_REF\"\n    - git worktree", "    - git fetch --depth 1 origin \"$TRUSTED_REF\"\n    - git worktree"},
 		"shallow clone":            {`GIT_DEPTH: "0"`, `GIT_DEPTH: "20"`},
 	}, checkGitLabEngine)
+}
+
+// The invariants of issue 34 (a pull request's build must not reach the trusted gate): builds
+// run under contain.py (nothing they start outlives them), reckon runs only through reckon.sh
+// (the binary checked against the pinned release archive right before each run), the strict
+// switch clears --strict only for a bootstrap night or a calibration, and a store passed to a
+// shard or a pull request's gate is read-only.
+var (
+	// directReckon is reckon run straight from an install directory, unverified.
+	directReckon = regexp.MustCompile(`(^|[\s;&|(])\S*\.bin/reckon (gate|merge|spec|history|baseline|report)\b`)
+	// wrappedReckon is reckon run through the verify-and-exec wrapper.
+	wrappedReckon = regexp.MustCompile(`reckon\.sh "?\S*\.bin"? (gate|merge|spec|history|baseline|report)\b`)
+)
+
+// scriptLines returns a script's lines with shell continuations joined and comments dropped.
+func scriptLines(script string) []string {
+	var out []string
+	for _, l := range strings.Split(strings.ReplaceAll(script, "\\\n", " "), "\n") {
+		if t := strings.TrimSpace(l); t != "" && !strings.HasPrefix(t, "#") {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// checkContainedBuilds: every run of build-engine.sh (the engine's build, which runs a pull
+// request's code) goes through contain.py.
+func checkContainedBuilds(where, script string) []string {
+	var bad []string
+	for _, l := range scriptLines(script) {
+		i := strings.Index(l, "build-engine.sh ")
+		if i < 0 {
+			continue
+		}
+		if c := strings.Index(l, "contain.py "); c < 0 || c > i {
+			bad = append(bad, where+": a build runs outside contain.py (a process it starts can outlive it and rewrite the trusted gate): "+strings.TrimSpace(l))
+		}
+	}
+	return bad
+}
+
+// checkVerifiedReckon: reckon runs only through reckon.sh, never as .bin/reckon directly.
+func checkVerifiedReckon(where, script string) []string {
+	var bad []string
+	for _, l := range scriptLines(script) {
+		if directReckon.MatchString(l) {
+			bad = append(bad, where+": reckon runs without reckon.sh (not verified against the pinned archive right before use): "+strings.TrimSpace(l))
+		}
+	}
+	return bad
+}
+
+// checkStrictSwitch: a gate or merge passing $strict sets it to --strict, and clears it only on
+// a bootstrap night (RECKON_BOOTSTRAP 1/true; in a template that also gates pull requests, only
+// in nightly mode) or for a calibration; any other RECKON_BOOTSTRAP value is refused.
+func checkStrictSwitch(where, script string, alsoPremerge bool) []string {
+	if !regexp.MustCompile(`\$\$?strict\b`).MatchString(script) {
+		return nil
+	}
+	var bad []string
+	if !strings.Contains(script, "strict=--strict") {
+		bad = append(bad, where+": $strict is not --strict by default")
+	}
+	refusals := regexp.MustCompile(`\*\) echo "[^"]*RECKON_BOOTSTRAP=[^"]*expected`).FindAllString(script, -1)
+	if len(refusals) < strings.Count(script, "strict=--strict") {
+		bad = append(bad, where+": RECKON_BOOTSTRAP values other than 1/true and empty/0/false are not refused")
+	}
+	var arms []string // case arms on their own (a folded YAML string holds a whole case on one line)
+	for _, l := range scriptLines(script) {
+		arms = append(arms, strings.Split(l, ";;")...)
+	}
+	for _, l := range arms {
+		// --strict cleared, or the nightly's --require-baseline (require, extra, RECKON_EXTRA).
+		if !regexp.MustCompile(`(^|[\s;(])(strict|require|extra|RECKON_EXTRA)=("")?(;|\s|$)`).MatchString(l) {
+			continue
+		}
+		boot := strings.Contains(l, "1 | true)")
+		cal := strings.Contains(l, "calibrate") || strings.Contains(l, "premerge")
+		if boot && alsoPremerge && !strings.Contains(l, "= nightly") {
+			bad = append(bad, where+": a bootstrap clears --strict for pull requests too: "+strings.TrimSpace(l))
+		}
+		if !boot && !cal {
+			bad = append(bad, where+": --strict is cleared outside a bootstrap or calibration: "+strings.TrimSpace(l))
+		}
+	}
+	return bad
+}
+
+// checkReadOnlyHistory: every gate that is given a history store is given it read-only (a shard
+// or a pull request's run never appends; only the merged run is appended).
+func checkReadOnlyHistory(where string, cmds []string, script string) []string {
+	var bad []string
+	for _, c := range cmds {
+		hist := strings.Contains(c, "--history ") || strings.Contains(c, "history[@]}") || strings.Contains(c, "history_args[@]}")
+		if !hist {
+			bad = append(bad, where+": the gate is not given the history (its checks against history need it at judging time)")
+			continue
+		}
+		if strings.Contains(c, "--history ") && !strings.Contains(c, "--history-readonly") {
+			bad = append(bad, where+": the gate's history store is not read-only (a shard or a PR's run would append)")
+		}
+	}
+	for _, l := range scriptLines(script) {
+		if regexp.MustCompile(`(history|history_args)=\(--history `).MatchString(l) && !strings.Contains(l, "--history-readonly") {
+			bad = append(bad, where+": a history store is given without --history-readonly: "+strings.TrimSpace(l))
+		}
+	}
+	return bad
+}
+
+// checkTrustedFetch (GitLab, Buildkite): the trusted tree comes from the repository URL (urlVar)
+// into a git directory of its own, before the first build, never through the job's .git after
+// one; its digest is taken before the first build and compared (verify_trusted) on every line
+// that runs reckon after a build.
+func checkTrustedFetch(where, script, urlVar string) []string {
+	var bad []string
+	lines := scriptLines(script)
+	firstBuild, fetched, summed := -1, -1, -1
+	for i, l := range lines {
+		if strings.Contains(l, "build-engine.sh ") && firstBuild < 0 {
+			firstBuild = i
+		}
+		if strings.Contains(l, `--git-dir "$trusted_git" fetch`) && strings.Contains(l, `"`+urlVar+`"`) && fetched < 0 {
+			fetched = i
+		}
+		if strings.Contains(l, `trusted_sum="$(tree_sum trusted)"`) && summed < 0 {
+			summed = i
+		}
+		if strings.Contains(l, "git archive") && !strings.Contains(l, `--git-dir "$trusted_git" archive`) {
+			bad = append(bad, where+": trusted/ is extracted through the job's own .git (the PR's build can rewrite remote.origin.url and FETCH_HEAD): "+strings.TrimSpace(l))
+		}
+	}
+	if fetched < 0 {
+		return append(bad, where+": trusted/ is not fetched from "+urlVar+" into a git directory of its own")
+	}
+	if firstBuild < 0 {
+		return bad
+	}
+	if fetched > firstBuild || summed < 0 || summed > firstBuild {
+		bad = append(bad, fmt.Sprintf("%s: trusted/ fetched (line %d) and its digest taken (line %d) not before the first build (line %d)", where, fetched, summed, firstBuild))
+	}
+	for _, l := range lines[firstBuild:] {
+		t := strings.TrimSpace(l)
+		if wrappedReckon.MatchString(t) && !strings.Contains(t, "verify_trusted") {
+			bad = append(bad, where+": reckon runs after the build without verify_trusted on the same line: "+t)
+		}
+		if regexp.MustCompile(`git (fetch|archive|show|checkout)\b`).MatchString(t) {
+			bad = append(bad, where+": git reads the job's .git after the build: "+t)
+		}
+	}
+	return bad
+}
+
+// checkCalibrate: the pre-merge calibration runs only the default branch's code (schedule or
+// workflow_dispatch, never a pull request), builds both sides from it, runs the pre-merge spec
+// without --strict, and appends the run to the history from a job of its own that holds the
+// only write permission and runs no engine code.
+func checkCalibrate(wf *engineWorkflow, raw string) []string {
+	var bad []string
+	for ev := range wf.On {
+		if ev != "schedule" && ev != "workflow_dispatch" {
+			bad = append(bad, "triggered by "+ev+" (the calibration runs the default branch only: schedule, workflow_dispatch)")
+		}
+	}
+	for k, v := range wf.Permissions {
+		if v != "read" && v != "none" {
+			bad = append(bad, fmt.Sprintf("workflow permission %s: %s (write only in the append job)", k, v))
+		}
+	}
+	if secretRef.MatchString(raw) {
+		bad = append(bad, "uses repository secrets")
+	}
+	env := map[string]string{}
+	for k, v := range wf.Env {
+		env[k] = v
+	}
+	bad = append(bad, checkInstall("calibrate", raw, env)...)
+	bad = append(bad, checkActionPins(raw)...)
+	bad = append(bad, checkVerifiedReckon("calibrate", raw)...)
+	if env["RECKON_SPEC"] != ".reckon/premerge.yaml" {
+		bad = append(bad, fmt.Sprintf("RECKON_SPEC %q: the calibration runs the pre-merge spec", env["RECKON_SPEC"]))
+	}
+	g, ok := wf.Jobs["gate"]
+	if !ok {
+		return append(bad, "no gate job")
+	}
+	var main, pr, gated bool
+	for _, s := range g.Steps {
+		bad = append(bad, checkContainedBuilds(fmt.Sprintf("gate step %q", s.Name), s.Run)...)
+		if strings.HasPrefix(s.Uses, "actions/checkout@") && (s.With["ref"] != nil || fmt.Sprint(s.With["persist-credentials"]) != "false") {
+			bad = append(bad, fmt.Sprintf("gate step %q: checks out something other than the default branch, or keeps credentials", s.Name))
+		}
+		main = main || strings.Contains(s.Run, "build-engine.sh . engines/main")
+		pr = pr || strings.Contains(s.Run, "build-engine.sh . engines/pr")
+		for _, cmd := range gateCommands(s.Run) {
+			gated = true
+			if strings.Contains(cmd, "--strict") || strings.Contains(cmd, "--history") {
+				bad = append(bad, fmt.Sprintf("gate step %q: the calibration runs without --strict and appends nothing itself (the append job does)", s.Name))
+			}
+			ci := g.TimeoutMinutes
+			if s.TimeoutMinutes > 0 {
+				ci = min(ci, s.TimeoutMinutes)
+			}
+			if d, ok := gateTimeout(cmd); !ok || d > time.Duration(ci-10)*time.Minute {
+				bad = append(bad, fmt.Sprintf("gate step %q: no --timeout 10 minutes under the CI's", s.Name))
+			}
+		}
+	}
+	if !main || !pr || !gated {
+		bad = append(bad, fmt.Sprintf("gate job: both sides built from the default branch (main %v, pr %v), gate %v", main, pr, gated))
+	}
+	a, ok := wf.Jobs["append"]
+	if !ok {
+		return append(bad, "no append job")
+	}
+	var appended bool
+	for _, s := range a.Steps {
+		if strings.Contains(s.Run, "build-engine.sh") || gateRun.MatchString(s.Run) {
+			bad = append(bad, fmt.Sprintf("append step %q: runs engine code in the job that can push", s.Name))
+		}
+		if regexp.MustCompile(`reckon\.sh \S+ history add`).MatchString(s.Run) && strings.Contains(s.Run, "push -q origin HEAD:refs/heads/reckon-history") {
+			appended = true
+		}
+	}
+	if fmt.Sprint(a.Needs) != "gate" || !appended {
+		bad = append(bad, "append job: does not follow the gate and append the run to the history branch")
+	}
+	return bad
+}
+
+func TestEngineCalibrationIsTrustedAndAppended(t *testing.T) {
+	raw := readFile(t, "engine/github/reckon-calibrate.yml")
+	mutate(t, "reckon-calibrate.yml", raw, map[string][2]string{
+		"on pull requests":    {"  workflow_dispatch:\n", "  workflow_dispatch:\n  pull_request:\n"},
+		"write everywhere":    {"permissions:\n  contents: read\n", "permissions:\n  contents: write\n"},
+		"strict":              {"--out out --timeout 150m", "--out out --strict --timeout 150m"},
+		"appends in the gate": {"--out out --timeout 150m", "--out out --timeout 150m --history history.db"},
+		"one side":            {"          .reckon/contain.py .reckon/build-engine.sh . engines/pr\n", ""},
+		"build not contained": {"          .reckon/contain.py .reckon/build-engine.sh . engines/pr\n", "          .reckon/build-engine.sh . engines/pr\n"},
+		"nightly spec":        {"RECKON_SPEC: .reckon/premerge.yaml", "RECKON_SPEC: .reckon/nightly.yaml"},
+		"unverified reckon":   {".reckon/reckon.sh .bin history add", ".bin/reckon history add"},
+		"no append":           {"git -C history push -q origin HEAD:refs/heads/reckon-history", "true"},
+		"a PR's ref":          {"      - name: Check out (the default branch)\n        uses: actions/checkout@11bd71901bbe5b1630ceea73d27597364c9af683 # v4.2.2\n        with:\n          persist-credentials: false", "      - name: Check out (the default branch)\n        uses: actions/checkout@11bd71901bbe5b1630ceea73d27597364c9af683 # v4.2.2\n        with:\n          ref: refs/pull/1/merge\n          persist-credentials: false"},
+	}, func(s string) []string { return checkCalibrate(parseEngineWorkflow(t, s), s) })
 }

@@ -48,6 +48,12 @@ func checkShardJobs(jobs []batchv1.Job) []string {
 	if !strictGate.MatchString(cmd) {
 		bad = append(bad, "the shard gate runs without --strict")
 	}
+	bad = append(bad, checkStrictSwitch("shard", cmd, false)...)
+	// Every shard judges its checks against history with the store read-only; only the merge
+	// Job appends.
+	if !strings.Contains(cmd, `--history "$RECKON_HISTORY" --history-readonly`) {
+		bad = append(bad, "the shard gate is not given the history store read-only (--history \"$RECKON_HISTORY\" --history-readonly)")
+	}
 	if d, ok := gateTimeout(cmd); !ok || shards.Spec.ActiveDeadlineSeconds == nil || d.Seconds() >= float64(*shards.Spec.ActiveDeadlineSeconds) {
 		bad = append(bad, "the shard gate has no --timeout below the Job's activeDeadlineSeconds (a deadline would kill it before it writes its reports)")
 	}
@@ -62,6 +68,7 @@ func checkShardJobs(jobs []batchv1.Job) []string {
 	if !strings.Contains(mcmd, "reckon merge") {
 		bad = append(bad, "the merge Job does not run reckon merge")
 	}
+	bad = append(bad, checkStrictSwitch("merge", mcmd, false)...)
 	for i := int32(1); i <= n; i++ {
 		if !strings.Contains(mcmd, `"$run/shard-`+itoa(i)+`"`) {
 			bad = append(bad, "the merge leaves out shard "+itoa(i))
@@ -154,13 +161,16 @@ func TestKubernetesIndexedJob(t *testing.T) {
 		"shard count mismatch":  {"  completions: 4\n", "  completions: 5\n"},
 		"0-based shard":         {`--shard "$((JOB_COMPLETION_INDEX + 1))/4"`, `--shard "$JOB_COMPLETION_INDEX/4"`},
 		"no gpu request":        {"              nvidia.com/gpu: \"8\"\n            limits:", "            limits:"},
-		"not strict":            {"--strict --require-baseline", "--require-baseline"},
+		"not strict":            {"$strict $require --timeout", "$require --timeout"},
+		"require cleared":       {`"" | 0 | false) strict=--strict require=--require-baseline ;;`, `"" | 0 | false) strict=--strict require="" ;;`},
+		"strict always off":     {`"" | 0 | false) strict=--strict ;;`, `"" | 0 | false) strict="" ;;`},
+		"shard appends":         {`--history "$RECKON_HISTORY" --history-readonly`, `--history "$RECKON_HISTORY"`},
 		"timeout past deadline": {"--timeout 210m", "--timeout 250m"},
 		"untrusted spec":        {"--spec /trusted/.reckon/nightly.yaml\n              --baselines", "--spec /src/.reckon/nightly.yaml\n              --baselines"},
 		"merge misses a shard":  {`"$run/shard-3" "$run/shard-4"`, `"$run/shard-3"`},
 		"merge reads any run":   {`run="/results/$RECKON_RUN_ID"`, `run="/results"`},
 		"shards share one dir":  {`--out "/results/$RECKON_RUN_ID/shard-`, `--out "/results/shard-`},
-		"no run id in merge":    {"            - name: RECKON_RUN_ID\n              value: RECKON_RUN_ID_VALUE\n            - name: RECKON_HISTORY", "            - name: RECKON_HISTORY"},
+		"no run id in merge":    {"            - name: RECKON_RUN_ID\n              value: RECKON_RUN_ID_VALUE\n            - name: RECKON_BOOTSTRAP\n              value: \"\"\n            - name: RECKON_HISTORY\n              valueFrom", "            - name: RECKON_BOOTSTRAP\n              value: \"\"\n            - name: RECKON_HISTORY\n              valueFrom"},
 		"no history":            {`reckon history add "$run/merged/results.json" &&`, `true &&`},
 		"reckon of the image":   {"exec /reckon-bin/reckon gate", "exec reckon gate"},
 		"merge from the image":  {"              /reckon-bin/reckon merge --spec", "              reckon merge --spec"},

@@ -104,7 +104,9 @@ var secretRef = regexp.MustCompile(`secrets\.[A-Za-z_]`)
 
 // strictGate matches a gate command line that passes --strict: CI never counts a check that
 // decided nothing (no baseline, inconclusive, an input filtered out) as green.
-var strictGate = regexp.MustCompile(`reckon gate [^\n]*(\\\n[^\n]*)*--strict\b`)
+// A gate run through the verify-and-exec wrapper (reckon.sh BIN_DIR gate) counts; $strict (or
+// Buildkite's $$strict) is --strict unless a bootstrap or calibration clears it (checkStrictSwitch).
+var strictGate = regexp.MustCompile(`reckon(\.sh \S+)? gate [^\n]*(\\\n[^\n]*)*(--strict\b|\$\$?strict\b)`)
 
 // checkCommon: the rules both workflows follow. It returns the violations.
 func checkCommon(wf *workflow, raw string) []string {

@@ -8,7 +8,8 @@
 # its sha256 against SHA256 (the value the workflow pins, copied from the release's
 # checksums.txt), unpacks the reckon binary into DEST_DIR and prints `reckon version`. A
 # checksum that does not match, or a version that is not a tag, exits 3 (infrastructure) and
-# installs nothing. SHA256 may be "arch=sum,arch=sum" (amd64=...,arm64=...) for mixed fleets.
+# installs nothing. The verified archive is kept beside the binary: reckon.sh BIN_DIR checks
+# both against the pin again immediately before each use. SHA256 may be "arch=sum,arch=sum" (amd64=...,arm64=...) for mixed fleets.
 set -euo pipefail
 if [ "$#" -ne 3 ]; then
 	echo "usage: install-reckon.sh VERSION SHA256 DEST_DIR" >&2
@@ -60,5 +61,6 @@ fi
 tar -xzf "$tmp/$archive" -C "$tmp" reckon
 mkdir -p "$dest"
 install -m 0755 "$tmp/reckon" "$dest/reckon"
+install -m 0644 "$tmp/$archive" "$dest/$archive"
 echo "install-reckon: $archive sha256 $got verified"
 "$dest/reckon" version

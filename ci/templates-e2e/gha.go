@@ -37,6 +37,7 @@ type ghJob struct {
 
 type ghStep struct {
 	Name string            `yaml:"name"`
+	ID   string            `yaml:"id"`
 	Uses string            `yaml:"uses"`
 	Run  string            `yaml:"run"`
 	If   string            `yaml:"if"`
@@ -64,12 +65,15 @@ type ghRun struct {
 	ctx       map[string]string // expression contexts: github.*, matrix.*, vars.*, runner.*
 	baseEnv   []string          // the runner machine's environment
 	log       *os.File
+	stepID    string // the id: of the step running now (its outputs)
 }
 
 // stepResult is what happened to one step.
 type stepResult struct {
 	Name string
 	Exit int
+	// Refused: the step refused to run reckon on a changed trusted tree or binary.
+	Refused bool
 }
 
 var exprRe = regexp.MustCompile(`\$\{\{\s*(.*?)\s*\}\}`)
@@ -179,6 +183,7 @@ func (r *ghRun) runJob(wf *ghWorkflow, name string) ([]stepResult, error) {
 			continue
 		}
 		fmt.Fprintf(r.log, "--- step: %s\n", label)
+		r.stepID = s.ID
 		stepEnv := map[string]string{}
 		for k, v := range env {
 			stepEnv[k] = v
@@ -190,10 +195,10 @@ func (r *ghRun) runJob(wf *ghWorkflow, name string) ([]stepResult, error) {
 			}
 			stepEnv[k] = ev
 		}
-		code := 0
+		code, refused := 0, false
 		switch {
 		case s.Run != "":
-			code, err = r.runScript(s.Run, stepEnv, files)
+			code, refused, err = r.runScript(s.Run, stepEnv, files)
 		case s.Uses != "":
 			code, err = r.uses(s)
 		default:
@@ -203,7 +208,7 @@ func (r *ghRun) runJob(wf *ghWorkflow, name string) ([]stepResult, error) {
 			return res, fmt.Errorf("step %q: %w", label, err)
 		}
 		fmt.Fprintf(r.log, "--- exit %d: %s\n", code, label)
-		res = append(res, stepResult{Name: label, Exit: code})
+		res = append(res, stepResult{Name: label, Exit: code, Refused: refused})
 		if code != 0 {
 			failed = true
 		}
@@ -213,13 +218,13 @@ func (r *ghRun) runJob(wf *ghWorkflow, name string) ([]stepResult, error) {
 
 // runScript runs a run: block as GitHub's default bash shell does (bash --noprofile --norc
 // -eo pipefail FILE) and applies GITHUB_ENV and GITHUB_PATH afterwards.
-func (r *ghRun) runScript(script string, stepEnv, files map[string]string) (int, error) {
+func (r *ghRun) runScript(script string, stepEnv, files map[string]string) (int, bool, error) {
 	f, err := os.CreateTemp(r.ctx["runner.temp"], "step-*.sh")
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	if _, err := f.WriteString(script); err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	f.Close()
 	env := append([]string{}, r.baseEnv...)
@@ -237,13 +242,22 @@ func (r *ghRun) runScript(script string, stepEnv, files map[string]string) (int,
 	cmd := exec.CommandContext(ctx, "bash", "--noprofile", "--norc", "-eo", "pipefail", f.Name())
 	cmd.Dir = r.workspace
 	cmd.Env = env
-	cmd.Stdout, cmd.Stderr = r.log, r.log
+	// The step's output in a file of its own (not a pipe: a process the step leaves running
+	// must not hold the step open), then appended to the main log.
+	out, err := os.CreateTemp(r.ctx["runner.temp"], "step-*.log")
+	if err != nil {
+		return 0, false, err
+	}
+	defer out.Close()
+	cmd.Stdout, cmd.Stderr = out, out
 	err = cmd.Run()
+	text, _ := os.ReadFile(out.Name())
+	r.log.Write(text)
 	code := 0
 	if ee, ok := err.(*exec.ExitError); ok {
 		code = ee.ExitCode()
 	} else if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	// GITHUB_PATH lines go in front of PATH for the next steps; GITHUB_ENV lines become env.
 	if b, _ := os.ReadFile(files["GITHUB_PATH"]); len(b) > 0 {
@@ -252,7 +266,16 @@ func (r *ghRun) runScript(script string, stepEnv, files map[string]string) (int,
 		}
 		_ = os.WriteFile(files["GITHUB_PATH"], nil, 0o644)
 	}
-	return code, nil
+	// GITHUB_OUTPUT lines (name=value) become steps.<id>.outputs.<name> for the later steps.
+	if b, _ := os.ReadFile(files["GITHUB_OUTPUT"]); len(b) > 0 {
+		for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			if k, v, ok := strings.Cut(l, "="); ok && r.stepID != "" {
+				r.ctx["steps."+r.stepID+".outputs."+k] = v
+			}
+		}
+		_ = os.WriteFile(files["GITHUB_OUTPUT"], nil, 0o644)
+	}
+	return code, refusedRe.Match(text), nil
 }
 
 func (r *ghRun) prependPath(dir string) {

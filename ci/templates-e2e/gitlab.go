@@ -479,11 +479,10 @@ func (g *glRunner) runJob(p *glPipelineRun, j *glJob, deps []*glJob) error {
 		fmt.Sscan(string(b), &n)
 		if n < len(lines) {
 			l := strings.TrimSpace(lines[n])
-			gate = strings.Contains(l, "reckon gate ") || strings.Contains(l, "reckon merge ") ||
-				l == "exit $status" && n > 0 && anyContains(lines[:n], "reckon merge ", "reckon gate ")
+			gate = runsReckon(l) || l == "exit $status" && n > 0 && anyRunsReckon(lines[:n])
 		}
 	}
-	j.result = &jobResult{Name: "gitlab " + j.label(), Exit: code, Gate: gate, Closing: lastClosing(out)}
+	j.result = &jobResult{Name: "gitlab " + j.label(), Exit: code, Gate: gate, Closing: lastClosing(out), Refused: refusedRe.MatchString(out)}
 	if after := flatScript(j.def["after_script"]); len(after) > 0 {
 		var ab strings.Builder
 		ab.WriteString("set -eo pipefail\n")
@@ -534,12 +533,10 @@ func (g *glRunner) runJob(p *glPipelineRun, j *glJob, deps []*glJob) error {
 	return nil
 }
 
-func anyContains(lines []string, subs ...string) bool {
+func anyRunsReckon(lines []string) bool {
 	for _, l := range lines {
-		for _, s := range subs {
-			if strings.Contains(l, s) {
-				return true
-			}
+		if runsReckon(l) {
+			return true
 		}
 	}
 	return false

@@ -26,7 +26,22 @@ type jobResult struct {
 	// Closing is reckon's closing line ("PASS: ..." / "FAIL: ...") last printed in the job's
 	// log, if any.
 	Closing string
+	// Refused: the job stopped because the trusted tree or reckon changed since it was
+	// fetched (a template's own check), before or instead of a verdict.
+	Refused bool
 }
+
+// reckonRunRe matches a command line that runs reckon gate or reckon merge: the binary itself
+// (reckon gate ...) or through the verify-and-exec wrapper (reckon.sh BIN_DIR gate ...).
+var reckonRunRe = regexp.MustCompile(`reckon(\.sh \S+)? (gate|merge) `)
+
+// runsReckon reports whether s runs reckon gate or reckon merge.
+func runsReckon(s string) bool { return reckonRunRe.MatchString(s) }
+
+// refusedRe is what the templates print when they refuse to run reckon on a changed trusted
+// tree or binary (the tree's digest check, reckon.sh), matched at the start of a line: a CI log
+// that echoes the script (GitLab's trace) holds the message inside the echoed commands too.
+var refusedRe = regexp.MustCompile(`(?m)^(reckon: |reckon\.sh: |::error::)[^\n]*CHANGED since it was (fetched|checked out|installed)`)
 
 var closingRe = regexp.MustCompile(`(?m)^(PASS|FAIL|ERROR)[A-Z ]*: \d+ passed.*$`)
 
@@ -45,6 +60,11 @@ func lastClosing(log string) string {
 func pipelineVerdict(res []jobResult) (string, string) {
 	var failed []string
 	red := false
+	for _, r := range res {
+		if r.Refused && r.Exit != 0 {
+			return "refused", fmt.Sprintf("%s exit %d: the trusted tree or reckon changed since it was fetched", r.Name, r.Exit)
+		}
+	}
 	for _, r := range res {
 		if r.Exit == 0 {
 			continue

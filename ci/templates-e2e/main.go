@@ -5,21 +5,25 @@
 //
 // The fixture (fixture.go) is a git repository whose engine is the reference engine, built from
 // source by the repository's build script; main and one PR branch per scenario (healthy, slow,
-// numerics, loosened-spec), each with GitHub's refs/pull/N/merge. reckon is installed by the
+// numerics, loosened-spec, malicious-build: a build that rewrites the job's .git and leaves a
+// process that swaps reckon and the spec), each with GitHub's refs/pull/N/merge. reckon is installed by the
 // templates' own install step from a local release built exactly as .goreleaser.yaml names and
 // packs it (RECKON_RELEASE_URL points at it; the workflow's RECKON_SHA256 is set to its checksum,
 // as a user copies it from checksums.txt). Checkouts clone the fixture's origin at the ref the
 // step names; nothing else is replaced.
 //
-// Templates run: GitHub Actions (reckon-premerge.yml per scenario; reckon-nightly.yml twice:
-// shards, merge, history appended, trend page), GitLab CI (reckon.gitlab-ci.yml as a merge
-// request pipeline per scenario and as a scheduled pipeline twice, gitlab.go), Buildkite
-// (pipeline.yml as a pull-request build per scenario and as a scheduled build twice,
-// buildkite.go) and Kubernetes (reckon-shards.yaml's shard and merge Jobs twice, k8s.go). Two
+// Templates run: GitHub Actions (reckon-calibrate.yml once; reckon-premerge.yml per scenario;
+// reckon-nightly.yml three nights: shards, merge, history appended, trend page, nights 1-2
+// bootstrap), GitLab CI (reckon.gitlab-ci.yml as a calibration schedule, as a merge request
+// pipeline per scenario and as a scheduled pipeline three times, gitlab.go), Buildkite
+// (pipeline.yml likewise, buildkite.go) and Kubernetes (reckon-shards.yaml's shard and merge Jobs
+// three nights, k8s.go). TEMPLATES_E2E_ONLY picks templates, TEMPLATES_E2E_SCENARIOS scenarios
+// (calibrate, the pre-merge scenarios by name, nightly). Two
 // controls show the rows can fail: the pre-merge template with the spec read from the PR's tree
 // passes the loosened-spec PR, and a wrong pinned checksum stops the install. A row is red only
-// when the gate (or merge) exits 1 with reckon's FAIL line; exit 3 or any other failed step is
-// "error".
+// when the gate (or merge) exits 1 with reckon's FAIL line; "refused" when a template stopped
+// because its trusted tree or reckon changed since it was fetched; exit 3 for any other reason or
+// any other failed step is "error".
 package main
 
 import (
@@ -139,6 +143,38 @@ func run() error {
 		o := os.Getenv("TEMPLATES_E2E_ONLY")
 		return o == "" || strings.Contains(","+o+",", ","+t+",")
 	}
+	// TEMPLATES_E2E_SCENARIOS=malicious-build,nightly (comma-separated) runs only those
+	// scenarios' rows (the pre-merge scenarios by name; "nightly" for the nightly rows).
+	scenarioOn := func(s string) bool {
+		o := os.Getenv("TEMPLATES_E2E_SCENARIOS")
+		return o == "" || strings.Contains(","+o+",", ","+s+",")
+	}
+	// The pre-merge calibration (reckon-calibrate.yml: the A/A run of main, appended to the
+	// history branch), before the pull requests, whose gates then read it.
+	if only("github") && scenarioOn("calibrate") {
+		t0 := time.Now()
+		wf, err := loadWorkflow(filepath.Join(root, "ci/engine/github/reckon-calibrate.yml"))
+		if err != nil {
+			return err
+		}
+		pin(wf, "", sum)
+		got, detail, err := calibrateRun(wf, origin, filepath.Join(out, "ws", "calibrate"), baseEnv, logf, mainSHA)
+		if err != nil {
+			return fmt.Errorf("calibrate: %w", err)
+		}
+		if got == "green" {
+			runs, page, err := historyState(origin, filepath.Join(out, "ws", "history-calibrate"), baseEnv, "premerge")
+			switch {
+			case err != nil:
+				got, detail = "error", err.Error()
+			case runs != 1 || !page:
+				got, detail = "error", fmt.Sprintf("history branch holds %d runs of premerge after the calibration, trend page %v", runs, page)
+			default:
+				detail = "history: 1 run of premerge on branch reckon-history (what the PR gates read)"
+			}
+		}
+		add(row{Template: "github-calibrate", Scenario: "calibrate (A/A of main, appended)", Expected: "green", Got: got, Detail: detail}, t0)
+	}
 	premerge := filepath.Join(root, "ci/engine/github/reckon-premerge.yml")
 	var prs []pr
 	for i, sc := range scenarios {
@@ -149,6 +185,9 @@ func run() error {
 			return fmt.Errorf("%s: %w", sc.name, err)
 		}
 		mb, _ := sh(work, baseEnv, "git", "merge-base", "main", head)
+		if !scenarioOn(sc.name) {
+			continue
+		}
 		prs = append(prs, pr{n: n, sc: sc, head: head, merge: merge, mergeBase: mb})
 		if !only("github") {
 			continue
@@ -162,7 +201,7 @@ func run() error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", sc.name, err)
 		}
-		add(row{Template: "github-premerge", Scenario: sc.name, Expected: sc.expected, Got: got, Detail: detail}, t0)
+		add(row{Template: "github-premerge", Scenario: sc.name, Expected: sc.expect("github"), Got: got, Detail: detail + attackLog(detail, filepath.Join(out, "ws", "premerge-"+sc.name))}, t0)
 		if sc.name == "loosened-spec" {
 			// Control: the same template reading the spec from the PR's tree lets the PR pass.
 			t0 = time.Now()
@@ -179,7 +218,7 @@ func run() error {
 		}
 	}
 	// Control: a pinned checksum that is not the release's stops the install (exit 3).
-	if only("github") {
+	if only("github") && scenarioOn("healthy") {
 		t0 := time.Now()
 		wf, _ := loadWorkflow(premerge)
 		pin(wf, "gate", strings.Repeat("0", 64))
@@ -195,7 +234,7 @@ func run() error {
 
 	// 4. The nightly, twice: shards, merge, history appended, trend page.
 	nightly := filepath.Join(root, "ci/engine/github/reckon-nightly.yml")
-	for night := 1; night <= 2 && only("github"); night++ {
+	for night := 1; night <= nights && only("github") && scenarioOn("nightly"); night++ {
 		t0 := time.Now()
 		wf, err := loadWorkflow(nightly)
 		if err != nil {
@@ -207,7 +246,7 @@ func run() error {
 			return fmt.Errorf("nightly %d: %w", night, err)
 		}
 		if got == "green" {
-			runs, page, err := historyState(origin, filepath.Join(out, "ws", fmt.Sprintf("history-%d", night)), baseEnv)
+			runs, page, err := historyState(origin, filepath.Join(out, "ws", fmt.Sprintf("history-%d", night)), baseEnv, "nightly")
 			switch {
 			case err != nil:
 				got, detail = "error", err.Error()
@@ -221,7 +260,7 @@ func run() error {
 	}
 
 	// 5. GitLab, Buildkite and Kubernetes: the same scenarios where the template has the job.
-	e := &e2e{root: root, out: out, origin: origin, env: baseEnv, log: logf, sum: sum, mainSHA: mainSHA, add: add}
+	e := &e2e{root: root, out: out, origin: origin, env: baseEnv, log: logf, sum: sum, mainSHA: mainSHA, add: add, nightly: scenarioOn("nightly"), calibrate: scenarioOn("calibrate")}
 	for _, t := range []struct {
 		name string
 		run  func() error
@@ -332,6 +371,7 @@ func premergeJob(wf *ghWorkflow, origin, ws string, env []string, log *os.File, 
 		"github.event.pull_request.number": fmt.Sprint(n), "github.event.pull_request.base.sha": base,
 		"github.event.pull_request.head.sha": head, "github.sha": merge, "github.ref": fmt.Sprintf("refs/pull/%d/merge", n),
 		"github.run_id": fmt.Sprint(5000 + n), "github.run_attempt": "1", "github.repository": "fixture/engine", "github.event_name": "pull_request",
+		"github.token": "ghs_e2e",
 	}}
 	res, err := r.runJob(wf, "gate")
 	if err != nil {
@@ -345,8 +385,13 @@ func premergeJob(wf *ghWorkflow, origin, ws string, env []string, log *os.File, 
 func verdict(j *ghJob, res []stepResult) (string, string, error) {
 	gateStep := map[string]bool{}
 	for _, s := range j.Steps {
-		if strings.Contains(s.Run, "reckon gate ") || strings.Contains(s.Run, "reckon merge ") {
+		if runsReckon(s.Run) {
 			gateStep[s.Name] = true
+		}
+	}
+	for _, s := range res {
+		if s.Exit != 0 && s.Refused {
+			return "refused", fmt.Sprintf("%q exit %d: the trusted tree or reckon changed since it was fetched", s.Name, s.Exit), nil
 		}
 	}
 	for _, s := range res {
@@ -366,7 +411,8 @@ func nightlyRun(wf *ghWorkflow, origin, ws string, env []string, log *os.File, n
 	artifacts := ws + ".artifacts"
 	ctx := func(extra map[string]string) map[string]string {
 		m := map[string]string{"github.sha": sha, "github.ref": "refs/heads/main", "github.run_id": fmt.Sprint(9000 + night),
-			"github.run_attempt": "1", "github.repository": "fixture/engine", "github.event_name": "schedule"}
+			"github.run_attempt": "1", "github.repository": "fixture/engine", "github.event_name": "schedule",
+			"github.token": "ghs_e2e", "inputs.bootstrap": bootstrapInput(night)}
 		for k, v := range extra {
 			m[k] = v
 		}
@@ -399,8 +445,36 @@ func nightlyRun(wf *ghWorkflow, origin, ws string, env []string, log *os.File, n
 	return got, strings.TrimSpace(strings.Join(append(details, d), "; ")), nil
 }
 
-// historyState reads the history branch as a later night (or a reader) would.
-func historyState(origin, dir string, env []string) (int, bool, error) {
+// calibrateRun runs the calibration workflow's gate job, then its append job.
+func calibrateRun(wf *ghWorkflow, origin, ws string, env []string, log *os.File, sha string) (string, string, error) {
+	artifacts := ws + ".artifacts"
+	ctx := map[string]string{"github.sha": sha, "github.ref": "refs/heads/main", "github.run_id": "9500",
+		"github.run_attempt": "1", "github.repository": "fixture/engine", "github.event_name": "workflow_dispatch", "github.token": "ghs_e2e"}
+	var details []string
+	for _, job := range []string{"gate", "append"} {
+		fmt.Fprintf(log, "=== calibrate %s\n", job)
+		c := map[string]string{}
+		for k, v := range ctx {
+			c[k] = v
+		}
+		r := &ghRun{origin: origin, workspace: filepath.Join(ws, job), artifacts: artifacts, log: log, baseEnv: append([]string{}, env...), ctx: c}
+		res, err := r.runJob(wf, job)
+		if err != nil {
+			return "", "", err
+		}
+		if got, d, _ := verdict(wf.Jobs[job], res); got != "green" {
+			details = append(details, job+": "+got+" "+d)
+		}
+	}
+	if len(details) > 0 {
+		return "error", strings.Join(details, "; "), nil
+	}
+	return "green", "", nil
+}
+
+// historyState reads the history branch as a later night (or a reader) would: the runs of spec
+// stored there, and whether the trend page is.
+func historyState(origin, dir string, env []string, spec string) (int, bool, error) {
 	if out, err := sh("", env, "git", "clone", "-q", "--branch", "reckon-history", origin, dir); err != nil {
 		return 0, false, fmt.Errorf("%s", out)
 	}
@@ -412,7 +486,7 @@ func historyState(origin, dir string, env []string) (int, bool, error) {
 		return 0, false, err
 	}
 	defer st.Close()
-	runs, err := st.Runs(ctx, history.RunFilter{})
+	runs, err := st.Runs(ctx, history.RunFilter{Spec: spec})
 	return len(runs), perr == nil, err
 }
 

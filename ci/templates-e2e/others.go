@@ -30,10 +30,12 @@ type e2e struct {
 	log               *os.File
 	sum, mainSHA      string
 	add               func(row, time.Time)
+	nightly           bool // the nightly rows are on (TEMPLATES_E2E_SCENARIOS)
+	calibrate         bool // the calibration rows are on
 }
 
-// countRuns opens a history store and counts its runs.
-func countRuns(path string) (int, error) {
+// countRuns opens a history store and counts its runs of spec (the spec's name).
+func countRuns(path, spec string) (int, error) {
 	if _, err := os.Stat(path); err != nil {
 		return 0, err
 	}
@@ -44,24 +46,32 @@ func countRuns(path string) (int, error) {
 		return 0, err
 	}
 	defer st.Close()
-	runs, err := st.Runs(ctx, history.RunFilter{})
+	runs, err := st.Runs(ctx, history.RunFilter{Spec: spec})
 	return len(runs), err
 }
 
-// historyVerdict checks a green night's history: night runs in the store, the trend page there.
+// historyVerdict checks a green night's history: night runs of the nightly spec in the store
+// (a calibration's runs of the pre-merge spec may be there too), the trend page there.
 func historyVerdict(got, detail string, night int, db, page, where string) (string, string) {
+	return storeVerdict(got, detail, "nightly", night, db, page, where)
+}
+
+// storeVerdict checks that a green run left want runs of spec in the store db and the trend
+// page.
+func storeVerdict(got, detail, spec string, want int, db, page, where string) (string, string) {
 	if got != "green" {
 		return got, detail
 	}
-	runs, err := countRuns(db)
+	night := want
+	runs, err := countRuns(db, spec)
 	_, perr := os.Stat(page)
 	switch {
 	case err != nil:
 		return "error", fmt.Sprintf("history %s: %v", db, err)
 	case runs != night || perr != nil:
-		return "error", fmt.Sprintf("history holds %d runs after night %d, trend page %s: %v", runs, night, page, perr)
+		return "error", fmt.Sprintf("history holds %d runs of %s, want %d; trend page %s: %v", runs, spec, night, page, perr)
 	}
-	return got, fmt.Sprintf("history: %d runs %s", runs, where)
+	return got, fmt.Sprintf("history: %d runs of %s %s", runs, spec, where)
 }
 
 func (e *e2e) gitlab(prs []pr) error {
@@ -80,6 +90,25 @@ func (e *e2e) gitlab(prs []pr) error {
 			v["RECKON_SHA256"] = e.sum
 		}
 		return doc, nil
+	}
+	if e.calibrate {
+		// The pre-merge calibration: a schedule with RECKON_CALIBRATE=1, the pre-merge spec with
+		// both sides built from the default branch, appended to the chained history.
+		t0 := time.Now()
+		doc, err := load()
+		if err != nil {
+			return err
+		}
+		run := &glPipelineRun{dir: filepath.Join(e.out, "ws", "gitlab-calibrate"), fetch: "refs/heads/main", ref: "main",
+			vars: map[string]string{"CI_PIPELINE_SOURCE": "schedule", "CI_COMMIT_SHA": e.mainSHA, "CI_COMMIT_REF_NAME": "main", "CI_COMMIT_BRANCH": "main", "RECKON_CALIBRATE": "1"}}
+		if err := g.runPipeline(doc, run); err != nil {
+			return fmt.Errorf("gitlab calibrate: %w", err)
+		}
+		got, detail := pipelineVerdict(run.results())
+		arts := run.jobArtifacts("reckon-merge")
+		got, detail = storeVerdict(got, detail, "premerge", 1, filepath.Join(arts, "history/history.db"), filepath.Join(arts, "history/history.html"),
+			"in the reckon-merge artifact history/history.db (the chain the MR pipelines read)")
+		e.add(row{Template: "gitlab-calibrate", Scenario: "calibrate (A/A of main, appended)", Expected: "green", Got: got, Detail: detail}, t0)
 	}
 	for _, p := range prs {
 		t0 := time.Now()
@@ -101,16 +130,17 @@ func (e *e2e) gitlab(prs []pr) error {
 		if len(run.results()) == 0 {
 			got, detail = "error", "the rules put no job into the merge request pipeline"
 		}
-		e.add(row{Template: "gitlab-premerge", Scenario: p.sc.name, Expected: p.sc.expected, Got: got, Detail: detail}, t0)
+		e.add(row{Template: "gitlab-premerge", Scenario: p.sc.name, Expected: p.sc.expect("gitlab"), Got: got, Detail: detail + attackLog(detail, run.dir)}, t0)
 	}
-	for night := 1; night <= 2; night++ {
+	for night := 1; night <= nights && e.nightly; night++ {
 		t0 := time.Now()
 		doc, err := load()
 		if err != nil {
 			return err
 		}
 		run := &glPipelineRun{dir: filepath.Join(e.out, "ws", fmt.Sprintf("gitlab-nightly-%d", night)), fetch: "refs/heads/main", ref: "main",
-			vars: map[string]string{"CI_PIPELINE_SOURCE": "schedule", "CI_COMMIT_SHA": e.mainSHA, "CI_COMMIT_REF_NAME": "main", "CI_COMMIT_BRANCH": "main"}}
+			vars: map[string]string{"CI_PIPELINE_SOURCE": "schedule", "CI_COMMIT_SHA": e.mainSHA, "CI_COMMIT_REF_NAME": "main", "CI_COMMIT_BRANCH": "main",
+				"RECKON_BOOTSTRAP": map[bool]string{true: "1", false: ""}[bootstrapNight(night)]}}
 		if err := g.runPipeline(doc, run); err != nil {
 			return fmt.Errorf("gitlab nightly %d: %w", night, err)
 		}
@@ -146,6 +176,29 @@ func (e *e2e) buildkite(prs []pr) error {
 		}
 		return "annotation reckon-summary " + strings.TrimSpace(string(st))
 	}
+	if e.calibrate {
+		// The pre-merge calibration: a build with RECKON_CALIBRATE=1, appended to the DSN.
+		t0 := time.Now()
+		env, steps, err := load()
+		if err != nil {
+			return err
+		}
+		b := &bkBuild{dir: filepath.Join(e.out, "ws", "buildkite-calibrate"), fetch: "refs/heads/main", vars: map[string]string{
+			"BUILDKITE_COMMIT": e.mainSHA, "BUILDKITE_BRANCH": "main", "BUILDKITE_PULL_REQUEST": "false",
+			"BUILDKITE_PULL_REQUEST_BASE_BRANCH": "", "BUILDKITE_SOURCE": "schedule", "RECKON_CALIBRATE": "1",
+		}}
+		if err := k.runBuild(env, steps, b); err != nil {
+			return fmt.Errorf("buildkite calibrate: %w", err)
+		}
+		got, detail := pipelineVerdict(b.results)
+		pages, _ := filepath.Glob(filepath.Join(b.store, "artifacts", "*", "history", "history.html"))
+		page := filepath.Join(b.store, "artifacts", "none", "history", "history.html")
+		if len(pages) > 0 {
+			page = pages[0]
+		}
+		got, detail = storeVerdict(got, detail, "premerge", 1, k.agent["RECKON_HISTORY_DSN"], page, "in RECKON_HISTORY_DSN (the store the PR builds read)")
+		e.add(row{Template: "buildkite-calibrate", Scenario: "calibrate (A/A of main, appended)", Expected: "green", Got: got, Detail: detail}, t0)
+	}
 	for _, p := range prs {
 		t0 := time.Now()
 		env, steps, err := load()
@@ -160,9 +213,9 @@ func (e *e2e) buildkite(prs []pr) error {
 			return fmt.Errorf("buildkite premerge %s: %w", p.sc.name, err)
 		}
 		got, detail := pipelineVerdict(b.results)
-		e.add(row{Template: "buildkite-premerge", Scenario: p.sc.name, Expected: p.sc.expected, Got: got, Detail: strings.TrimPrefix(detail+"; "+annotation(b), "; ")}, t0)
+		e.add(row{Template: "buildkite-premerge", Scenario: p.sc.name, Expected: p.sc.expect("buildkite"), Got: got, Detail: strings.TrimPrefix(detail+"; "+annotation(b), "; ") + attackLog(detail, b.dir)}, t0)
 	}
-	for night := 1; night <= 2; night++ {
+	for night := 1; night <= nights && e.nightly; night++ {
 		t0 := time.Now()
 		env, steps, err := load()
 		if err != nil {
@@ -171,6 +224,7 @@ func (e *e2e) buildkite(prs []pr) error {
 		b := &bkBuild{dir: filepath.Join(e.out, "ws", fmt.Sprintf("buildkite-nightly-%d", night)), fetch: "refs/heads/main", vars: map[string]string{
 			"BUILDKITE_COMMIT": e.mainSHA, "BUILDKITE_BRANCH": "main", "BUILDKITE_PULL_REQUEST": "false",
 			"BUILDKITE_PULL_REQUEST_BASE_BRANCH": "", "BUILDKITE_SOURCE": "schedule",
+			"RECKON_BOOTSTRAP": map[bool]string{true: "1", false: ""}[bootstrapNight(night)],
 		}}
 		if err := k.runBuild(env, steps, b); err != nil {
 			return fmt.Errorf("buildkite nightly %d: %w", night, err)
@@ -222,10 +276,15 @@ func (e *e2e) k8s() error {
 			imgEnv["RECKON_RELEASE_URL"] = v // the release mirror the cluster reaches
 		}
 	}
-	for night := 1; night <= 2; night++ {
+	for night := 1; night <= nights && e.nightly; night++ {
 		t0 := time.Now()
 		runID := fmt.Sprintf("nightly-2026010%d-%d", night, 300+night)
-		jobs, err := k8sjobs.Decode(strings.ReplaceAll(string(raw), "RECKON_RUN_ID_VALUE", runID))
+		manifest := strings.ReplaceAll(string(raw), "RECKON_RUN_ID_VALUE", runID)
+		if bootstrapNight(night) {
+			// A bootstrap night: RECKON_BOOTSTRAP "1" in both Jobs, as the manifest's header says.
+			manifest = strings.ReplaceAll(manifest, "- name: RECKON_BOOTSTRAP\n              value: \"\"", "- name: RECKON_BOOTSTRAP\n              value: \"1\"")
+		}
+		jobs, err := k8sjobs.Decode(manifest)
 		if err != nil {
 			return fmt.Errorf("k8s manifest: %w", err)
 		}
