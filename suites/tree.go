@@ -194,6 +194,20 @@ func (fw *framework) policy() gate.Policy {
 	return gate.Policy{Strict: fw.opts.Strict, RequireBaseline: fw.opts.RequireBaseline}
 }
 
+// policyFor is the policy of the check named name: --require-baseline concerns the stored
+// baselines only, so a check against the history with too few stored nights (no_baseline) is
+// failed by --strict alone, and the nightly's bootstrap (no --strict) can keep
+// --require-baseline for its baseline checks.
+func (fw *framework) policyFor(name string) gate.Policy {
+	p := fw.policy()
+	for _, c := range fw.spec.Checks {
+		if c.Name == name && c.Stat() != nil && c.Stat().Against == spec.AgainstHistory {
+			p.RequireBaseline = false
+		}
+	}
+	return p
+}
+
 // entryOf turns a verdict into its report entry under the run's policy, with the explanation of
 // a failed statistical check: the entry keeps its identity (name, kind, config) and takes the
 // verdict whole. filtered says that --allow-partial skips the check because the label filter
@@ -211,7 +225,7 @@ func (fw *framework) entryOf(e gate.Check, v gate.Verdict, filtered bool, why st
 	}
 	e.Verdict = v.Classified()
 	var flag string
-	e.Status, flag = fw.policy().Status(v.Outcome)
+	e.Status, flag = fw.policyFor(e.Name).Status(v.Outcome)
 	if partial {
 		e.Outcome = gate.OutcomePartial
 	}

@@ -154,7 +154,7 @@ the shards' output directories into one results.json, junit.xml, summary.md and 
 	f.StringVar(&opts.OutDir, "out", "out", "directory for engine logs, measurements and reports")
 	f.StringVar(&opts.LabelFilter, "label-filter", "", "run only checks whose labels match this Ginkgo label expression")
 	f.StringVar(&opts.BaselineDir, "baselines", "baselines", "directory of stored baselines (one folder per testbed)")
-	f.BoolVar(&opts.RequireBaseline, "require-baseline", false, "fail statistical checks that have no stored baseline for this testbed")
+	f.BoolVar(&opts.RequireBaseline, "require-baseline", false, "fail statistical checks that have no stored baseline for this testbed (checks against: history with too few nights fail under --strict only)")
 	f.BoolVar(&opts.Strict, "strict", false, "fail no_baseline and inconclusive checks, and checks skipped for a missing input (CI: nightly and pre-merge)")
 	f.BoolVar(&opts.AllowPartial, "allow-partial", false, "skip (instead of refusing) checks whose inputs --label-filter leaves out")
 	f.StringVar(&commit, "commit", "", "git commit of the code under test (default: $GITHUB_SHA, $BUILDKITE_COMMIT, $CI_COMMIT_SHA, else git rev-parse HEAD)")

@@ -79,7 +79,7 @@ infrastructure errors only.`,
 	f.StringVar(&opts.SpecPath, "spec", "", "the spec the shards ran (default: the path they recorded)")
 	f.StringVar(&opts.BaselineDir, "baselines", "baselines", "directory of stored baselines, for statistical checks against the baseline")
 	f.BoolVar(&opts.Strict, "strict", false, "fail no_baseline and inconclusive checks (default: on when every shard ran with --strict)")
-	f.BoolVar(&opts.RequireBaseline, "require-baseline", false, "fail statistical checks that have no stored baseline for their testbed")
+	f.BoolVar(&opts.RequireBaseline, "require-baseline", false, "fail statistical checks that have no stored baseline for their testbed (checks against: history with too few nights fail under --strict only)")
 	f.BoolVar(&opts.AllowMixed, "allow-mixed", false, "merge shards of different commits (the merged run is red and says which ran which) instead of refusing them")
 	f.BoolVar(&quiet, "quiet", false, "print only the report paths and the closing line, not the terminal report")
 	return cmd
