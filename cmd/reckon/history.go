@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/reckon-ci/reckon/gate"
 	"github.com/reckon-ci/reckon/history"
@@ -277,13 +278,19 @@ type analyzeFlags struct {
 	json bool
 }
 
+// seriesFilterFlags registers the flags that select series (testbed, spec, config, workload,
+// metric) into f: the one definition analyze, report and accept share.
+func seriesFilterFlags(fl *pflag.FlagSet, f *history.Filter) {
+	fl.StringVar(&f.Testbed, "testbed", "", "only this testbed")
+	fl.StringVar(&f.Spec, "spec", "", "only this spec")
+	fl.StringVar(&f.Config, "config", "", "only this config")
+	fl.StringVar(&f.Workload, "workload", "", "only this workload ('engine' for engine-report values)")
+	fl.StringVar(&f.Metric, "metric", "", "only this metric (e.g. output_throughput, kv_cache_tokens)")
+}
+
 func (a *analyzeFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
-	fl.StringVar(&a.f.Testbed, "testbed", "", "only this testbed")
-	fl.StringVar(&a.f.Spec, "spec", "", "only this spec")
-	fl.StringVar(&a.f.Config, "config", "", "only this config")
-	fl.StringVar(&a.f.Workload, "workload", "", "only this workload ('engine' for engine-report values)")
-	fl.StringVar(&a.f.Metric, "metric", "", "only this metric (e.g. output_throughput, kv_cache_tokens)")
+	seriesFilterFlags(fl, &a.f)
 	fl.Float64Var(&a.o.PValue, "p-value", history.DefaultPValue, fmt.Sprintf("significance a change point must reach: as is in the newest %d runs and in series of one window, times window/n in longer ones", history.RecentRuns))
 	fl.Float64Var(&a.o.Magnitude, "magnitude", 0, "smallest |forward change| that counts (0.02 = 2%)")
 	fl.IntVar(&a.o.Window, "window", history.DefaultWindow, "sliding window of the first pass (points)")

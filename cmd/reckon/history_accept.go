@@ -51,11 +51,7 @@ kept with the acceptance (docs/history.md, "The nightly detector").`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.Testbed, "testbed", "", "only this testbed")
-	fl.StringVar(&f.Spec, "spec", "", "only this spec")
-	fl.StringVar(&f.Config, "config", "", "only this config")
-	fl.StringVar(&f.Workload, "workload", "", "only this workload")
-	fl.StringVar(&f.Metric, "metric", "", "only this metric")
+	seriesFilterFlags(fl, &f)
 	fl.StringVar(&from, "from", "", "the first run of the new level: a commit (prefix) or a time (2026-12-01, RFC 3339)")
 	fl.StringVar(&reason, "reason", "", "why the change is accepted (required)")
 	return cmd
