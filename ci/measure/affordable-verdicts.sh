@@ -31,17 +31,7 @@ run_one() {
 	local rc=0
 	bin/reckon gate "${flags[@]}" >"$dir/last.log" 2>&1 || rc=$?
 	local line
-	line=$(python3 - "$dir/run/results.json" <<'PY' || echo "?	?"
-import json, sys
-r = json.load(open(sys.argv[1]))
-for c in r.get("checks", []):
-    if c.get("kind") in ("throughput", "latency"):
-        print(c.get("outcome", "?") + "\t" + c.get("message", "").replace("\t", " "))
-        break
-else:
-    print("none\t")
-PY
-)
+	line=$(python3 ci/measure/verdict-line.py "$dir/run/results.json" || printf '?\t?')
 	printf '%s\t%d\t%d\t%s\n' "$phase" "$i" "$rc" "$line" >>"$out/s$s.tsv"
 }
 

@@ -31,17 +31,7 @@ night() {
 	bin/reckon gate --spec "$dir/spec.yaml" --out "$dir/run" --quiet --commit "$(printf 'c0ffee%06x%028x' "$s" "$i")" "$@" >"$dir/gate.log" 2>&1 || rc=$?
 	[ "$phase" = boot ] && return 0
 	local line
-	line=$(python3 - "$dir/run/results.json" <<'PY' || echo "?	?"
-import json, sys
-r = json.load(open(sys.argv[1]))
-for c in r.get("checks", []):
-    if c.get("kind") in ("throughput", "latency"):
-        print(c.get("outcome", "?") + "\t" + c.get("message", "").replace("\t", " "))
-        break
-else:
-    print("none\t")
-PY
-)
+	line=$(python3 ci/measure/verdict-line.py "$dir/run/results.json" || printf '?\t?')
 	printf '%s\t%d\t%d\t%d\t%s\n' "$phase" "$s" "$i" "$rc" "$line" >>"$out/rows.tsv"
 }
 export -f night

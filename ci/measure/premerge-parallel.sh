@@ -31,17 +31,7 @@ gate_run() {
 	local rc=0
 	bin/reckon gate --spec "$dir/spec.yaml" --out "$dir/run" --quiet "$@" >"$dir/gate.log" 2>&1 || rc=$?
 	local line
-	line=$(python3 - "$dir/run/results.json" <<'PY' || echo "?	?"
-import json, sys
-r = json.load(open(sys.argv[1]))
-for c in r.get("checks", []):
-    if c.get("kind") in ("throughput", "latency"):
-        print(c.get("outcome", "?") + "\t" + c.get("message", "").replace("\t", " "))
-        break
-else:
-    print("none\t")
-PY
-)
+	line=$(python3 ci/measure/verdict-line.py "$dir/run/results.json" || printf '?\t?')
 	printf '%s\t%s\t%d\t%s\n' "$phase" "$stream" "$rc" "$line" >>"$out/rows.tsv"
 }
 
